@@ -1,0 +1,35 @@
+import { open, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+
+let sequence = 0;
+
+/**
+ * Replaces `path` with the given content so that a crash at any instant leaves either the old
+ * file or the new one, never a mix: write a temporary file beside it, fsync it, rename it over
+ * the target, then fsync the directory so the rename itself is durable.
+ */
+export async function writeFileAtomic(path: string, chunks: Iterable<string | Buffer>): Promise<void> {
+  const directory = dirname(path);
+  const temporary = join(directory, `.${basename(path)}.${process.pid}.${sequence++}.tmp`);
+  const file = await open(temporary, 'w', 0o644);
+  try {
+    for (const chunk of chunks) await file.writeFile(chunk);
+    await file.sync();
+  } catch (error) {
+    await file.close().catch(() => {});
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+  await file.close();
+  try {
+    await rename(temporary, path);
+  } catch (error) {
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+  const dir = await open(directory, 'r').catch(() => undefined);
+  if (dir !== undefined) {
+    await dir.sync().catch(() => {});
+    await dir.close();
+  }
+}

@@ -1,0 +1,154 @@
+import { readFile } from 'node:fs/promises';
+import type { ByteString } from '../bytes.js';
+import { MAX_STRING_LENGTH } from '../bytes.js';
+import type { SavedLock } from '../locks/LockService.js';
+import { writeFileAtomic } from './atomicWrite.js';
+import { FileFormatError, meaningfulLines } from './FileFormatError.js';
+
+/**
+ * The lock file: a text file, one entry per line, queue by queue with the owner first, so a person
+ * can read who holds what and the server can restore the exact queue order.
+ *
+ *   lockserver-locks 1
+ *   # key index owner priority ttl ttw role remaining
+ *   users 42 alice 10 30 60 owner 29500
+ *   users 42 bob 0 30 60 waiter never
+ *
+ * Strings are percent-encoded: printable ASCII except '%' stays as is, every other byte is %HH.
+ * An empty string is written '-' (and a string that is exactly '-' as %2D). remaining is the
+ * milliseconds the entry's current phase had left when saved, or 'never'.
+ */
+export const LOCK_FILE_MAGIC = 'lockserver-locks';
+export const LOCK_FILE_VERSION = 1;
+const EMPTY_FIELD = '-';
+const FIELDS_PER_LINE = 8;
+const NEVER = 'never';
+/** Lines are gathered into chunks of about this size before each write. */
+const WRITE_CHUNK_CHARS = 64 * 1024;
+
+export function encodeField(value: ByteString): string {
+  if (value === '') return EMPTY_FIELD;
+  if (value === EMPTY_FIELD) return '%2D';
+  let out = '';
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code > 0x20 && code < 0x7f && code !== 0x25) out += value[i];
+    else out += '%' + code.toString(16).toUpperCase().padStart(2, '0');
+  }
+  return out;
+}
+
+export function decodeField(field: string): ByteString | undefined {
+  if (field === EMPTY_FIELD) return '';
+  let out = '';
+  for (let i = 0; i < field.length; i++) {
+    const char = field[i]!;
+    if (char !== '%') {
+      const code = char.charCodeAt(0);
+      if (code <= 0x20 || code >= 0x7f) return undefined;
+      out += char;
+      continue;
+    }
+    const hex = field.slice(i + 1, i + 3);
+    if (!/^[0-9A-Fa-f]{2}$/.test(hex)) return undefined;
+    out += String.fromCharCode(parseInt(hex, 16));
+    i += 2;
+  }
+  return out.length <= MAX_STRING_LENGTH ? out : undefined;
+}
+
+function formatLine(lock: SavedLock): string {
+  return [
+    encodeField(lock.key),
+    encodeField(lock.index),
+    encodeField(lock.owner),
+    lock.priority,
+    lock.ttl,
+    lock.ttw,
+    lock.isOwner ? 'owner' : 'waiter',
+    lock.remainingMs === null ? NEVER : lock.remainingMs,
+  ].join(' ');
+}
+
+/** The file's text, in chunks of about WRITE_CHUNK_CHARS. */
+export function* formatLockFile(locks: Iterable<SavedLock>, savedAt = new Date()): IterableIterator<string> {
+  let chunk =
+    `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}\n` +
+    `# saved ${savedAt.toISOString()}; times left are frozen while the server is down\n` +
+    `# key index owner priority ttl ttw role remaining-ms\n`;
+  for (const lock of locks) {
+    chunk += formatLine(lock) + '\n';
+    if (chunk.length >= WRITE_CHUNK_CHARS) {
+      yield chunk;
+      chunk = '';
+    }
+  }
+  if (chunk !== '') yield chunk;
+}
+
+function parseInteger(text: string, max: number): number | undefined {
+  if (!/^\d{1,10}$/.test(text)) return undefined;
+  const value = Number(text);
+  return value <= max ? value : undefined;
+}
+
+/** Parses a lock file's text; any bad line is a FileFormatError naming `file` and the line. */
+export function parseLockFile(text: string, file: string): SavedLock[] {
+  const locks: SavedLock[] = [];
+  let sawHeader = false;
+  const seen = new Set<string>();
+  const owned = new Set<string>();
+  for (const { line, text: content } of meaningfulLines(text)) {
+    const fail = (reason: string): never => {
+      throw new FileFormatError(file, line, reason);
+    };
+    if (!sawHeader) {
+      if (content !== `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}`) {
+        fail(`expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"; is this a lock file?`);
+      }
+      sawHeader = true;
+      continue;
+    }
+    const fields = content.split(/[ \t]+/);
+    if (fields.length !== FIELDS_PER_LINE) fail(`expected ${FIELDS_PER_LINE} fields, found ${fields.length}`);
+    const [keyField, indexField, ownerField, priorityField, ttlField, ttwField, role, remaining] = fields as [
+      string, string, string, string, string, string, string, string,
+    ];
+    const key = decodeField(keyField) ?? fail(`bad key field "${keyField}"`);
+    const index = decodeField(indexField) ?? fail(`bad index field "${indexField}"`);
+    const owner = decodeField(ownerField) ?? fail(`bad owner field "${ownerField}"`);
+    const priority = parseInteger(priorityField, 0xff) ?? fail(`priority must be 0-255, got "${priorityField}"`);
+    const ttl = parseInteger(ttlField, 0xffff) ?? fail(`ttl must be 0-65535, got "${ttlField}"`);
+    const ttw = parseInteger(ttwField, 0xffff) ?? fail(`ttw must be 0-65535, got "${ttwField}"`);
+    if (role !== 'owner' && role !== 'waiter') fail(`role must be "owner" or "waiter", got "${role}"`);
+    const remainingMs =
+      remaining === NEVER ? null : (parseInteger(remaining, 0xffff * 1000) ?? fail(`bad remaining time "${remaining}"`));
+    // A length-prefixed identity of (key, index[, owner]) that cannot collide.
+    const queueId = `${key.length}:${index.length}:${key}${index}`;
+    const entryId = `${queueId}${owner}`;
+    if (seen.has(entryId)) fail('the same key, index and owner appear twice');
+    seen.add(entryId);
+    if (role === 'owner') {
+      if (owned.has(queueId)) fail('a second owner for the same key and index');
+      owned.add(queueId);
+    }
+    locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', remainingMs });
+  }
+  return locks;
+}
+
+/** Reads the lock file; undefined when it does not exist. Other failures throw, naming the file. */
+export async function loadLockFile(file: string): Promise<SavedLock[] | undefined> {
+  let text: string;
+  try {
+    text = await readFile(file, 'latin1');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new Error(`cannot read lock file ${file}: ${(error as Error).message}`);
+  }
+  return parseLockFile(text, file);
+}
+
+export async function saveLockFile(file: string, locks: Iterable<SavedLock>): Promise<void> {
+  await writeFileAtomic(file, formatLockFile(locks));
+}

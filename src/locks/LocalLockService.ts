@@ -1,0 +1,111 @@
+import type { ByteString } from '../bytes.js';
+import type { Contender } from '../protocol/messages.js';
+import type { Clock } from './Clock.js';
+import type { LockCounts, LockRequest, LockService, SavedLock } from './LockService.js';
+import { LockTable, type LockTableOptions } from './LockTable.js';
+
+/** How the service gets its periodic sweep and its "continue soon" turns; injected for tests. */
+export interface Scheduler {
+  every(ms: number, task: () => void): () => void;
+  soon(task: () => void): void;
+}
+
+export const realScheduler: Scheduler = {
+  every(ms, task) {
+    const timer = setInterval(task, ms);
+    timer.unref();
+    return () => clearInterval(timer);
+  },
+  soon(task) {
+    setImmediate(task);
+  },
+};
+
+/** Sweep often enough that an entry disappears well within a second of its deadline. */
+export const SWEEP_INTERVAL_MS = 100;
+/** Expiries per event-loop turn, so a million simultaneous expiries never stall serving. */
+export const SWEEP_BUDGET = 5_000;
+
+export interface LocalLockServiceOptions extends LockTableOptions {
+  readonly onExpired?: (count: number) => void;
+}
+
+/** The single-node LockService: a LockTable in this process, swept by one periodic task. */
+export class LocalLockService implements LockService {
+  readonly table: LockTable;
+  private readonly stopSweeping: () => void;
+  private sweeping = false;
+  private closed = false;
+
+  constructor(
+    clock: Clock,
+    private readonly scheduler: Scheduler = realScheduler,
+    private readonly options: LocalLockServiceOptions = {},
+  ) {
+    this.table = new LockTable(clock, options);
+    this.stopSweeping = scheduler.every(SWEEP_INTERVAL_MS, () => this.sweep());
+  }
+
+  /** One budgeted slice of expiry; reschedules itself while more are due. */
+  private sweep(): void {
+    if (this.sweeping || this.closed) return;
+    const removed = this.table.expire(SWEEP_BUDGET);
+    if (removed > 0) this.options.onExpired?.(removed);
+    if (removed === SWEEP_BUDGET) {
+      this.sweeping = true;
+      this.scheduler.soon(() => {
+        this.sweeping = false;
+        this.sweep();
+      });
+    }
+  }
+
+  async findOwner(key: ByteString, index: ByteString): Promise<ByteString> {
+    return this.table.findOwner(key, index);
+  }
+
+  async request(r: LockRequest, allowCreate: boolean): Promise<number> {
+    return this.table.request(r.key, r.index, r.owner, r.ttl, r.ttw, r.priority, allowCreate);
+  }
+
+  async location(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+    return this.table.location(key, index, owner);
+  }
+
+  async renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean> {
+    return this.table.renew(key, index, owner);
+  }
+
+  async release(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+    return this.table.release(key, index, owner);
+  }
+
+  async releaseKey(key: ByteString, owner: ByteString): Promise<number> {
+    return this.table.releaseKey(key, owner);
+  }
+
+  async releaseAll(owner: ByteString): Promise<number> {
+    return this.table.releaseAll(owner);
+  }
+
+  async list(key: ByteString, limit: number): Promise<Contender[]> {
+    return this.table.list(key, limit);
+  }
+
+  async counts(): Promise<LockCounts> {
+    return { owners: this.table.owners, waiters: this.table.waiters };
+  }
+
+  async snapshot(): Promise<SavedLock[]> {
+    return [...this.table.snapshot()];
+  }
+
+  async restore(saved: readonly SavedLock[]): Promise<void> {
+    this.table.restore(saved);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stopSweeping();
+  }
+}

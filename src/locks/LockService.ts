@@ -1,0 +1,63 @@
+import type { ByteString } from '../bytes.js';
+import type { Contender } from '../protocol/messages.js';
+
+/** One entry as written to and read from the lock file. */
+export interface SavedLock {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  readonly priority: number;
+  readonly ttl: number;
+  readonly ttw: number;
+  readonly isOwner: boolean;
+  /** Milliseconds left in the entry's current phase; null when that phase never expires. */
+  readonly remainingMs: number | null;
+}
+
+export interface LockCounts {
+  readonly owners: number;
+  readonly waiters: number;
+}
+
+export interface LockRequest {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  readonly ttl: number;
+  readonly ttw: number;
+  readonly priority: number;
+}
+
+/**
+ * The one interface between the protocol layer and lock state. The single-node table and the
+ * replicated cluster core both implement it, and the server never knows which one it has, so
+ * every call is asynchronous even where the local answer is immediate.
+ */
+export interface LockService {
+  /** Find owner (0x01): the owner, or '' when the lock is free. */
+  findOwner(key: ByteString, index: ByteString): Promise<ByteString>;
+  /**
+   * Request (0x02): the position (1 = owner). With allowCreate false (drain mode) a request that
+   * would add an entry gets 0; an existing entry is still renewed.
+   */
+  request(request: LockRequest, allowCreate: boolean): Promise<number>;
+  /** Find contender location (0x03): the position, or 0. */
+  location(key: ByteString, index: ByteString, owner: ByteString): Promise<number>;
+  /** Renew (0x04): whether the entry existed and its timer restarted. */
+  renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean>;
+  /** Release (0x05): entries removed (0 or 1). */
+  release(key: ByteString, index: ByteString, owner: ByteString): Promise<number>;
+  /** Release (0x05) with index `*`: the owner's entries under the key, across indexes. */
+  releaseKey(key: ByteString, owner: ByteString): Promise<number>;
+  /** Release all (0x06): the owner's entries across all keys. */
+  releaseAll(owner: ByteString): Promise<number>;
+  /** List (0x07): every entry under the key, at most `limit`. */
+  list(key: ByteString, limit: number): Promise<Contender[]>;
+  counts(): Promise<LockCounts>;
+  /** Every entry with its remaining time, in queue order, for the lock file. */
+  snapshot(): Promise<SavedLock[]>;
+  /** Loads saved entries (at start-up, before any client is served). */
+  restore(saved: readonly SavedLock[]): Promise<void>;
+  /** Stops background work (expiry sweeps); the state stays readable for a final snapshot. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,286 @@
+import type { ByteString } from '../bytes.js';
+import type { Contender } from '../protocol/messages.js';
+import type { Clock } from './Clock.js';
+import { ExpiryHeap } from './ExpiryHeap.js';
+import { LockEntry, NO_DEADLINE } from './LockEntry.js';
+import { LockQueue } from './LockQueue.js';
+import type { SavedLock } from './LockService.js';
+import { OwnerIndex } from './OwnerIndex.js';
+
+const MS_PER_SECOND = 1000;
+
+export interface LockTableOptions {
+  /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
+  readonly maxEntries?: number;
+}
+
+export const DEFAULT_MAX_ENTRIES = 10_000_000;
+
+/**
+ * The single-node lock state: one queue per (key, index), one expiry heap for every deadline,
+ * one index by owner name. Synchronous and free of I/O and timers; time comes from the injected
+ * clock and expiry happens only when expire() is called, so tests drive it step by step.
+ */
+export class LockTable {
+  private readonly keys = new Map<ByteString, Map<ByteString, LockQueue>>();
+  private readonly ownerIndex = new OwnerIndex();
+  private readonly expiry = new ExpiryHeap<LockEntry>();
+  private nextArrival = 0;
+  private ownerCount = 0;
+  private waiterCount = 0;
+  private readonly maxEntries: number;
+
+  constructor(
+    private readonly clock: Clock,
+    options: LockTableOptions = {},
+  ) {
+    this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  }
+
+  /** Entries that own their lock. */
+  get owners(): number {
+    return this.ownerCount;
+  }
+
+  /** Entries that wait (contenders that are not owners). */
+  get waiters(): number {
+    return this.waiterCount;
+  }
+
+  get size(): number {
+    return this.ownerCount + this.waiterCount;
+  }
+
+  /**
+   * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
+   * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0
+   * when a new entry is not allowed (drain mode, or the table is full).
+   */
+  request(
+    key: ByteString,
+    index: ByteString,
+    owner: ByteString,
+    ttl: number,
+    ttw: number,
+    priority: number,
+    allowCreate = true,
+  ): number {
+    const existing = this.queueOf(key, index)?.find(owner);
+    if (existing !== undefined) {
+      existing.ttl = ttl;
+      existing.ttw = ttw;
+      this.restartTimer(existing);
+      return existing.queue.positionOf(existing);
+    }
+    if (!allowCreate || this.size >= this.maxEntries) return 0;
+    const queue = this.queueFor(key, index);
+    const entry = new LockEntry(queue, owner, priority, this.nextArrival++, ttl, ttw);
+    this.ownerIndex.add(entry);
+    if (queue.owner === undefined) {
+      this.makeOwner(entry);
+      return 1;
+    }
+    queue.addWaiter(entry);
+    this.waiterCount++;
+    this.restartTimer(entry);
+    return queue.positionOf(entry);
+  }
+
+  /** Find owner (0x01): the owner's name, or the empty string when nobody owns it. */
+  findOwner(key: ByteString, index: ByteString): ByteString {
+    return this.queueOf(key, index)?.owner?.owner ?? '';
+  }
+
+  /** Find contender location (0x03): the position, or 0 when absent. */
+  location(key: ByteString, index: ByteString, owner: ByteString): number {
+    const entry = this.queueOf(key, index)?.find(owner);
+    return entry === undefined ? 0 : entry.queue.positionOf(entry);
+  }
+
+  /** Renew (0x04): restarts the entry's timer. False when there is no such entry. */
+  renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
+    const entry = this.queueOf(key, index)?.find(owner);
+    if (entry === undefined) return false;
+    this.restartTimer(entry);
+    return true;
+  }
+
+  /** Release (0x05) of one (key, index, owner): entries removed, 0 or 1. */
+  release(key: ByteString, index: ByteString, owner: ByteString): number {
+    const entry = this.queueOf(key, index)?.find(owner);
+    if (entry === undefined) return 0;
+    this.remove(entry);
+    return 1;
+  }
+
+  /** Release (0x05) with index `*`: every entry of the owner under the key, across indexes. */
+  releaseKey(key: ByteString, owner: ByteString): number {
+    let removed = 0;
+    for (const entry of this.ownerIndex.entriesOf(owner)) {
+      if (entry.queue.key !== key) continue;
+      this.remove(entry);
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Release all (0x06): every entry of the owner, across all keys. */
+  releaseAll(owner: ByteString): number {
+    const entries = this.ownerIndex.entriesOf(owner);
+    for (const entry of entries) this.remove(entry);
+    return entries.length;
+  }
+
+  /** List (0x07): every entry under the key; indexes in creation order, each in queue order. */
+  list(key: ByteString, limit = Number.POSITIVE_INFINITY): Contender[] {
+    const result: Contender[] = [];
+    const group = this.keys.get(key);
+    if (group === undefined) return result;
+    for (const queue of group.values()) {
+      for (const e of queue.entries()) {
+        if (result.length >= limit) return result;
+        result.push({ priority: e.priority, ttl: e.ttl, ttw: e.ttw, index: queue.index, owner: e.owner, isOwner: e.isOwner });
+      }
+    }
+    return result;
+  }
+
+  /** The earliest deadline, if any entry can expire. */
+  nextDeadline(): number | undefined {
+    return this.expiry.peek()?.deadline;
+  }
+
+  /**
+   * Removes entries whose deadline has passed (promoting the next waiter where an owner goes),
+   * at most `budget` of them so a mass expiry can be spread over several turns of the event
+   * loop. Returns how many were removed.
+   */
+  expire(budget = Number.POSITIVE_INFINITY): number {
+    const now = this.clock.now();
+    let removed = 0;
+    while (removed < budget) {
+      const next = this.expiry.peek();
+      if (next === undefined || next.deadline > now) break;
+      this.remove(next);
+      removed++;
+    }
+    return removed;
+  }
+
+  /** Every entry with the time its current phase has left, queue by queue, owner first. */
+  *snapshot(): IterableIterator<SavedLock> {
+    const now = this.clock.now();
+    for (const group of this.keys.values()) {
+      for (const queue of group.values()) {
+        for (const e of queue.entries()) {
+          yield {
+            key: queue.key,
+            index: queue.index,
+            owner: e.owner,
+            priority: e.priority,
+            ttl: e.ttl,
+            ttw: e.ttw,
+            isOwner: e.isOwner,
+            remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)),
+          };
+        }
+      }
+    }
+  }
+
+  /**
+   * Puts saved entries back, in the order given (which is the queue order they were saved in):
+   * owners as owners, waiters behind them in their old order, each with the time it had left.
+   */
+  restore(saved: Iterable<SavedLock>): void {
+    const now = this.clock.now();
+    for (const s of saved) {
+      const queue = this.queueFor(s.key, s.index);
+      if (queue.find(s.owner) !== undefined) throw new Error(`duplicate entry for owner in one queue`);
+      if (s.isOwner && queue.owner !== undefined) throw new Error(`two owners for one lock`);
+      const entry = new LockEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw);
+      this.ownerIndex.add(entry);
+      if (s.isOwner) {
+        entry.isOwner = true;
+        queue.owner = entry;
+        this.ownerCount++;
+      } else {
+        queue.addWaiter(entry);
+        this.waiterCount++;
+      }
+      entry.deadline = s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs;
+      if (entry.deadline !== NO_DEADLINE) this.expiry.schedule(entry);
+    }
+    // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
+    // hand-edited file might list only waiters: the first of them takes the lock.
+    for (const group of this.keys.values()) {
+      for (const queue of group.values()) {
+        if (queue.owner === undefined) this.promoteNext(queue);
+      }
+    }
+  }
+
+  private queueOf(key: ByteString, index: ByteString): LockQueue | undefined {
+    return this.keys.get(key)?.get(index);
+  }
+
+  private queueFor(key: ByteString, index: ByteString): LockQueue {
+    let group = this.keys.get(key);
+    if (group === undefined) {
+      group = new Map();
+      this.keys.set(key, group);
+    }
+    let queue = group.get(index);
+    if (queue === undefined) {
+      queue = new LockQueue(key, index);
+      group.set(index, queue);
+    }
+    return queue;
+  }
+
+  private restartTimer(entry: LockEntry): void {
+    const seconds = entry.phaseSeconds;
+    if (seconds === 0) {
+      entry.deadline = NO_DEADLINE;
+      this.expiry.remove(entry);
+    } else {
+      entry.deadline = this.clock.now() + seconds * MS_PER_SECOND;
+      this.expiry.schedule(entry);
+    }
+  }
+
+  /** The entry takes the lock; its TTL clock starts now. */
+  private makeOwner(entry: LockEntry): void {
+    entry.isOwner = true;
+    entry.queue.owner = entry;
+    this.ownerCount++;
+    this.restartTimer(entry);
+  }
+
+  private promoteNext(queue: LockQueue): void {
+    const next = queue.shiftWaiter();
+    if (next === undefined) return;
+    this.waiterCount--;
+    this.makeOwner(next);
+  }
+
+  private remove(entry: LockEntry): void {
+    const queue = entry.queue;
+    this.expiry.remove(entry);
+    this.ownerIndex.delete(entry);
+    if (entry.isOwner) {
+      queue.owner = undefined;
+      entry.isOwner = false;
+      this.ownerCount--;
+      this.promoteNext(queue);
+    } else {
+      queue.removeWaiter(entry);
+      this.waiterCount--;
+    }
+    if (queue.isEmpty) {
+      const group = this.keys.get(queue.key)!;
+      group.delete(queue.index);
+      if (group.size === 0) this.keys.delete(queue.key);
+    }
+  }
+}

@@ -1,0 +1,79 @@
+/** Wire constants of the LockServer 0.9b protocol. Every length the codec uses is named here. */
+
+/** The single byte the server writes when a connection is accepted or refused. */
+export const GREETING_ACCEPTED = 0x01;
+export const GREETING_REFUSED = 0x00;
+
+/** Command bytes (one byte each, first byte of every request). */
+export const Command = {
+  FindOwner: 0x01,
+  Request: 0x02,
+  FindLocation: 0x03,
+  Renew: 0x04,
+  Release: 0x05,
+  ReleaseAll: 0x06,
+  List: 0x07,
+  Stats: 0x08,
+} as const;
+export type Command = (typeof Command)[keyof typeof Command];
+
+export const COMMAND_NAMES: Readonly<Record<number, string>> = {
+  [Command.FindOwner]: 'find-owner',
+  [Command.Request]: 'request',
+  [Command.FindLocation]: 'find-location',
+  [Command.Renew]: 'renew',
+  [Command.Release]: 'release',
+  [Command.ReleaseAll]: 'release-all',
+  [Command.List]: 'list',
+  [Command.Stats]: 'stats',
+};
+
+export const COMMAND_BYTE_LENGTH = 1;
+/** Every string is sent as a one-byte length followed by that many bytes, not NUL-terminated. */
+export const STRING_LENGTH_PREFIX = 1;
+export const TTL_LENGTH = 2;
+export const TTW_LENGTH = 2;
+export const PRIORITY_LENGTH = 1;
+export const POSITION_LENGTH = 2;
+export const COUNT_LENGTH = 2;
+export const SUCCESS_LENGTH = 1;
+export const OWNER_FLAG_LENGTH = 1;
+export const STAT_VALUE_LENGTH = 4;
+export const ACTIVE_CONNECTIONS_LENGTH = 2;
+
+/** Stats reply: 14 four-byte values, then the two-byte active-connection count. */
+export const STAT_VALUE_COUNT = 14;
+export const STATS_REPLY_LENGTH = STAT_VALUE_COUNT * STAT_VALUE_LENGTH + ACTIVE_CONNECTIONS_LENGTH;
+
+/** Largest value of a two-byte reply field; counts above it saturate. */
+export const MAX_U16 = 0xffff;
+export const MAX_U32 = 0xffffffff;
+
+/** Index value that, in a release (0x05), means "every index under this key". */
+export const ANY_INDEX = '*';
+
+/**
+ * How each request is laid out after its command byte: how many length-prefixed strings, then
+ * how many fixed bytes. The frame scanner walks this to know when a whole frame has arrived.
+ */
+export interface RequestLayout {
+  readonly strings: number;
+  readonly fixedTail: number;
+}
+
+export const REQUEST_LAYOUTS: ReadonlyArray<RequestLayout | undefined> = (() => {
+  const layouts: Array<RequestLayout | undefined> = new Array(256).fill(undefined);
+  layouts[Command.FindOwner] = { strings: 2, fixedTail: 0 };
+  layouts[Command.Request] = { strings: 3, fixedTail: TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH };
+  layouts[Command.FindLocation] = { strings: 3, fixedTail: 0 };
+  layouts[Command.Renew] = { strings: 3, fixedTail: 0 };
+  layouts[Command.Release] = { strings: 3, fixedTail: 0 };
+  layouts[Command.ReleaseAll] = { strings: 1, fixedTail: 0 };
+  layouts[Command.List] = { strings: 1, fixedTail: 0 };
+  layouts[Command.Stats] = { strings: 0, fixedTail: 0 };
+  return layouts;
+})();
+
+/** The longest request frame there can be: a request (0x02) with three 255-byte strings. */
+export const MAX_REQUEST_LENGTH =
+  COMMAND_BYTE_LENGTH + 3 * (STRING_LENGTH_PREFIX + 255) + TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;

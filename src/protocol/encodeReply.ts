@@ -1,0 +1,48 @@
+import type { ByteString } from '../bytes.js';
+import type { BufferWriter } from './BufferWriter.js';
+import { MAX_U16, MAX_U32 } from './constants.js';
+import { STATS_FIELDS, type Contender, type StatsReply } from './messages.js';
+
+/** Two-byte counts saturate instead of wrapping: 70000 released locks reads as 65535, not 4464. */
+export function saturateU16(value: number): number {
+  return value > MAX_U16 ? MAX_U16 : value;
+}
+
+/** Find owner (0x01): length-prefixed owner, zero length when the lock is free. */
+export function encodeOwnerReply(out: BufferWriter, owner: ByteString): void {
+  out.string(owner);
+}
+
+/** Request (0x02) and find location (0x03): two-byte position; 1 = owner, 0 = none/refused. */
+export function encodePositionReply(out: BufferWriter, position: number): void {
+  out.u16(saturateU16(position));
+}
+
+/** Renew (0x04): one byte, 1 success, 0 failure. */
+export function encodeSuccessReply(out: BufferWriter, success: boolean): void {
+  out.u8(success ? 1 : 0);
+}
+
+/** Release (0x05) and release all (0x06): two-byte number of entries removed. */
+export function encodeCountReply(out: BufferWriter, count: number): void {
+  out.u16(saturateU16(count));
+}
+
+/**
+ * List contenders (0x07). The count is two bytes, so at most 65535 entries are sent and the
+ * count always matches what follows.
+ */
+export function encodeListReply(out: BufferWriter, contenders: readonly Contender[]): void {
+  const count = saturateU16(contenders.length);
+  out.u16(count);
+  for (let i = 0; i < count; i++) {
+    const c = contenders[i]!;
+    out.u8(c.priority).u16(c.ttl).u16(c.ttw).string(c.index).string(c.owner).u8(c.isOwner ? 1 : 0);
+  }
+}
+
+/** Stats (0x08): fourteen four-byte values (wrapping, as C counters do) and a two-byte gauge. */
+export function encodeStatsReply(out: BufferWriter, stats: StatsReply): void {
+  for (const field of STATS_FIELDS) out.u32(stats[field] % (MAX_U32 + 1));
+  out.u16(saturateU16(stats.activeConnections));
+}

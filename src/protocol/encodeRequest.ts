@@ -1,0 +1,49 @@
+import type { BufferWriter } from './BufferWriter.js';
+import { Command, MAX_U16 } from './constants.js';
+import type { Request } from './messages.js';
+
+function checkU16(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0 || value > MAX_U16) {
+    throw new RangeError(`${name} must be an integer from 0 to ${MAX_U16}, got ${value}`);
+  }
+  return value;
+}
+
+function checkU8(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 0 || value > 0xff) {
+    throw new RangeError(`${name} must be an integer from 0 to 255, got ${value}`);
+  }
+  return value;
+}
+
+/** Writes one request frame, exactly as an old LockServer client would send it. */
+export function encodeRequest(out: BufferWriter, request: Request): void {
+  out.u8(request.command);
+  switch (request.command) {
+    case Command.FindOwner:
+      out.string(request.key).string(request.index);
+      return;
+    case Command.Request:
+      out
+        .string(request.key)
+        .string(request.index)
+        .string(request.owner)
+        .u16(checkU16('ttl', request.ttl))
+        .u16(checkU16('ttw', request.ttw))
+        .u8(checkU8('priority', request.priority));
+      return;
+    case Command.FindLocation:
+    case Command.Renew:
+    case Command.Release:
+      out.string(request.key).string(request.index).string(request.owner);
+      return;
+    case Command.ReleaseAll:
+      out.string(request.owner);
+      return;
+    case Command.List:
+      out.string(request.key);
+      return;
+    case Command.Stats:
+      return;
+  }
+}

@@ -1,0 +1,74 @@
+import type { ByteString } from '../bytes.js';
+import { Command } from './constants.js';
+
+/** A decoded client request. Strings are byte strings (see bytes.ts). */
+export type Request =
+  | { readonly command: typeof Command.FindOwner; readonly key: ByteString; readonly index: ByteString }
+  | {
+      readonly command: typeof Command.Request;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+      /** Seconds an owner keeps the lock without renewal; 0 = no expiry. */
+      readonly ttl: number;
+      /** Seconds a waiter stays queued without renewal; 0 = no expiry. */
+      readonly ttw: number;
+      /** 0–255, higher first. */
+      readonly priority: number;
+    }
+  | {
+      readonly command: typeof Command.FindLocation | typeof Command.Renew | typeof Command.Release;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+    }
+  | { readonly command: typeof Command.ReleaseAll; readonly owner: ByteString }
+  | { readonly command: typeof Command.List; readonly key: ByteString }
+  | { readonly command: typeof Command.Stats };
+
+/** One entry of a list-contenders (0x07) reply. */
+export interface Contender {
+  readonly priority: number;
+  readonly ttl: number;
+  readonly ttw: number;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  readonly isOwner: boolean;
+}
+
+/** The stats (0x08) reply, in wire order. */
+export interface StatsReply {
+  readonly uptimeSeconds: number;
+  readonly lockRequests: number;
+  readonly ownerLookups: number;
+  readonly contenderLookups: number;
+  readonly renewals: number;
+  readonly releases: number;
+  readonly releaseAlls: number;
+  readonly listRequests: number;
+  readonly statsRequests: number;
+  readonly acceptedConnections: number;
+  readonly rejectedNotInHosts: number;
+  readonly rejectedTooBusy: number;
+  readonly owners: number;
+  readonly contenders: number;
+  readonly activeConnections: number;
+}
+
+/** Field order of the stats reply; the codec on both sides walks this list. */
+export const STATS_FIELDS = [
+  'uptimeSeconds',
+  'lockRequests',
+  'ownerLookups',
+  'contenderLookups',
+  'renewals',
+  'releases',
+  'releaseAlls',
+  'listRequests',
+  'statsRequests',
+  'acceptedConnections',
+  'rejectedNotInHosts',
+  'rejectedTooBusy',
+  'owners',
+  'contenders',
+] as const satisfies ReadonlyArray<keyof StatsReply>;

@@ -1,0 +1,213 @@
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { loadLockFile, saveLockFile } from '../files/lockFile.js';
+import { writeStatFile } from '../files/statFile.js';
+import type { Clock } from '../locks/Clock.js';
+import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
+import type { LockService } from '../locks/LockService.js';
+import { AllowList } from './AllowList.js';
+import { LockServer } from './LockServer.js';
+import type { Logger } from './Logger.js';
+
+export interface DaemonConfig {
+  readonly port: number;
+  /** Bind address; undefined = every interface (dual-stack where IPv6 exists). */
+  readonly listen: string | undefined;
+  readonly hostsFile: string;
+  readonly lockFile: string;
+  readonly statFile: string;
+  readonly maxConnections: number;
+  readonly frameTimeoutSeconds: number;
+  readonly maxLocks: number;
+}
+
+export interface DaemonDeps {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly scheduler?: Scheduler;
+  /** Ends the process; injected so tests of the lifecycle can watch instead. */
+  readonly exit: (code: number) => void;
+}
+
+/** Exit code after a fatal internal error (sysexits EX_SOFTWARE). */
+export const EXIT_INTERNAL_ERROR = 70;
+/** Longest the final goodbye waits for replies to reach clients before the process ends. */
+const CLOSE_LIMIT_MS = 2_000;
+
+/** A start-up failure with a message fit for the operator (bad file, port in use, …). */
+export class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+export async function loadAllowList(file: string): Promise<AllowList> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new StartupError(`cannot read hosts file ${file}: ${(error as Error).message}`);
+  }
+  return AllowList.parse(text, file);
+}
+
+/**
+ * The running LockServer process: files, signals and the lifecycle around the TCP server.
+ * "Noble death" (the original's name) is the orderly end: stop accepting, finish what is in
+ * flight, save every lock, close every connection, exit.
+ */
+export class Daemon {
+  private dying: Promise<void> | undefined;
+  private saving: Promise<void> = Promise.resolve();
+
+  private constructor(
+    readonly config: DaemonConfig,
+    private readonly deps: DaemonDeps,
+    readonly service: LockService,
+    readonly server: LockServer,
+    readonly address: AddressInfo,
+  ) {}
+
+  static async start(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
+    const { logger, clock } = deps;
+    const allowList = await loadAllowList(config.hostsFile);
+    const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
+      maxEntries: config.maxLocks,
+      onExpired: (count) => logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`),
+    });
+    let restored = 0;
+    try {
+      const saved = await loadLockFile(config.lockFile);
+      if (saved !== undefined) {
+        if (saved.length > config.maxLocks) {
+          throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
+        }
+        await service.restore(saved);
+        restored = saved.length;
+      }
+    } catch (error) {
+      await service.close();
+      const message = (error as Error).message;
+      throw new StartupError(message.includes(config.lockFile) ? message : `lock file ${config.lockFile}: ${message}`);
+    }
+    let daemon: Daemon | undefined;
+    const server = new LockServer({
+      service,
+      allowList,
+      maxConnections: config.maxConnections,
+      frameTimeoutMs: config.frameTimeoutSeconds * 1000,
+      clock,
+      logger,
+      onDrained: () => void daemon?.nobleDeath('drained', 0),
+    });
+    let address: AddressInfo;
+    try {
+      address = await server.listen(config.port, config.listen);
+    } catch (error) {
+      await service.close();
+      throw new StartupError(`cannot listen on ${config.listen ?? '*'}:${config.port}: ${(error as Error).message}`);
+    }
+    daemon = new Daemon(config, deps, service, server, address);
+    logger.event('started', {
+      address: address.address,
+      port: address.port,
+      hosts_file: config.hostsFile,
+      hosts_entries: allowList.size,
+      lock_file: config.lockFile,
+      restored,
+      pid: process.pid,
+    });
+    return daemon;
+  }
+
+  /** Wires the signals of the protocol document (plus SIGTERM) and fatal errors to this daemon. */
+  installSignalHandlers(): void {
+    for (const signal of ['SIGINT', 'SIGTSTP', 'SIGTERM'] as const) {
+      process.on(signal, () => void this.nobleDeath(signal, 0));
+    }
+    process.on('SIGHUP', () => void this.reloadHosts());
+    process.on('SIGUSR1', () => void this.dumpStats());
+    process.on('SIGSYS', () => this.drain());
+    process.on('uncaughtException', (error) => void this.fatal(error));
+    process.on('unhandledRejection', (reason) => void this.fatal(reason));
+  }
+
+  /** SIGSYS: accept connections but no new entries; noble death once the table is empty. */
+  drain(): void {
+    if (this.server.draining || this.dying) return;
+    this.deps.logger.event('drain-started', { signal: 'SIGSYS' });
+    void this.service.counts().then((c) => {
+      this.deps.logger.event('drain-progress', { owners: c.owners, waiters: c.waiters });
+    });
+    this.server.startDrain();
+  }
+
+  /** SIGHUP: re-read the hosts file; a broken file keeps the old list. */
+  async reloadHosts(): Promise<void> {
+    try {
+      const allowList = await loadAllowList(this.config.hostsFile);
+      this.server.setAllowList(allowList);
+      this.deps.logger.event('hosts-reloaded', { file: this.config.hostsFile, entries: allowList.size });
+    } catch (error) {
+      this.deps.logger.event('hosts-reload-failed', { error: (error as Error).message, kept: 'previous-list' });
+    }
+  }
+
+  /** SIGUSR1: write the stat file and save the locks; keep running. */
+  async dumpStats(): Promise<void> {
+    try {
+      const stats = this.server.stats.snapshot(await this.service.counts());
+      await writeStatFile(this.config.statFile, stats);
+      this.deps.logger.event('stats-written', { file: this.config.statFile });
+    } catch (error) {
+      this.deps.logger.event('stats-write-failed', { file: this.config.statFile, error: (error as Error).message });
+    }
+    await this.saveLocks().catch(() => {});
+  }
+
+  /** Saves every lock; saves run one at a time so two signals never interleave their writes. */
+  saveLocks(): Promise<void> {
+    const save = async (): Promise<void> => {
+      const locks = await this.service.snapshot();
+      try {
+        await saveLockFile(this.config.lockFile, locks);
+      } catch (error) {
+        this.deps.logger.event('locks-save-failed', { file: this.config.lockFile, error: (error as Error).message });
+        throw error;
+      }
+      this.deps.logger.event('locks-saved', { file: this.config.lockFile, count: locks.length });
+    };
+    const result = this.saving.then(save, save);
+    this.saving = result.catch(() => {});
+    return result;
+  }
+
+  /** The orderly end. Idempotent: a second signal while dying changes nothing. */
+  nobleDeath(reason: string, exitCode: number): Promise<void> {
+    if (this.dying !== undefined) {
+      this.deps.logger.event('shutdown-in-progress', { reason });
+      return this.dying;
+    }
+    this.dying = (async () => {
+      this.deps.logger.event('shutdown', { reason });
+      let code = exitCode;
+      await this.server.stopServing();
+      await this.service.close();
+      try {
+        await this.saveLocks();
+      } catch {
+        code = code === 0 ? 1 : code;
+      }
+      this.server.closeConnections();
+      await this.server.whenAllClosed(CLOSE_LIMIT_MS);
+      this.deps.logger.event('exit', { code });
+      this.deps.exit(code);
+    })();
+    return this.dying;
+  }
+
+  /** A bug or an impossible state: try to save what we hold, then exit non-zero. */
+  async fatal(error: unknown): Promise<void> {
+    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    this.deps.logger.event('fatal', { error: message });
+    await this.nobleDeath('fatal-error', EXIT_INTERNAL_ERROR);
+  }
+}

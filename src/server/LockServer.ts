@@ -1,0 +1,215 @@
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Clock } from '../locks/Clock.js';
+import type { LockCounts, LockService } from '../locks/LockService.js';
+import { GREETING_ACCEPTED, GREETING_REFUSED } from '../protocol/constants.js';
+import type { StatsReply } from '../protocol/messages.js';
+import type { AllowList } from './AllowList.js';
+import { Connection, type ConnectionHost } from './Connection.js';
+import type { Logger } from './Logger.js';
+import { ServerStats } from './ServerStats.js';
+
+const ACCEPTED = Buffer.from([GREETING_ACCEPTED]);
+const REFUSED = Buffer.from([GREETING_REFUSED]);
+/** How often frame timeouts and drain progress are checked. */
+const HOUSEKEEPING_INTERVAL_MS = 250;
+/** Longest a shutdown waits for requests already being answered. */
+const QUIESCE_LIMIT_MS = 5_000;
+
+export interface LockServerOptions {
+  readonly service: LockService;
+  readonly allowList: AllowList;
+  readonly maxConnections: number;
+  /** An incomplete frame older than this closes its connection. */
+  readonly frameTimeoutMs: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Called once when drain mode finds the table empty. */
+  readonly onDrained?: () => void;
+}
+
+/**
+ * The TCP front: checks each peer against the allowlist and the connection limit, greets it,
+ * and hands it to a Connection. Knows the lock state only through the LockService interface.
+ */
+export class LockServer implements ConnectionHost {
+  readonly stats: ServerStats;
+  readonly service: LockService;
+  readonly logger: Logger;
+  private allowList: AllowList;
+  private readonly connections = new Set<Connection>();
+  private readonly partial = new Set<Connection>();
+  private readonly server: Server;
+  private housekeeping: NodeJS.Timeout | undefined;
+  private drainMode = false;
+  private drainAnnounced = false;
+  private checkingDrain = false;
+  private onAllClosed: (() => void) | undefined;
+
+  constructor(private readonly options: LockServerOptions) {
+    this.service = options.service;
+    this.logger = options.logger;
+    this.allowList = options.allowList;
+    this.stats = new ServerStats(options.clock);
+    this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.accept(socket));
+    this.server.on('error', (error) => this.logger.event('server-error', { error: error.message }));
+  }
+
+  get draining(): boolean {
+    return this.drainMode;
+  }
+
+  get activeConnections(): number {
+    return this.connections.size;
+  }
+
+  setAllowList(allowList: AllowList): void {
+    this.allowList = allowList;
+  }
+
+  async listen(port: number, host?: string): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (error: Error): void => reject(error);
+      this.server.once('error', onError);
+      this.server.listen({ port, host }, () => {
+        this.server.off('error', onError);
+        resolve();
+      });
+    });
+    this.housekeeping = setInterval(() => this.housekeep(), HOUSEKEEPING_INTERVAL_MS);
+    this.housekeeping.unref();
+    return this.server.address() as AddressInfo;
+  }
+
+  private accept(socket: Socket): void {
+    socket.setNoDelay(true);
+    const peer = socket.remoteAddress ?? 'unknown';
+    if (!this.allowList.allows(socket.remoteAddress)) {
+      this.stats.rejectedNotInHosts++;
+      this.logger.event('refused', { peer, reason: 'not-in-hosts-file' });
+      this.logger.debug?.(`${peer} knocked, but is not on the guest list; showing them the door`);
+      this.refuse(socket);
+      return;
+    }
+    if (this.connections.size >= this.options.maxConnections) {
+      this.stats.rejectedTooBusy++;
+      this.logger.event('refused', { peer, reason: 'too-busy', active: this.connections.size });
+      this.logger.debug?.(`${peer} wants in, but ${this.connections.size} is a crowd already`);
+      this.refuse(socket);
+      return;
+    }
+    this.stats.accepted++;
+    const connection = new Connection(socket, peer, this);
+    this.connections.add(connection);
+    this.stats.activeConnections = this.connections.size;
+    socket.write(ACCEPTED);
+    this.logger.debug?.(`${peer} is in; ${this.connections.size} connection(s) now`);
+  }
+
+  private refuse(socket: Socket): void {
+    socket.on('error', () => {});
+    socket.end(REFUSED);
+    socket.resume();
+  }
+
+  // ConnectionHost
+
+  countCommand(command: number): void {
+    this.stats.commands[command]!++;
+  }
+
+  statsSnapshot(locks: LockCounts): StatsReply {
+    return this.stats.snapshot(locks);
+  }
+
+  now(): number {
+    return this.options.clock.now();
+  }
+
+  onPartialFrame(connection: Connection): void {
+    this.partial.add(connection);
+  }
+
+  onClosed(connection: Connection): void {
+    this.connections.delete(connection);
+    this.partial.delete(connection);
+    this.stats.activeConnections = this.connections.size;
+    if (this.connections.size === 0) this.onAllClosed?.();
+    this.logger.debug?.(`${connection.peer} has left the building; ${this.connections.size} connection(s) remain`);
+  }
+
+  afterRemoval(): void {
+    if (this.drainMode) void this.checkDrained();
+  }
+
+  // Drain mode (SIGSYS)
+
+  /** No new entries from now on; when the table is empty, onDrained fires. */
+  startDrain(): void {
+    if (this.drainMode) return;
+    this.drainMode = true;
+    void this.checkDrained();
+  }
+
+  private async checkDrained(): Promise<void> {
+    if (this.checkingDrain || this.drainAnnounced) return;
+    this.checkingDrain = true;
+    try {
+      const counts = await this.service.counts();
+      if (counts.owners + counts.waiters === 0 && !this.drainAnnounced) {
+        this.drainAnnounced = true;
+        this.options.onDrained?.();
+      }
+    } finally {
+      this.checkingDrain = false;
+    }
+  }
+
+  private housekeep(): void {
+    const now = this.options.clock.now();
+    for (const connection of this.partial) {
+      if (connection.partialSince === undefined) {
+        this.partial.delete(connection);
+      } else if (now - connection.partialSince >= this.options.frameTimeoutMs) {
+        this.partial.delete(connection);
+        this.logger.event('frame-timeout', { peer: connection.peer });
+        this.logger.debug?.(`${connection.peer} started a sentence and never finished it; hanging up`);
+        connection.hangUp();
+      }
+    }
+    if (this.drainMode) void this.checkDrained();
+  }
+
+  // Shutdown
+
+  /** Stops accepting and stops reading requests; resolves once batches under way are answered. */
+  async stopServing(): Promise<void> {
+    if (this.housekeeping !== undefined) clearInterval(this.housekeeping);
+    this.server.close();
+    const quiesced = Promise.all([...this.connections].map((c) => c.quiesce()));
+    let timer: NodeJS.Timeout | undefined;
+    const limit = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, QUIESCE_LIMIT_MS);
+    });
+    await Promise.race([quiesced, limit]);
+    clearTimeout(timer);
+  }
+
+  /** Ends every connection (after its written replies are delivered). */
+  closeConnections(): void {
+    for (const connection of this.connections) connection.end();
+  }
+
+  /** Resolves when every connection has closed, or after `limitMs`, whichever comes first. */
+  async whenAllClosed(limitMs: number): Promise<void> {
+    if (this.connections.size > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, limitMs);
+        this.onAllClosed = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    for (const connection of this.connections) connection.socket.destroy();
+  }
+}

@@ -14,7 +14,8 @@ import { FileFormatError, meaningfulLines } from './FileFormatError.js';
  *   users 42 alice 10 30 60 owner 29500
  *   users 42 bob 0 30 60 waiter never
  *
- * Strings are percent-encoded: printable ASCII except '%' stays as is, every other byte is %HH.
+ * Strings are percent-encoded: printable ASCII except '%' and '#' (which starts a comment) stays
+ * as is, every other byte is %HH.
  * An empty string is written '-' (and a string that is exactly '-' as %2D). remaining is the
  * milliseconds the entry's current phase had left when saved, or 'never'.
  */
@@ -32,7 +33,7 @@ export function encodeField(value: ByteString): string {
   let out = '';
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
-    if (code > 0x20 && code < 0x7f && code !== 0x25) out += value[i];
+    if (code > 0x20 && code < 0x7f && code !== 0x25 && code !== 0x23) out += value[i];
     else out += '%' + code.toString(16).toUpperCase().padStart(2, '0');
   }
   return out;

@@ -1,0 +1,61 @@
+import test from 'ava';
+import { FakeClock } from '../../src/locks/Clock.js';
+import { LocalLockService, SWEEP_BUDGET, type Scheduler } from '../../src/locks/LocalLockService.js';
+
+/** A scheduler the test turns by hand: tick() runs the periodic task, then every "soon" task. */
+class ManualScheduler implements Scheduler {
+  private periodic: Array<() => void> = [];
+  private queue: Array<() => void> = [];
+
+  every(_ms: number, task: () => void): () => void {
+    this.periodic.push(task);
+    return () => {
+      this.periodic = this.periodic.filter((t) => t !== task);
+    };
+  }
+
+  soon(task: () => void): void {
+    this.queue.push(task);
+  }
+
+  tick(): void {
+    for (const task of this.periodic) task();
+  }
+
+  runSoon(): number {
+    let ran = 0;
+    while (this.queue.length > 0 && ran < 10_000) {
+      this.queue.shift()!();
+      ran++;
+    }
+    return ran;
+  }
+}
+
+test('a mass expiry is spread over turns of SWEEP_BUDGET entries each', async (t) => {
+  const clock = new FakeClock();
+  const scheduler = new ManualScheduler();
+  const expired: number[] = [];
+  const service = new LocalLockService(clock, scheduler, { onExpired: (n) => expired.push(n) });
+  const total = SWEEP_BUDGET * 2 + 7;
+  for (let i = 0; i < total; i++) {
+    await service.request({ key: `k${i}`, index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
+  }
+  clock.advance(1000);
+  scheduler.tick();
+  t.deepEqual(expired, [SWEEP_BUDGET], 'one budget in the first turn');
+  t.is(scheduler.runSoon(), 2, 'then one more turn per budget, until none is left');
+  t.deepEqual(expired, [SWEEP_BUDGET, SWEEP_BUDGET, 7]);
+  t.deepEqual(await service.counts(), { owners: 0, waiters: 0 });
+});
+
+test('after close, no sweep runs and the state stays readable', async (t) => {
+  const clock = new FakeClock();
+  const scheduler = new ManualScheduler();
+  const service = new LocalLockService(clock, scheduler);
+  await service.request({ key: 'k', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
+  await service.close();
+  clock.advance(5000);
+  scheduler.tick();
+  t.is((await service.snapshot()).length, 1);
+});

@@ -1,0 +1,127 @@
+import test from 'ava';
+import { BufferWriter } from '../../src/protocol/BufferWriter.js';
+import { Command, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
+import { INCOMPLETE } from '../../src/protocol/decodeRequest.js';
+import { decodeReply, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
+import {
+  encodeCountReply,
+  encodeListReply,
+  encodeOwnerReply,
+  encodePositionReply,
+  encodeStatsReply,
+  encodeSuccessReply,
+} from '../../src/protocol/encodeReply.js';
+import type { Contender, StatsReply } from '../../src/protocol/messages.js';
+
+const STATS: StatsReply = {
+  uptimeSeconds: 1,
+  lockRequests: 2,
+  ownerLookups: 3,
+  contenderLookups: 4,
+  renewals: 5,
+  releases: 6,
+  releaseAlls: 7,
+  listRequests: 8,
+  statsRequests: 9,
+  acceptedConnections: 10,
+  rejectedNotInHosts: 11,
+  rejectedTooBusy: 12,
+  owners: 13,
+  contenders: 14,
+  activeConnections: 15,
+};
+
+const CONTENDERS: Contender[] = [
+  { priority: 9, ttl: 30, ttw: 60, index: '42', owner: 'alice', isOwner: true },
+  { priority: 0, ttl: 0, ttw: 65535, index: '', owner: '\x00\xff', isOwner: false },
+];
+
+type Case = [string, Command, (w: BufferWriter) => void, number[], Reply];
+
+const CASES: Case[] = [
+  ['owner', Command.FindOwner, (w) => encodeOwnerReply(w, 'bob'), [3, 0x62, 0x6f, 0x62], 'bob'],
+  ['no owner', Command.FindOwner, (w) => encodeOwnerReply(w, ''), [0], ''],
+  ['position', Command.Request, (w) => encodePositionReply(w, 258), [1, 2], 258],
+  ['refused', Command.Request, (w) => encodePositionReply(w, 0), [0, 0], 0],
+  ['location', Command.FindLocation, (w) => encodePositionReply(w, 1), [0, 1], 1],
+  ['renewed', Command.Renew, (w) => encodeSuccessReply(w, true), [1], true],
+  ['not renewed', Command.Renew, (w) => encodeSuccessReply(w, false), [0], false],
+  ['released', Command.Release, (w) => encodeCountReply(w, 1), [0, 1], 1],
+  ['released many (saturated)', Command.ReleaseAll, (w) => encodeCountReply(w, 70_000), [0xff, 0xff], 65535],
+  ['empty list', Command.List, (w) => encodeListReply(w, []), [0, 0], []],
+  [
+    'list',
+    Command.List,
+    (w) => encodeListReply(w, CONTENDERS),
+    [0, 2, 9, 0, 30, 0, 60, 2, 0x34, 0x32, 5, 0x61, 0x6c, 0x69, 0x63, 0x65, 1, 0, 0, 0, 0xff, 0xff, 0, 2, 0, 0xff, 0],
+    CONTENDERS,
+  ],
+  [
+    'stats',
+    Command.Stats,
+    (w) => encodeStatsReply(w, STATS),
+    [...Array.from({ length: 14 }, (_, i) => [0, 0, 0, i + 1]).flat(), 0, 15],
+    STATS,
+  ],
+];
+
+function decodeAll(command: Command, chunks: Buffer[]): Reply[] {
+  let buffer = Buffer.alloc(0);
+  const out: Reply[] = [];
+  for (const chunk of chunks) {
+    buffer = Buffer.concat([buffer, chunk]);
+    for (;;) {
+      const length = replyFrameLength(command, buffer, 0, buffer.length);
+      if (length === INCOMPLETE) break;
+      out.push(decodeReply(command, buffer.subarray(0, length)));
+      buffer = buffer.subarray(length);
+    }
+  }
+  return out;
+}
+
+for (const [name, command, encode, bytes, decoded] of CASES) {
+  test(`${name}: exact bytes`, (t) => {
+    const w = new BufferWriter();
+    encode(w);
+    t.deepEqual([...w.flush()], bytes);
+  });
+
+  test(`${name}: decodes whole, byte by byte, and split at every boundary`, (t) => {
+    const buffer = Buffer.from(bytes);
+    t.deepEqual(decodeAll(command, [buffer]), [decoded]);
+    t.deepEqual(decodeAll(command, [...buffer].map((b) => Buffer.from([b]))), [decoded]);
+    for (let split = 1; split < buffer.length; split++) {
+      t.deepEqual(decodeAll(command, [buffer.subarray(0, split), buffer.subarray(split)]), [decoded]);
+    }
+    for (let end = 0; end < buffer.length; end++) t.is(replyFrameLength(command, buffer, 0, end), INCOMPLETE);
+  });
+}
+
+test('the stats reply is 58 bytes', (t) => {
+  const w = new BufferWriter();
+  encodeStatsReply(w, STATS);
+  t.is(w.length, 58);
+  t.is(STATS_REPLY_LENGTH, 58);
+});
+
+test('stats counters wrap at 2^32 like the C counters; active connections saturate at 65535', (t) => {
+  const w = new BufferWriter();
+  encodeStatsReply(w, { ...STATS, lockRequests: 2 ** 32 + 5, activeConnections: 70_000 });
+  const bytes = w.flush();
+  t.is(bytes.readUInt32BE(4), 5);
+  t.is(bytes.readUInt16BE(56), 65535);
+});
+
+test('a list longer than 65535 entries sends exactly 65535 of them', (t) => {
+  const many = Array.from({ length: 65_540 }, () => CONTENDERS[0]!);
+  const w = new BufferWriter();
+  encodeListReply(w, many);
+  const bytes = w.flush();
+  t.is(bytes.readUInt16BE(0), 65535);
+  t.is(replyFrameLength(Command.List, bytes, 0, bytes.length), bytes.length);
+});
+
+test('the writer refuses a string the one-byte length cannot carry', (t) => {
+  t.throws(() => new BufferWriter().string('x'.repeat(256)), { instanceOf: RangeError });
+});

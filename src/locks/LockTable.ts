@@ -257,11 +257,23 @@ export class LockTable {
     this.restartTimer(entry);
   }
 
+  /**
+   * Promotes the first waiter whose wait has not run out. A waiter past its TTW deadline that the
+   * sweep has not reached yet is already gone in meaning; promoting it would hand it a fresh TTL.
+   */
   private promoteNext(queue: LockQueue): void {
-    const next = queue.shiftWaiter();
-    if (next === undefined) return;
-    this.waiterCount--;
-    this.makeOwner(next);
+    const now = this.clock.now();
+    for (;;) {
+      const next = queue.shiftWaiter();
+      if (next === undefined) return;
+      this.waiterCount--;
+      if (next.deadline > now) {
+        this.makeOwner(next);
+        return;
+      }
+      this.expiry.remove(next);
+      this.ownerIndex.delete(next);
+    }
   }
 
   private remove(entry: LockEntry): void {

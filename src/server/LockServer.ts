@@ -107,7 +107,9 @@ export class LockServer implements ConnectionHost {
 
   private refuse(socket: Socket): void {
     socket.on('error', () => {});
-    socket.end(REFUSED);
+    socket.write(REFUSED);
+    // Close fully once the byte is out: with allowHalfOpen, end() alone would wait for the peer.
+    socket.destroySoon();
     socket.resume();
   }
 

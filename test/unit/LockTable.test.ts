@@ -222,3 +222,16 @@ test('restore refuses a second owner for one lock', (t) => {
   const base = { key: 'k', index: 'i', priority: 0, ttl: 1, ttw: 1, remainingMs: null };
   t.throws(() => table.restore([{ ...base, owner: 'a', isOwner: true }, { ...base, owner: 'b', isOwner: true }]));
 });
+
+test('a waiter whose wait ran out is never promoted, even before the sweep removes it', (t) => {
+  const { clock, table } = setup();
+  table.request('k', 'i', 'owner', 0, 0, 0);
+  table.request('k', 'i', 'stale', 10, 2, 9);
+  table.request('k', 'i', 'fresh', 10, 0, 0);
+  clock.advance(3 * SECOND);
+  t.is(table.release('k', 'i', 'owner'), 1, 'released before any expire() call');
+  t.is(table.findOwner('k', 'i'), 'fresh');
+  t.is(table.location('k', 'i', 'stale'), 0);
+  t.is(table.waiters, 0);
+  t.is(table.expire(), 0, 'nothing left for the sweep');
+});

@@ -75,9 +75,8 @@ async function main(): Promise<void> {
         frameTimeoutSeconds: options.frameTimeout,
         maxLocks: options.maxLocks,
       },
-      { clock: systemClock, logger, exit: (code) => process.exit(code) },
+      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true },
     );
-    daemon.installSignalHandlers();
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {
     process.stderr.write(`lockserver: ${(error as Error).message}\n`);

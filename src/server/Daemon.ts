@@ -27,6 +27,11 @@ export interface DaemonDeps {
   readonly scheduler?: Scheduler;
   /** Ends the process; injected so tests of the lifecycle can watch instead. */
   readonly exit: (code: number) => void;
+  /**
+   * Wire the process's signals to the daemon before `event=started` is logged: scripts signal
+   * as soon as they see that line, and an unhandled SIGSYS or SIGINT would kill the process.
+   */
+  readonly handleSignals?: boolean;
 }
 
 /** Exit code after a fatal internal error (sysexits EX_SOFTWARE). */
@@ -106,6 +111,7 @@ export class Daemon {
       throw new StartupError(`cannot listen on ${config.listen ?? '*'}:${config.port}: ${(error as Error).message}`);
     }
     daemon = new Daemon(config, deps, service, server, address);
+    if (deps.handleSignals === true) daemon.installSignalHandlers();
     logger.event('started', {
       address: address.address,
       port: address.port,

@@ -1,0 +1,387 @@
+import { connect as connectSocket, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { bytesOf, MAX_STRING_LENGTH, type ByteString } from '../bytes.js';
+import { DEFAULT_PORT } from '../defaultPort.js';
+import { BufferWriter } from '../protocol/BufferWriter.js';
+import { Command, COMMAND_NAMES, GREETING_ACCEPTED, GREETING_REFUSED, MAX_U16 } from '../protocol/constants.js';
+import type { ReplyOf } from '../protocol/decodeReply.js';
+import { encodeRequest } from '../protocol/encodeRequest.js';
+import type { Request, StatsReply } from '../protocol/messages.js';
+import {
+  ConnectError,
+  ConnectionClosedError,
+  ConnectTimeoutError,
+  LockClientError,
+  ProtocolError,
+  RequestTimeoutError,
+  ServerRefusedError,
+} from './errors.js';
+import { toByteString, type LockName, type StringEncoding } from './lockName.js';
+import { NOT_YET, ReplyDecoder } from './ReplyDecoder.js';
+
+export const DEFAULT_HOST = '127.0.0.1';
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 5_000;
+/** Requests awaiting replies on one connection; a request beyond this is rejected, not queued. */
+export const DEFAULT_MAX_IN_FLIGHT = 10_000;
+export const DEFAULT_TTL_SECONDS = 30;
+export const DEFAULT_TTW_SECONDS = 30;
+export const DEFAULT_PRIORITY = 0;
+const MAX_PRIORITY = 0xff;
+const WRITE_BUFFER_INITIAL = 1024;
+const WRITE_BUFFER_RETAINED = 64 * 1024;
+
+export interface LockClientOptions {
+  /** Server host name or address; default 127.0.0.1. */
+  readonly host?: string;
+  /** Server port; default 7734. */
+  readonly port?: number;
+  /** Local address to connect from (the server's allowlist sees this address). */
+  readonly localAddress?: string;
+  /** Limit for the TCP connection and the greeting byte together; default 5000 ms. */
+  readonly connectTimeoutMs?: number;
+  /** Limit for each reply, counted from when its request was issued; 0 = none. Default 5000 ms. */
+  readonly requestTimeoutMs?: number;
+  /** Most requests awaiting replies at once; default 10000. */
+  readonly maxInFlight?: number;
+  /** How string arguments become bytes: 'latin1' (default, byte strings) or 'utf8'. See LockName. */
+  readonly stringEncoding?: StringEncoding;
+}
+
+/** TTL, TTW (seconds, 0–65535, 0 = never expires) and priority (0–255, higher first) of a request (0x02). */
+export interface LockRequestOptions {
+  readonly ttl?: number;
+  readonly ttw?: number;
+  readonly priority?: number;
+}
+
+/** One entry of a list (0x07) reply, with its raw bytes and its place in its (key, index) queue. */
+export interface ListedEntry {
+  readonly index: Buffer;
+  readonly owner: Buffer;
+  readonly priority: number;
+  readonly ttl: number;
+  readonly ttw: number;
+  readonly isOwner: boolean;
+  /** 1 for the owner, 2 for first in line, … (counted within the entry's index). */
+  readonly position: number;
+}
+
+interface PendingReply {
+  readonly command: Command;
+  /** performance.now() after which the reply is late; Infinity without a request timeout. */
+  readonly deadline: number;
+  readonly resolve: (reply: never) => void;
+  readonly reject: (error: Error) => void;
+}
+
+function describeAddress(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+function checkInteger(name: string, value: number, max: number): number {
+  if (!Number.isInteger(value) || value < 0 || value > max) {
+    throw new RangeError(`${name} must be an integer from 0 to ${max}, got ${value}`);
+  }
+  return value;
+}
+
+function checkWireString(name: string, value: ByteString): void {
+  if (value.length > MAX_STRING_LENGTH || /[^\x00-\xff]/.test(value)) {
+    throw new RangeError(`${name} must be a byte string of at most ${MAX_STRING_LENGTH} bytes`);
+  }
+}
+
+/** Rejects a malformed request before any of it is written, so the byte stream never carries half a frame. */
+function checkRequest(request: Request): void {
+  if (COMMAND_NAMES[request.command] === undefined) throw new RangeError(`no such command ${String(request.command)}`);
+  if ('key' in request) checkWireString('key', request.key);
+  if ('index' in request) checkWireString('index', request.index);
+  if ('owner' in request) checkWireString('owner', request.owner);
+  if (request.command === Command.Request) {
+    checkInteger('ttl', request.ttl, MAX_U16);
+    checkInteger('ttw', request.ttw, MAX_U16);
+    checkInteger('priority', request.priority, MAX_PRIORITY);
+  }
+}
+
+/**
+ * A connection to a LockServer, speaking the 0.9b byte protocol through the project's codec.
+ * Every command returns a promise; any number may be in flight at once (pipelining): requests
+ * issued in the same tick go out in one write, and replies are matched to them in order.
+ *
+ *   const client = await LockClient.connect({ port: 7734 });
+ *   const position = await client.request('users', '42', 'alice', { ttl: 30 });
+ *   await client.close();
+ */
+export class LockClient {
+  private readonly decoder = new ReplyDecoder();
+  private readonly writer = new BufferWriter(WRITE_BUFFER_INITIAL, WRITE_BUFFER_RETAINED);
+  private readonly pending: Array<PendingReply | undefined> = [];
+  private head = 0;
+  private flushQueued = false;
+  private open = true;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly requestTimeoutMs: number;
+  private readonly maxInFlight: number;
+  private readonly encoding: StringEncoding;
+  /** Settles when the connection has closed, for whatever reason. */
+  readonly closed: Promise<void>;
+
+  private constructor(
+    private readonly socket: Socket,
+    /** host:port of the server, for messages. */
+    readonly address: string,
+    options: LockClientOptions,
+  ) {
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    this.encoding = options.stringEncoding ?? 'latin1';
+    this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (error) =>
+      this.fail(new ConnectionClosedError(`connection to ${address} failed: ${error.message}`, { cause: error })),
+    );
+    socket.on('close', () => this.fail(new ConnectionClosedError(`connection to ${address} closed`)));
+  }
+
+  /** Connects and checks the greeting byte: 0x01 resolves, 0x00 rejects with ServerRefusedError. */
+  static connect(options: LockClientOptions = {}): Promise<LockClient> {
+    const host = options.host ?? DEFAULT_HOST;
+    const port = options.port ?? DEFAULT_PORT;
+    const limitMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    const address = describeAddress(host, port);
+    return new Promise((resolve, reject) => {
+      const socket = connectSocket({ host, port, localAddress: options.localAddress });
+      socket.setNoDelay(true);
+      let settled = false;
+      const finish = (outcome: LockClient | Error): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket.off('data', onData).off('error', onError).off('close', onClose);
+        if (outcome instanceof Error) {
+          socket.destroy();
+          reject(outcome);
+        } else {
+          resolve(outcome);
+        }
+      };
+      const onData = (chunk: Buffer): void => {
+        if (chunk[0] === GREETING_REFUSED) return finish(new ServerRefusedError(address));
+        if (chunk[0] !== GREETING_ACCEPTED) {
+          return finish(new ProtocolError(`${address} greeted with 0x${chunk[0]!.toString(16)}, not 0x01 or 0x00`));
+        }
+        if (chunk.length > 1) return finish(new ProtocolError(`${address} sent bytes after the greeting unasked`));
+        finish(new LockClient(socket, address, options));
+      };
+      const onError = (error: Error): void => finish(new ConnectError(address, error));
+      const onClose = (): void => finish(new ConnectError(address, new Error('closed before the greeting')));
+      const timer = setTimeout(() => finish(new ConnectTimeoutError(address, limitMs)), limitMs);
+      socket.on('data', onData).on('error', onError).on('close', onClose);
+    });
+  }
+
+  /** Whether new requests are accepted (not closed, closing or failed). */
+  get isOpen(): boolean {
+    return this.open;
+  }
+
+  /** Requests awaiting their replies. */
+  get inFlight(): number {
+    return this.pending.length - this.head;
+  }
+
+  /** Find owner (0x01): the owner's bytes; empty when nobody owns the lock. */
+  async findOwner(key: LockName, index: LockName): Promise<Buffer> {
+    const owner = await this.send({ command: Command.FindOwner, key: this.bytes(key, 'key'), index: this.bytes(index, 'index') });
+    return bytesOf(owner);
+  }
+
+  /**
+   * Request (0x02): joins the queue, or renews the entry if this owner is already in it.
+   * Resolves to the position: 1 = owner, 2 = first in line, …, 0 = refused (draining or full).
+   */
+  request(key: LockName, index: LockName, owner: LockName, options: LockRequestOptions = {}): Promise<number> {
+    return this.sendChecked(() => ({
+      command: Command.Request,
+      key: this.bytes(key, 'key'),
+      index: this.bytes(index, 'index'),
+      owner: this.bytes(owner, 'owner'),
+      ttl: checkInteger('ttl', options.ttl ?? DEFAULT_TTL_SECONDS, MAX_U16),
+      ttw: checkInteger('ttw', options.ttw ?? DEFAULT_TTW_SECONDS, MAX_U16),
+      priority: checkInteger('priority', options.priority ?? DEFAULT_PRIORITY, MAX_PRIORITY),
+    }));
+  }
+
+  /** Find contender location (0x03): the position, or 0 when the owner is not queued. */
+  location(key: LockName, index: LockName, owner: LockName): Promise<number> {
+    return this.sendChecked(() => ({ command: Command.FindLocation, ...this.triple(key, index, owner) }));
+  }
+
+  /** Renew (0x04): true when the entry (owner or waiter) existed and its timer restarted. */
+  renew(key: LockName, index: LockName, owner: LockName): Promise<boolean> {
+    return this.sendChecked(() => ({ command: Command.Renew, ...this.triple(key, index, owner) }));
+  }
+
+  /** Release (0x05): entries removed. Index `*` removes the owner's entries under the key, across indexes. */
+  release(key: LockName, index: LockName, owner: LockName): Promise<number> {
+    return this.sendChecked(() => ({ command: Command.Release, ...this.triple(key, index, owner) }));
+  }
+
+  /** Release all (0x06): every entry of the owner, under any key. */
+  releaseAll(owner: LockName): Promise<number> {
+    return this.sendChecked(() => ({ command: Command.ReleaseAll, owner: this.bytes(owner, 'owner') }));
+  }
+
+  /** List contenders (0x07): every entry under the key, each index's queue in order. */
+  async list(key: LockName): Promise<ListedEntry[]> {
+    const contenders = await this.send({ command: Command.List, key: this.bytes(key, 'key') });
+    const positions = new Map<ByteString, number>();
+    return contenders.map((c) => {
+      const position = (positions.get(c.index) ?? 0) + 1;
+      positions.set(c.index, position);
+      return {
+        index: bytesOf(c.index),
+        owner: bytesOf(c.owner),
+        priority: c.priority,
+        ttl: c.ttl,
+        ttw: c.ttw,
+        isOwner: c.isOwner,
+        position,
+      };
+    });
+  }
+
+  /** Retrieve stats (0x08). */
+  stats(): Promise<StatsReply> {
+    return this.send({ command: Command.Stats });
+  }
+
+  /**
+   * Sends a request given in the codec's own terms (byte strings) and resolves to the codec's
+   * decoded reply. For tools and benchmarks; the typed methods above are easier to use.
+   */
+  call<R extends Request>(request: R): Promise<ReplyOf[R['command']]> {
+    return this.sendChecked(() => (checkRequest(request), request));
+  }
+
+  /**
+   * Half-closes the connection: requests already issued are still answered, then the server
+   * closes and this resolves. New requests are rejected from now on.
+   */
+  async close(): Promise<void> {
+    if (this.open) {
+      this.open = false;
+      this.flush();
+      this.socket.end();
+      const limitMs = this.requestTimeoutMs > 0 ? this.requestTimeoutMs : DEFAULT_REQUEST_TIMEOUT_MS;
+      const limit = setTimeout(() => this.socket.destroy(), limitMs);
+      limit.unref();
+      void this.closed.then(() => clearTimeout(limit));
+    }
+    await this.closed;
+  }
+
+  /** Closes at once; requests awaiting replies are rejected with ConnectionClosedError. */
+  destroy(): void {
+    this.fail(new ConnectionClosedError(`connection to ${this.address} closed by the client`));
+  }
+
+  private bytes(name: LockName, what: string): ByteString {
+    return toByteString(name, what, this.encoding);
+  }
+
+  private triple(key: LockName, index: LockName, owner: LockName) {
+    return { key: this.bytes(key, 'key'), index: this.bytes(index, 'index'), owner: this.bytes(owner, 'owner') };
+  }
+
+  /** Builds the request (whose checks may throw) and sends it; a failed check becomes a rejection. */
+  private sendChecked<R extends Request>(build: () => R): Promise<ReplyOf[R['command']]> {
+    let request: R;
+    try {
+      request = build();
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
+    return this.send(request);
+  }
+
+  private send<R extends Request>(request: R): Promise<ReplyOf[R['command']]> {
+    if (!this.open) return Promise.reject(new ConnectionClosedError(`connection to ${this.address} is closed`));
+    if (this.inFlight >= this.maxInFlight) {
+      return Promise.reject(new LockClientError(`${this.maxInFlight} requests already await replies (maxInFlight)`));
+    }
+    encodeRequest(this.writer, request);
+    if (!this.flushQueued) {
+      this.flushQueued = true;
+      queueMicrotask(() => this.flush());
+    }
+    return new Promise((resolve, reject) => {
+      const deadline = this.requestTimeoutMs > 0 ? performance.now() + this.requestTimeoutMs : Infinity;
+      this.pending.push({ command: request.command, deadline, resolve, reject });
+      if (this.timer === undefined && deadline !== Infinity) this.armTimer(deadline);
+    });
+  }
+
+  private flush(): void {
+    this.flushQueued = false;
+    if (this.writer.length === 0 || this.socket.destroyed) return;
+    this.socket.write(this.writer.flush());
+  }
+
+  /**
+   * One timer watches the oldest request only: replies come in order, so it is always the first
+   * to be late. When it fires early (that request was answered), it re-arms for the new oldest.
+   */
+  private armTimer(deadline: number): void {
+    this.timer = setTimeout(() => this.checkDeadline(), Math.max(0, deadline - performance.now()));
+    this.timer.unref();
+  }
+
+  private checkDeadline(): void {
+    this.timer = undefined;
+    const oldest = this.pending[this.head];
+    if (oldest === undefined) return;
+    if (performance.now() < oldest.deadline) {
+      this.armTimer(oldest.deadline);
+      return;
+    }
+    const name = COMMAND_NAMES[oldest.command] ?? 'request';
+    this.fail(
+      new ConnectionClosedError(`connection to ${this.address} closed: an earlier reply timed out`),
+      new RequestTimeoutError(name, this.requestTimeoutMs),
+    );
+  }
+
+  private onData(chunk: Buffer): void {
+    this.decoder.push(chunk);
+    while (this.head < this.pending.length) {
+      const waiting = this.pending[this.head]!;
+      const reply = this.decoder.next(waiting.command);
+      if (reply === NOT_YET) break;
+      this.pending[this.head++] = undefined;
+      waiting.resolve(reply as never);
+    }
+    if (this.head === this.pending.length) {
+      this.pending.length = 0;
+      this.head = 0;
+      if (this.decoder.pendingBytes > 0) this.fail(new ProtocolError(`${this.address} sent bytes nobody asked for`));
+    } else if (this.head > 1024 && this.head * 2 > this.pending.length) {
+      this.pending.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Ends the connection and rejects every request awaiting a reply (the oldest with `oldestError`, if given). */
+  private fail(error: Error, oldestError: Error = error): void {
+    this.open = false;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const waiting = this.pending.slice(this.head);
+    this.pending.length = 0;
+    this.head = 0;
+    this.socket.destroy();
+    waiting.forEach((request, i) => request!.reject(i === 0 ? oldestError : error));
+  }
+}

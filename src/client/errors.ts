@@ -1,0 +1,84 @@
+/**
+ * Errors of the client library. Every one extends LockClientError, so callers can tell "the lock
+ * service said something" (a resolved reply, even a negative one) from "we could not ask".
+ */
+export class LockClientError extends Error {
+  override name = 'LockClientError';
+}
+
+/**
+ * The server answered the connection with greeting 0x00. The protocol uses the same byte for
+ * "your address is not in the hosts file" and "too many connections", so both are named.
+ */
+export class ServerRefusedError extends LockClientError {
+  override name = 'ServerRefusedError';
+  constructor(readonly address: string) {
+    super(`${address} refused: not in hosts file or too busy (greeting 0x00; the protocol cannot tell which)`);
+  }
+}
+
+/** No TCP connection could be made (ECONNREFUSED, EHOSTUNREACH, unknown host, …). */
+export class ConnectError extends LockClientError {
+  override name = 'ConnectError';
+  /** The system error code, e.g. ECONNREFUSED, when there is one. */
+  readonly code: string | undefined;
+  constructor(address: string, cause: Error) {
+    super(`cannot connect to ${address}: ${cause.message}`, { cause });
+    this.code = (cause as NodeJS.ErrnoException).code;
+  }
+}
+
+/** Something took longer than the configured limit. */
+export class LockTimeoutError extends LockClientError {
+  override name = 'LockTimeoutError';
+}
+
+/** Neither the TCP connection nor the greeting byte arrived within connectTimeoutMs. */
+export class ConnectTimeoutError extends LockTimeoutError {
+  override name = 'ConnectTimeoutError';
+  constructor(address: string, ms: number) {
+    super(`no greeting from ${address} within ${ms} ms`);
+  }
+}
+
+/**
+ * A reply did not arrive within requestTimeoutMs. Replies come strictly in order, so the
+ * connection is closed: every later reply would be stuck behind the missing one.
+ */
+export class RequestTimeoutError extends LockTimeoutError {
+  override name = 'RequestTimeoutError';
+  constructor(command: string, ms: number) {
+    super(`no reply to ${command} within ${ms} ms; connection closed`);
+  }
+}
+
+/** The connection ended (or was closed) while a request was waiting for its reply. */
+export class ConnectionClosedError extends LockClientError {
+  override name = 'ConnectionClosedError';
+}
+
+/** The server sent something the protocol does not allow (a greeting other than 0/1, a reply nobody asked for). */
+export class ProtocolError extends LockClientError {
+  override name = 'ProtocolError';
+}
+
+/** A request (0x02) was answered with position 0: the server is draining (SIGSYS) or its table is full. */
+export class LockRefusedError extends LockClientError {
+  override name = 'LockRefusedError';
+  constructor() {
+    super('the server refused a new lock entry (position 0): it is draining or its table is full');
+  }
+}
+
+/** waitTimeoutMs passed before the lock was ours. */
+export class LockWaitTimeoutError extends LockTimeoutError {
+  override name = 'LockWaitTimeoutError';
+  constructor(ms: number) {
+    super(`the lock was not ours within ${ms} ms`);
+  }
+}
+
+/** A held lock is gone: renewal found no entry (it expired) or the connection failed. */
+export class LockLostError extends LockClientError {
+  override name = 'LockLostError';
+}

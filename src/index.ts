@@ -1,0 +1,49 @@
+/**
+ * The package's public surface: the client library, the wire codec it shares with the server,
+ * and the server's building blocks for embedding.
+ */
+
+// Client library
+export {
+  LockClient,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_HOST,
+  DEFAULT_MAX_IN_FLIGHT,
+  DEFAULT_PRIORITY,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_TTL_SECONDS,
+  DEFAULT_TTW_SECONDS,
+} from './client/LockClient.js';
+export type { ListedEntry, LockClientOptions, LockRequestOptions } from './client/LockClient.js';
+export { holdLock, withLock, HeldLock, DEFAULT_POLL_INITIAL_MS, DEFAULT_POLL_MAX_MS } from './client/holdLock.js';
+export type { HoldLockOptions } from './client/holdLock.js';
+export type { LockName, StringEncoding } from './client/lockName.js';
+export * from './client/errors.js';
+export { DEFAULT_PORT } from './defaultPort.js';
+
+// Byte strings and the wire codec
+export { asciiBytes, byteString, bytesOf, printable, MAX_STRING_LENGTH } from './bytes.js';
+export type { ByteString } from './bytes.js';
+export * from './protocol/constants.js';
+export type { Contender, Request, StatsReply } from './protocol/messages.js';
+export { STATS_FIELDS } from './protocol/messages.js';
+export { BufferWriter } from './protocol/BufferWriter.js';
+export { encodeRequest } from './protocol/encodeRequest.js';
+export { decodeRequest, requestFrameLength, RequestDecoder, UnknownCommandError, INCOMPLETE } from './protocol/decodeRequest.js';
+export * from './protocol/encodeReply.js';
+export { decodeReply, replyFrameLength } from './protocol/decodeReply.js';
+export type { Reply, ReplyOf } from './protocol/decodeReply.js';
+export { ReplyDecoder, NOT_YET } from './client/ReplyDecoder.js';
+
+// Server building blocks
+export type { LockService, LockCounts, LockRequest, SavedLock } from './locks/LockService.js';
+export { LocalLockService } from './locks/LocalLockService.js';
+export type { Clock } from './locks/Clock.js';
+export { systemClock, FakeClock } from './locks/Clock.js';
+export { LockServer } from './server/LockServer.js';
+export type { LockServerOptions } from './server/LockServer.js';
+export { Daemon, StartupError } from './server/Daemon.js';
+export type { DaemonConfig, DaemonDeps } from './server/Daemon.js';
+export { AllowList } from './server/AllowList.js';
+export type { Logger, LogFields } from './server/Logger.js';
+export { streamLogger, silentLogger } from './server/Logger.js';

@@ -1,0 +1,275 @@
+#!/usr/bin/env node
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import type { ByteString } from '../bytes.js';
+import { DEFAULT_HOST, DEFAULT_PRIORITY, DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, LockClient } from '../client/LockClient.js';
+import { DEFAULT_PORT } from '../defaultPort.js';
+import { formatStats } from '../files/statFile.js';
+import { PACKAGE_VERSION } from '../packageVersion.js';
+import { ExitCode, exitCodeFor } from './lockctl/exitCodes.js';
+import { runHold } from './lockctl/hold.js';
+import { parseName } from './lockctl/nameArgument.js';
+import { describePosition, jsonBytes, listJson, listTable, shown } from './lockctl/render.js';
+import { runWatch } from './lockctl/watch.js';
+import { integerIn, parsePort } from './options.js';
+
+const DEFAULT_TIMEOUT_SECONDS = 5;
+const DEFAULT_WATCH_INTERVAL_SECONDS = 1;
+const MAX_SECONDS = 86_400;
+const MS_PER_SECOND = 1000;
+
+interface GlobalOptions {
+  host: string;
+  port: number;
+  timeout: number;
+  json: boolean;
+}
+
+interface RequestOptions {
+  ttl: number;
+  ttw: number;
+  priority: number;
+}
+
+function seconds(min: number): (value: string) => number {
+  return (value) => {
+    const parsed = Number(value);
+    if (!/^\d+(\.\d+)?$/.test(value.trim()) || parsed < min || parsed > MAX_SECONDS) {
+      throw new InvalidArgumentError(`"${value}" is not a number of seconds from ${min} to ${MAX_SECONDS}.`);
+    }
+    return parsed;
+  };
+}
+
+const parseTtl = integerIn(0, 0xffff);
+const parsePriority = integerIn(0, 0xff);
+
+const out = (text: string): void => void process.stdout.write(text);
+const warn = (message: string): void => void process.stderr.write(`lockctl: ${message}\n`);
+const json = (value: unknown): void => out(JSON.stringify(value) + '\n');
+
+/** Connects, runs one subcommand, closes; the subcommand's result (or failure) becomes the exit code. */
+async function execute(command: Command, body: (client: LockClient, options: GlobalOptions) => Promise<number>): Promise<void> {
+  const options = command.optsWithGlobals<GlobalOptions>();
+  let client: LockClient | undefined;
+  try {
+    client = await LockClient.connect({
+      host: options.host,
+      port: options.port,
+      connectTimeoutMs: options.timeout * MS_PER_SECOND,
+      requestTimeoutMs: options.timeout * MS_PER_SECOND,
+    });
+    process.exitCode = await body(client, options);
+  } catch (error) {
+    warn((error as Error).message);
+    process.exitCode = exitCodeFor(error);
+  } finally {
+    await client?.close().catch(() => {});
+  }
+}
+
+const EXIT_CODES_HELP = `
+Keys, indexes and owners are sent as their UTF-8 bytes; \\xHH stands for the byte 0xHH. Bytes
+that are not printable ASCII are shown as \\xHH (a backslash as \\x5c), so output can be pasted back.
+
+Exit codes:
+  0    done; a positive answer
+  1    a negative answer: no owner, not the owner (queued or refused), no such entry,
+       nothing released; hold: not obtained within --wait, or refused by a draining server
+  2    bad command line
+  3    cannot talk to the server: connection refused, unreachable, or refused by the server
+       (greeting 0x00: not in its hosts file or too busy), or the connection broke
+  4    no connection or no reply within --timeout
+  hold exits with its command's status (128+N if killed by signal N, 127 not found).`;
+
+const program = new Command()
+  .name('lockctl')
+  .description('Inspect and use a LockServer 0.9b: look up, take, renew and release locks; run a command under a lock.')
+  .version(PACKAGE_VERSION, '-V, --version')
+  .option('-H, --host <host>', 'server host name or address', DEFAULT_HOST)
+  .option('-p, --port <n>', 'server port', parsePort, DEFAULT_PORT)
+  .option('-t, --timeout <seconds>', 'limit for connecting and for each reply', seconds(0.001), DEFAULT_TIMEOUT_SECONDS)
+  .option('--json', 'one JSON object per answer on stdout, for scripts', false)
+  .addHelpText('after', EXIT_CODES_HELP)
+  .exitOverride()
+  .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
+
+function requestOptions(command: Command): Command {
+  return command
+    .option('--ttl <seconds>', 'how long the owner keeps the lock without renewal (0 = forever)', parseTtl, DEFAULT_TTL_SECONDS)
+    .option('--ttw <seconds>', 'how long a waiter stays queued without renewal (0 = forever)', parseTtl, DEFAULT_TTW_SECONDS)
+    .option('--priority <n>', 'waiters with higher priority go first (0-255)', parsePriority, DEFAULT_PRIORITY);
+}
+
+program
+  .command('stats')
+  .description('server statistics (0x08)')
+  .action((_options, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      const stats = await client.stats();
+      if (asJson) json(stats);
+      else out(formatStats(stats));
+      return ExitCode.Ok;
+    }),
+  );
+
+/** A subcommand taking KEY INDEX, then OWNER when `ownerHelp` is given. */
+function lockSubcommand(name: string, description: string, ownerHelp?: string, indexHelp = 'lock index'): Command {
+  const command = program
+    .command(name)
+    .description(description)
+    .argument('<key>', 'lock key', parseName)
+    .argument('<index>', indexHelp, parseName);
+  return ownerHelp === undefined ? command : command.argument('<owner>', ownerHelp, parseName);
+}
+
+type EntryAnswer = (
+  client: LockClient,
+  entry: { key: ByteString; index: ByteString; owner: ByteString },
+  options: GlobalOptions,
+) => Promise<number>;
+
+/** The action of a KEY INDEX OWNER subcommand. */
+function entryAction(answer: EntryAnswer) {
+  return (key: ByteString, index: ByteString, owner: ByteString, _options: unknown, command: Command) =>
+    execute(command, (client, options) => answer(client, { key, index, owner }, options));
+}
+
+lockSubcommand('owner', 'who owns KEY/INDEX (0x01); exit 1 when nobody does').action(
+  (key: ByteString, index: ByteString, _options, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      const owner = await client.findOwner(key, index);
+      const free = owner.length === 0;
+      if (asJson) json({ ...jsonBytes('owner', owner), free });
+      else if (free) warn(`${shown(key)}/${shown(index)} has no owner`);
+      else out(shown(owner) + '\n');
+      return free ? ExitCode.No : ExitCode.Ok;
+    }),
+);
+
+requestOptions(
+  lockSubcommand('request', 'ask for KEY/INDEX as OWNER, or renew that request (0x02); exit 0 only when OWNER owns it', 'who asks'),
+).action((key: ByteString, index: ByteString, owner: ByteString, options: RequestOptions, command: Command) =>
+  execute(command, async (client, { json: asJson }) => {
+    const position = await client.request(key, index, owner, options);
+    if (asJson) json({ position, isOwner: position === 1, refused: position === 0 });
+    else out(describePosition(position, 'refused: the server is draining or its table is full') + '\n');
+    return position === 1 ? ExitCode.Ok : ExitCode.No;
+  }),
+);
+
+lockSubcommand('location', "OWNER's place in the KEY/INDEX queue (0x03); exit 1 when not queued", 'whose place').action(
+  entryAction(async (client, { key, index, owner }, { json: asJson }) => {
+    const position = await client.location(key, index, owner);
+    if (asJson) json({ position });
+    else out(describePosition(position, 'not queued') + '\n');
+    return position === 0 ? ExitCode.No : ExitCode.Ok;
+  }),
+);
+
+lockSubcommand('renew', "restart the timer of OWNER's entry (0x04); exit 1 when there is none", 'whose entry').action(
+  entryAction(async (client, { key, index, owner }, { json: asJson }) => {
+    const renewed = await client.renew(key, index, owner);
+    if (asJson) json({ renewed });
+    else out(renewed ? 'renewed\n' : 'no such entry\n');
+    return renewed ? ExitCode.Ok : ExitCode.No;
+  }),
+);
+
+lockSubcommand(
+  'release',
+  "remove OWNER's entry (0x05); INDEX '*' removes it under every index of KEY; exit 1 when none",
+  'whose entry',
+  "lock index, or '*' for all",
+).action(
+  entryAction(async (client, { key, index, owner }, options) => reportReleased(await client.release(key, index, owner), options)),
+);
+
+program
+  .command('release-all')
+  .description("remove every entry of OWNER under any key (0x06); exit 1 when none")
+  .argument('<owner>', 'whose entries', parseName)
+  .action((owner: ByteString, _options, command: Command) =>
+    execute(command, async (client, options) => reportReleased(await client.releaseAll(owner), options)),
+  );
+
+function reportReleased(released: number, { json: asJson }: GlobalOptions): number {
+  if (asJson) json({ released });
+  else out(`released ${released}\n`);
+  return released > 0 ? ExitCode.Ok : ExitCode.No;
+}
+
+program
+  .command('list')
+  .description('every entry under KEY, each queue in order (0x07), as a table')
+  .argument('<key>', 'lock key', parseName)
+  .action((key: ByteString, _options, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      const entries = await client.list(key);
+      if (asJson) json(listJson(key, entries));
+      else out(entries.length > 0 ? listTable(entries) : `no entries under ${shown(key)}\n`);
+      return ExitCode.Ok;
+    }),
+  );
+
+program
+  .command('watch')
+  .description('list KEY again every interval, until --count refreshes or Ctrl-C')
+  .argument('<key>', 'lock key', parseName)
+  .option('-i, --interval <seconds>', 'pause between refreshes', seconds(0.01), DEFAULT_WATCH_INTERVAL_SECONDS)
+  .option('-n, --count <n>', 'stop after this many refreshes (0 = until Ctrl-C)', integerIn(0, 1_000_000_000), 0)
+  .action((key: ByteString, options: { interval: number; count: number }, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      await runWatch(client, {
+        key,
+        intervalMs: options.interval * MS_PER_SECOND,
+        count: options.count,
+        json: asJson,
+        clearScreen: process.stdout.isTTY === true && !asJson,
+        write: out,
+      });
+      return ExitCode.Ok;
+    }),
+  );
+
+requestOptions(
+  lockSubcommand(
+    'hold',
+    "wait until OWNER owns KEY/INDEX, run COMMAND while renewing the lock, release it after; exits with the command's status",
+    'who holds it',
+  )
+    .argument('<command...>', "the command and its arguments (after '--')")
+    .option('-w, --wait <seconds>', 'give up (exit 1) if the lock is not ours by then; default: wait', seconds(0)),
+).action(
+  (key: ByteString, index: ByteString, owner: ByteString, argv: string[], options: RequestOptions & { wait?: number }, command: Command) =>
+    execute(command, (client) =>
+      runHold(
+        client,
+        {
+          key,
+          index,
+          owner,
+          ttl: options.ttl,
+          ttw: options.ttw,
+          priority: options.priority,
+          waitMs: options.wait === undefined ? undefined : options.wait * MS_PER_SECOND,
+          command: argv,
+        },
+        warn,
+      ),
+    ),
+);
+
+async function main(): Promise<void> {
+  try {
+    await program.parseAsync(process.argv);
+  } catch (error) {
+    // commander exits 1 on usage errors; like lockserver, lockctl uses 2. Help and --version exit 0.
+    if (error instanceof CommanderError) {
+      process.exitCode = error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+      return;
+    }
+    throw error;
+  }
+}
+
+void main();

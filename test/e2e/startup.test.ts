@@ -1,0 +1,110 @@
+import test, { type ExecutionContext } from 'ava';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { LOOPBACK_HOSTS, serverArgs, serverFiles, spawnCli, startServer, tempDir } from '../helpers/serverProcess.js';
+import { ask } from '../helpers/wire.js';
+
+// Start-up failures: bad files exit 1 naming file and line; bad command lines exit 2.
+
+interface Outcome {
+  readonly code: number | null;
+  readonly stderr: string;
+}
+
+/** Runs the CLI with the standard test files plus `extra` arguments, and waits for it to exit. */
+async function runToExit(t: ExecutionContext, dir: string, extra: readonly string[] = []): Promise<Outcome> {
+  const proc = spawnCli(t, [...serverArgs(dir), ...extra], dir);
+  const exit = await proc.waitForExit();
+  return { code: exit.code, stderr: proc.stderr };
+}
+
+async function dirWithHosts(t: ExecutionContext, hosts = LOOPBACK_HOSTS): Promise<string> {
+  const dir = await tempDir(t);
+  await writeFile(serverFiles(dir).hostsFile, hosts);
+  return dir;
+}
+
+function oneLine(t: ExecutionContext, stderr: string): string {
+  const lines = stderr.split('\n').filter((line) => line.trim() !== '');
+  t.is(lines.length, 1, `expected a one-line message, got:\n${stderr}`);
+  return lines[0] ?? '';
+}
+
+test('a corrupt lock file stops the start with exit 1, naming the file and line, and is left alone', async (t) => {
+  const dir = await dirWithHosts(t);
+  const { lockFile } = serverFiles(dir);
+  const corrupt = 'lockserver-locks 1\n# key index owner priority ttl ttw role remaining-ms\nk 1 alice 0 0 0 owner never\nk 1 bob 0 0\n';
+  await writeFile(lockFile, corrupt);
+  const { code, stderr } = await runToExit(t, dir);
+  t.is(code, 1);
+  t.true(stderr.includes(`${lockFile}:4`), stderr);
+  t.false(stderr.includes('event=started'));
+  t.is(await readFile(lockFile, 'utf8'), corrupt, 'the locks are not silently dropped');
+});
+
+test('a lock file without the header is refused at line 1', async (t) => {
+  const dir = await dirWithHosts(t);
+  const { lockFile } = serverFiles(dir);
+  await writeFile(lockFile, 'this is not a lock file\n');
+  const { code, stderr } = await runToExit(t, dir);
+  t.is(code, 1);
+  t.true(stderr.includes(`${lockFile}:1`), stderr);
+});
+
+test('an unreadable lock file (a directory) stops the start with exit 1, naming it', async (t) => {
+  const dir = await dirWithHosts(t);
+  const { lockFile } = serverFiles(dir);
+  await mkdir(lockFile);
+  const { code, stderr } = await runToExit(t, dir);
+  t.is(code, 1);
+  t.true(stderr.includes(lockFile), stderr);
+});
+
+test('a lock file written by hand (README format) is loaded', async (t) => {
+  const dir = await dirWithHosts(t);
+  await writeFile(
+    serverFiles(dir).lockFile,
+    'lockserver-locks 1\n# key index owner priority ttl ttw role remaining\nusers 42 alice 10 30 60 owner never\nusers 42 bob 5 30 60 waiter never\nodd%00key - %2D 1 2 3 owner never\n',
+  );
+  const server = await startServer(t, { dir });
+  t.is((await server.event('started')).fields.restored, '3');
+  const client = await server.accepted();
+  t.deepEqual(await ask.list(client, 'users'), [
+    { priority: 10, ttl: 30, ttw: 60, index: '42', owner: 'alice', isOwner: true },
+    { priority: 5, ttl: 30, ttw: 60, index: '42', owner: 'bob', isOwner: false },
+  ]);
+  t.is(await ask.findOwner(client, 'odd\x00key', ''), '-');
+});
+
+test('a bad hosts file line stops the start with exit 1, naming the file and line', async (t) => {
+  const dir = await dirWithHosts(t, '# allowlist\n127.0.0.1\n\n300.1.2.3\n');
+  const { code, stderr } = await runToExit(t, dir);
+  t.is(code, 1);
+  const line = oneLine(t, stderr);
+  t.true(line.includes(`${serverFiles(dir).hostsFile}:4`), line);
+  t.true(line.includes('300.1.2.3'), line);
+});
+
+test('a missing hosts file stops the start with exit 1, naming it', async (t) => {
+  const dir = await tempDir(t);
+  const { code, stderr } = await runToExit(t, dir);
+  t.is(code, 1);
+  t.true(stderr.includes(serverFiles(dir).hostsFile), stderr);
+});
+
+const badCommandLine = test.macro({
+  async exec(t, args: readonly string[], mention: string) {
+    const dir = await dirWithHosts(t);
+    const { code, stderr } = await runToExit(t, dir, args);
+    t.is(code, 2);
+    const line = oneLine(t, stderr);
+    t.true(line.includes(mention), line);
+  },
+  title: (_, args: readonly string[]) => `exit 2 with a one-line message: ${args.join(' ')}`,
+});
+
+test(badCommandLine, ['--port', '70000'], '70000');
+test(badCommandLine, ['--port', 'abc'], 'abc');
+test(badCommandLine, ['--port', '-1'], '-1');
+test(badCommandLine, ['--max-connections', 'many'], 'many');
+test(badCommandLine, ['--frame-timeout', '0'], '0');
+test(badCommandLine, ['--no-such-option'], '--no-such-option');

@@ -1,15 +1,16 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { systemClock } from '../locks/Clock.js';
 import { DEFAULT_MAX_ENTRIES } from '../locks/LockTable.js';
+import { DEFAULT_PORT } from '../defaultPort.js';
+import { DEFAULT_METRICS_LISTEN, serveMetrics } from '../metrics/serveMetrics.js';
 import { PACKAGE_ROOT } from '../packageRoot.js';
+import { PACKAGE_VERSION } from '../packageVersion.js';
 import { Daemon } from '../server/Daemon.js';
 import { streamLogger } from '../server/Logger.js';
 import { integerIn, parseFileName, parseListenAddress, parsePort } from './options.js';
 
-export const DEFAULT_PORT = 7734;
 export const DEFAULT_MAX_CONNECTIONS = 4096;
 export const DEFAULT_FRAME_TIMEOUT_SECONDS = 10;
 export const DEFAULT_LOCK_FILE = 'lockserver.locks';
@@ -19,12 +20,10 @@ const EXIT_USAGE = 2;
 /** Exit code for a failed start (bad file, port taken). */
 const EXIT_STARTUP = 1;
 
-const version = (JSON.parse(readFileSync(join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-
 const program = new Command()
   .name('lockserver')
   .description('LockServer 0.9b compatible TCP lock daemon')
-  .version(version, '-V, --version')
+  .version(PACKAGE_VERSION, '-V, --version')
   .option('-d, --debug', 'amusing, informative messages on stderr about each connection and command', false)
   .option('-p, --port <n>', 'TCP port to listen on (0 = any free port)', parsePort, DEFAULT_PORT)
   .option('--listen <addr>', 'address to bind (default: every interface)', parseListenAddress)
@@ -34,6 +33,8 @@ const program = new Command()
   .option('--max-connections <n>', 'above this, new connections are refused as too busy', integerIn(1, 1_000_000), DEFAULT_MAX_CONNECTIONS)
   .option('--frame-timeout <seconds>', 'close a connection whose request stays incomplete this long', integerIn(1, 86_400), DEFAULT_FRAME_TIMEOUT_SECONDS)
   .option('--max-locks <n>', 'most entries (owners + waiters) held; beyond, requests get position 0', integerIn(1, 100_000_000), DEFAULT_MAX_ENTRIES)
+  .option('--metrics-port <n>', 'serve Prometheus metrics over HTTP on this port (default: off)', parsePort)
+  .option('--metrics-listen <addr>', 'address the metrics endpoint binds', parseListenAddress, DEFAULT_METRICS_LISTEN)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
@@ -47,6 +48,8 @@ interface CliOptions {
   maxConnections: number;
   frameTimeout: number;
   maxLocks: number;
+  metricsPort?: number;
+  metricsListen: string;
 }
 
 function parseCommandLine(): CliOptions {
@@ -64,6 +67,8 @@ async function main(): Promise<void> {
   const options = parseCommandLine();
   const logger = streamLogger((line) => process.stderr.write(line), options.debug);
   try {
+    const metrics =
+      options.metricsPort === undefined ? undefined : await serveMetrics(options.metricsPort, options.metricsListen, logger);
     const daemon = await Daemon.start(
       {
         port: options.port,
@@ -75,8 +80,9 @@ async function main(): Promise<void> {
         frameTimeoutSeconds: options.frameTimeout,
         maxLocks: options.maxLocks,
       },
-      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true },
+      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired },
     );
+    metrics?.attach(daemon);
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {
     process.stderr.write(`lockserver: ${(error as Error).message}\n`);

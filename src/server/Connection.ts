@@ -23,11 +23,18 @@ const FLUSH_THRESHOLD = 16 * 1024;
 const REPLY_BUFFER_INITIAL = 256;
 const REPLY_BUFFER_RETAINED = 64 * 1024;
 
+/** Told how long each command took (metrics); absent unless someone asked. */
+export interface CommandObserver {
+  commandDone(command: number, elapsedMs: number): void;
+}
+
 /** What a connection needs from the server around it. */
 export interface ConnectionHost {
   readonly service: LockService;
   readonly logger: Logger;
   readonly draining: boolean;
+  /** Undefined unless metrics are on, so commands are not timed for nobody. */
+  readonly commandObserver: CommandObserver | undefined;
   /** Counts a command (before it runs, so a stats request counts itself). */
   countCommand(command: number): void;
   statsSnapshot(locks: LockCounts): StatsReply;
@@ -109,7 +116,14 @@ export class Connection {
         const request = this.decoder.next();
         if (request === undefined) break;
         completed++;
-        await this.execute(request);
+        const observer = this.host.commandObserver;
+        if (observer === undefined) {
+          await this.execute(request);
+        } else {
+          const started = this.host.now();
+          await this.execute(request);
+          observer.commandDone(request.command, this.host.now() - started);
+        }
         if (this.replies.length >= FLUSH_THRESHOLD) this.flush();
       }
     } catch (error) {

@@ -32,6 +32,8 @@ export interface DaemonDeps {
    * as soon as they see that line, and an unhandled SIGSYS or SIGINT would kill the process.
    */
   readonly handleSignals?: boolean;
+  /** Told how many entries each expiry sweep removed (metrics). */
+  readonly onExpired?: (count: number) => void;
 }
 
 /** Exit code after a fatal internal error (sysexits EX_SOFTWARE). */
@@ -76,7 +78,10 @@ export class Daemon {
     const allowList = await loadAllowList(config.hostsFile);
     const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
       maxEntries: config.maxLocks,
-      onExpired: (count) => logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`),
+      onExpired: (count) => {
+        deps.onExpired?.(count);
+        logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`);
+      },
     });
     let restored = 0;
     try {

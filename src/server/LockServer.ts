@@ -4,7 +4,7 @@ import type { LockCounts, LockService } from '../locks/LockService.js';
 import { GREETING_ACCEPTED, GREETING_REFUSED } from '../protocol/constants.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { AllowList } from './AllowList.js';
-import { Connection, type ConnectionHost } from './Connection.js';
+import { Connection, type CommandObserver, type ConnectionHost } from './Connection.js';
 import type { Logger } from './Logger.js';
 import { ServerStats } from './ServerStats.js';
 
@@ -44,6 +44,8 @@ export class LockServer implements ConnectionHost {
   private drainAnnounced = false;
   private checkingDrain = false;
   private onAllClosed: (() => void) | undefined;
+  /** Times each command when set (metrics); undefined keeps the command path free of timing. */
+  commandObserver: CommandObserver | undefined;
 
   constructor(private readonly options: LockServerOptions) {
     this.service = options.service;

@@ -1,0 +1,164 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { LockCounts } from '../locks/LockService.js';
+import { COMMAND_NAMES } from '../protocol/constants.js';
+import type { CommandObserver } from '../server/Connection.js';
+import type { ServerStats } from '../server/ServerStats.js';
+
+/** What the cluster core will report; a single node is "standalone" and never changes leader. */
+export interface ClusterStatus {
+  role(): string;
+  leaderChanges(): number;
+}
+
+export const STANDALONE: ClusterStatus = { role: () => 'standalone', leaderChanges: () => 0 };
+
+/** The parts of a running daemon the metrics read at scrape time (a Daemon fits as is). */
+export interface MetricsSource {
+  readonly server: {
+    readonly stats: ServerStats;
+    readonly draining: boolean;
+    commandObserver: CommandObserver | undefined;
+  };
+  readonly service: { counts(): Promise<LockCounts> };
+}
+
+/** Upper bounds of the latency buckets, in seconds: 25 µs to 1 s. */
+const LATENCY_BUCKETS = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1];
+const MS_PER_SECOND = 1000;
+const REJECTION_REASONS = { 'not-in-hosts-file': 'rejectedNotInHosts', 'too-busy': 'rejectedTooBusy' } as const;
+
+/**
+ * The server's Prometheus metrics. Everything the server already counts (the stats command's
+ * figures, the lock gauges) is read when scraped, so serving costs nothing per command; only
+ * the latency histograms and the expiry counter are fed as things happen, through narrow hooks.
+ */
+export class ServerMetrics implements CommandObserver {
+  readonly registry = new Registry();
+  private source: MetricsSource | undefined;
+  private cluster: ClusterStatus = STANDALONE;
+  /** Latency histogram children by command byte, resolved once so an observation does no label lookup. */
+  private readonly latency: Array<Histogram.Internal<'command'> | undefined> = [];
+  private readonly expiries: Counter;
+
+  constructor() {
+    const registers = [this.registry];
+    const read = <T>(pick: (source: MetricsSource) => T): T | undefined =>
+      this.source === undefined ? undefined : pick(this.source);
+    /** A gauge whose value is read when scraped (undefined: not attached yet, no sample). */
+    const gauge = (name: string, help: string, value: () => number | undefined | Promise<number | undefined>): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        async collect() {
+          const current = await value();
+          if (current !== undefined) this.set(current);
+        },
+      });
+    };
+    /** A counter kept by the server (or cluster) and read when scraped. */
+    const counter = (name: string, help: string, value: () => number | undefined): void => {
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          const current = value();
+          if (current === undefined) return;
+          this.reset();
+          this.inc(current);
+        },
+      });
+    };
+    /** A counter with one label, each value kept by the server and read when scraped. */
+    const labelledCounter = (
+      name: string,
+      help: string,
+      label: string,
+      values: () => Array<[string, number]> | undefined,
+    ): void => {
+      new Counter({
+        name,
+        help,
+        labelNames: [label],
+        registers,
+        collect() {
+          const current = values();
+          if (current === undefined) return;
+          this.reset();
+          for (const [labelValue, count] of current) this.inc({ [label]: labelValue }, count);
+        },
+      });
+    };
+    const stats = (): ServerStats | undefined => read((source) => source.server.stats);
+
+    gauge('lockserver_uptime_seconds', 'Seconds since the server started', () => stats()?.uptimeSeconds);
+    labelledCounter('lockserver_commands_total', 'Commands received, by command (the stats command\'s counters)', 'command', () => {
+      const s = stats();
+      return s && Object.entries(COMMAND_NAMES).map(([byte, name]) => [name, s.commands[Number(byte)]!]);
+    });
+    counter('lockserver_connections_accepted_total', 'Connections accepted (greeting 0x01)', () => stats()?.accepted);
+    labelledCounter('lockserver_connections_rejected_total', 'Connections refused with greeting 0x00, by reason', 'reason', () => {
+      const s = stats();
+      return s && Object.entries(REJECTION_REASONS).map(([reason, field]) => [reason, s[field]]);
+    });
+    gauge('lockserver_connections_active', 'Open client connections', () => stats()?.activeConnections);
+    gauge('lockserver_lock_owners', 'Entries that own their lock (one per busy key/index queue)', async () =>
+      (await read((source) => source.service.counts()))?.owners,
+    );
+    gauge('lockserver_lock_waiters', 'Entries waiting in lock queues behind an owner (summed over all queues)', async () =>
+      (await read((source) => source.service.counts()))?.waiters,
+    );
+    gauge('lockserver_draining', '1 while draining after SIGSYS (no new entries), else 0', () =>
+      read((source) => (source.server.draining ? 1 : 0)),
+    );
+    this.expiries = new Counter({
+      name: 'lockserver_lock_expiries_total',
+      help: 'Entries removed because their TTL or TTW ran out without renewal',
+      registers,
+    });
+    const latency = new Histogram({
+      name: 'lockserver_command_duration_seconds',
+      help: 'Time from a decoded request to its encoded reply, by command',
+      labelNames: ['command'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    for (const [byte, name] of Object.entries(COMMAND_NAMES)) this.latency[Number(byte)] = latency.labels({ command: name });
+    const cluster = (): ClusterStatus => this.cluster;
+    new Gauge({
+      name: 'lockserver_cluster_role',
+      help: 'This node\'s role: 1 for the current one ("standalone" for a single node)',
+      labelNames: ['role'],
+      registers,
+      collect() {
+        this.reset();
+        this.set({ role: cluster().role() }, 1);
+      },
+    });
+    counter('lockserver_cluster_leader_changes_total', 'Times the cluster leader changed (always 0 for a single node)', () =>
+      cluster().leaderChanges(),
+    );
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Starts reading from a running daemon and timing its commands. */
+  attach(source: MetricsSource): void {
+    this.source = source;
+    source.server.commandObserver = this;
+  }
+
+  /** For the cluster core: where role and leader changes come from. */
+  setCluster(cluster: ClusterStatus): void {
+    this.cluster = cluster;
+  }
+
+  commandDone(command: number, elapsedMs: number): void {
+    this.latency[command]?.observe(elapsedMs / MS_PER_SECOND);
+  }
+
+  /** Fed by the lock service's expiry sweep. */
+  readonly countExpired = (count: number): void => {
+    this.expiries.inc(count);
+  };
+}

@@ -1,0 +1,60 @@
+import test from 'ava';
+import { FakeClock } from '../../src/locks/Clock.js';
+import { ServerMetrics, type MetricsSource } from '../../src/metrics/ServerMetrics.js';
+import { Command } from '../../src/protocol/constants.js';
+import { ServerStats } from '../../src/server/ServerStats.js';
+
+function fakeSource(): MetricsSource {
+  const stats = new ServerStats(new FakeClock(5_000));
+  stats.commands[Command.Renew] = 7;
+  stats.accepted = 4;
+  stats.rejectedTooBusy = 2;
+  return {
+    server: { stats, draining: true, commandObserver: undefined },
+    service: { counts: async () => ({ owners: 3, waiters: 9 }) },
+  };
+}
+
+function value(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+test('before a daemon is attached, only the cluster figures and process metrics have values', async (t) => {
+  const metrics = new ServerMetrics();
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_commands_total{command="renew"}'), undefined);
+  t.is(value(text, 'lockserver_cluster_role{role="standalone"}'), 1);
+});
+
+test('attach() reads the daemon at scrape time and becomes its command observer', async (t) => {
+  const metrics = new ServerMetrics();
+  const source = fakeSource();
+  metrics.attach(source);
+  t.is(source.server.commandObserver, metrics);
+  metrics.commandDone(Command.Renew, 0.2);
+  metrics.commandDone(Command.Renew, 3);
+  metrics.commandDone(0x99, 1);
+  metrics.countExpired(5);
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_commands_total{command="renew"}'), 7);
+  t.is(value(text, 'lockserver_connections_accepted_total'), 4);
+  t.is(value(text, 'lockserver_connections_rejected_total{reason="too-busy"}'), 2);
+  t.is(value(text, 'lockserver_lock_owners'), 3);
+  t.is(value(text, 'lockserver_lock_waiters'), 9);
+  t.is(value(text, 'lockserver_draining'), 1);
+  t.is(value(text, 'lockserver_lock_expiries_total'), 5);
+  t.is(value(text, 'lockserver_command_duration_seconds_count{command="renew"}'), 2);
+  t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.00025",command="renew"}'), 1);
+  t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.0025",command="renew"}'), 1);
+  t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.005",command="renew"}'), 2);
+});
+
+test('a cluster core can report its role and leader changes', async (t) => {
+  const metrics = new ServerMetrics();
+  metrics.setCluster({ role: () => 'follower', leaderChanges: () => 3 });
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_cluster_role{role="follower"}'), 1);
+  t.is(value(text, 'lockserver_cluster_role{role="standalone"}'), undefined);
+  t.is(value(text, 'lockserver_cluster_leader_changes_total'), 3);
+});

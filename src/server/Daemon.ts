@@ -131,12 +131,19 @@ export class Daemon {
 
   /** Wires the signals of the protocol document (plus SIGTERM) and fatal errors to this daemon. */
   installSignalHandlers(): void {
+    // One `event=signal` line per signal received, before the line of what it led to.
+    const on = (signal: NodeJS.Signals, action: string, act: () => void): void => {
+      process.on(signal, () => {
+        this.deps.logger.event('signal', { signal, action });
+        act();
+      });
+    };
     for (const signal of ['SIGINT', 'SIGTSTP', 'SIGTERM'] as const) {
-      process.on(signal, () => void this.nobleDeath(signal, 0));
+      on(signal, 'shutdown', () => void this.nobleDeath(signal, 0));
     }
-    process.on('SIGHUP', () => void this.reloadHosts());
-    process.on('SIGUSR1', () => void this.dumpStats());
-    process.on('SIGSYS', () => this.drain());
+    on('SIGHUP', 'reload-hosts', () => void this.reloadHosts());
+    on('SIGUSR1', 'dump-stats', () => void this.dumpStats());
+    on('SIGSYS', 'drain', () => this.drain());
     process.on('uncaughtException', (error) => void this.fatal(error));
     process.on('unhandledRejection', (reason) => void this.fatal(reason));
   }
@@ -145,9 +152,7 @@ export class Daemon {
   drain(): void {
     if (this.server.draining || this.dying) return;
     this.deps.logger.event('drain-started', { signal: 'SIGSYS' });
-    void this.service.counts().then((c) => {
-      this.deps.logger.event('drain-progress', { owners: c.owners, waiters: c.waiters });
-    });
+    // The server logs drain-progress from here on, whenever what is left changes.
     this.server.startDrain();
   }
 

@@ -14,6 +14,8 @@ const REFUSED = Buffer.from([GREETING_REFUSED]);
 const HOUSEKEEPING_INTERVAL_MS = 250;
 /** Longest a shutdown waits for requests already being answered. */
 const QUIESCE_LIMIT_MS = 5_000;
+/** While draining, what is left is logged when it changes, but at most this often. */
+const DRAIN_PROGRESS_INTERVAL_MS = 1_000;
 
 export interface LockServerOptions {
   readonly service: LockService;
@@ -43,6 +45,7 @@ export class LockServer implements ConnectionHost {
   private drainMode = false;
   private drainAnnounced = false;
   private checkingDrain = false;
+  private drainReported: { readonly at: number; readonly counts: LockCounts } | undefined;
   private onAllClosed: (() => void) | undefined;
   /** Times each command when set (metrics); undefined keeps the command path free of timing. */
   commandObserver: CommandObserver | undefined;
@@ -159,13 +162,27 @@ export class LockServer implements ConnectionHost {
     this.checkingDrain = true;
     try {
       const counts = await this.service.counts();
-      if (counts.owners + counts.waiters === 0 && !this.drainAnnounced) {
+      const empty = counts.owners + counts.waiters === 0;
+      this.reportDrainProgress(counts, empty);
+      if (empty && !this.drainAnnounced) {
         this.drainAnnounced = true;
         this.options.onDrained?.();
       }
     } finally {
       this.checkingDrain = false;
     }
+  }
+
+  /** One `drain-progress` line when what is left has changed: at once when drained, else at most once a second. */
+  private reportDrainProgress(counts: LockCounts, empty: boolean): void {
+    const now = this.options.clock.now();
+    const last = this.drainReported;
+    if (last !== undefined) {
+      if (last.counts.owners === counts.owners && last.counts.waiters === counts.waiters) return;
+      if (!empty && now - last.at < DRAIN_PROGRESS_INTERVAL_MS) return;
+    }
+    this.drainReported = { at: now, counts };
+    this.logger.event('drain-progress', { owners: counts.owners, waiters: counts.waiters });
   }
 
   private housekeep(): void {

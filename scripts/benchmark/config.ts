@@ -1,0 +1,71 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'expiry', 'idle', 'redis', 'ceiling'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** A load shape: how many connections, how many commands in flight on each. */
+export interface LoadShape {
+  readonly connections: number;
+  readonly depth: number;
+}
+
+/** Everything a run is told; defaults are the full run, --quick shrinks them. */
+export interface BenchConfig {
+  readonly quick: boolean;
+  readonly scenarios: ReadonlySet<ScenarioName>;
+  readonly connections: readonly number[];
+  readonly pipelines: readonly number[];
+  readonly warmupMs: number;
+  readonly durationMs: number;
+  /** Load-generator worker threads. */
+  readonly workers: number;
+  readonly contenders: number;
+  readonly rounds: number;
+  readonly roundLimitMs: number;
+  readonly held: readonly number[];
+  readonly heldLoads: readonly LoadShape[];
+  readonly listEntries: number;
+  readonly listCalls: number;
+  readonly expireCount: number;
+  readonly idleConnections: number;
+  readonly serverNodeFlags: readonly string[];
+  readonly jsonPath: string;
+  readonly redisServer: string | undefined;
+  readonly redisBenchmark: string | undefined;
+  readonly seed: number;
+}
+
+export function defaultJsonPath(now = new Date()): string {
+  return join(tmpdir(), 'lockserver-bench', `bench-${now.toISOString().replace(/[:.]/g, '-')}.json`);
+}
+
+export const FULL_DEFAULTS = {
+  connections: [1, 50, 500],
+  pipelines: [1, 16],
+  warmupMs: 1_000,
+  durationMs: 5_000,
+  contenders: 200,
+  rounds: 3,
+  roundLimitMs: 60_000,
+  held: [0, 100_000, 1_000_000],
+  listEntries: 10_000,
+  listCalls: 20,
+  expireCount: 1_000_000,
+  idleConnections: 10_000,
+};
+
+export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
+  connections: [1, 50, 500],
+  pipelines: [1, 16],
+  warmupMs: 300,
+  durationMs: 1_000,
+  contenders: 50,
+  rounds: 1,
+  roundLimitMs: 20_000,
+  held: [0, 100_000],
+  listEntries: 10_000,
+  listCalls: 5,
+  expireCount: 100_000,
+  idleConnections: 1_000,
+};

@@ -1,0 +1,206 @@
+/**
+ * scripts/bench: measures one LockServer node (throughput, latency, contention, scale) side by side
+ * with Redis and with a null server, prints markdown and writes JSON. See `scripts/bench --help`.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, release, totalmem, type } from 'node:os';
+import { dirname } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import {
+  defaultJsonPath,
+  FULL_DEFAULTS,
+  QUICK_DEFAULTS,
+  SCENARIOS,
+  type BenchConfig,
+  type LoadShape,
+  type ScenarioName,
+} from './config.js';
+import { renderMarkdown } from './report.js';
+import type { BenchResults } from './results.js';
+import { runContention } from './scenarios/contention.js';
+import { runExpiry } from './scenarios/expiry.js';
+import { runHeldLocks } from './scenarios/heldLocks.js';
+import { runIdleConnections } from './scenarios/idleConnections.js';
+import { runListKey } from './scenarios/listKey.js';
+import { runRedis } from './scenarios/redis.js';
+import { runThroughputMatrix } from './scenarios/throughput.js';
+import { LockServerTarget } from './targets/LockServerTarget.js';
+import { NullServerTarget } from './targets/NullServerTarget.js';
+import { RedisTarget } from './targets/RedisTarget.js';
+
+const EXIT_USAGE = 2;
+
+function positiveInteger(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError(`"${value}" is not a positive whole number.`);
+  return Number(value);
+}
+
+function count(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a whole number.`);
+  return Number(value);
+}
+
+function list<T>(parse: (item: string) => T): (value: string) => T[] {
+  return (value) => value.split(',').map((item) => parse(item.trim()));
+}
+
+function scenario(value: string): ScenarioName {
+  if (!(SCENARIOS as readonly string[]).includes(value)) throw new InvalidArgumentError(`"${value}" is not one of ${SCENARIOS.join(', ')}.`);
+  return value as ScenarioName;
+}
+
+function seconds(value: string): number {
+  const parsed = Number(value);
+  if (!(parsed > 0) || parsed > 3_600) throw new InvalidArgumentError(`"${value}" is not a number of seconds from 0 to 3600.`);
+  return parsed * 1000;
+}
+
+function loadShape(value: string): LoadShape {
+  const match = value.match(/^(\d+)x(\d+)$/);
+  if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) throw new InvalidArgumentError(`"${value}" is not CONNECTIONSxDEPTH, e.g. 50x16.`);
+  return { connections: Number(match[1]), depth: Number(match[2]) };
+}
+
+const program = new Command()
+  .name('scripts/bench')
+  .description(
+    'Benchmarks one LockServer node on loopback: throughput/latency, contention, scale, Redis side by side, generator ceiling.\n' +
+      'Starts every server itself; needs only `npm install` (Redis rows run when redis-server/redis-benchmark are installed).',
+  )
+  .option('--quick', 'a short smoke run (about a minute): shorter phases, smaller sizes', false)
+  .option('--only <scenarios>', `run only these (comma-separated): ${SCENARIOS.join(',')}`, list(scenario))
+  .option('--skip <scenarios>', 'leave these out (comma-separated)', list(scenario))
+  .option('--connections <list>', 'connection counts for the throughput matrix (default 1,50,500)', list(positiveInteger))
+  .option('--pipeline <list>', 'pipeline depths for the throughput matrix (default 1,16)', list(positiveInteger))
+  .option('--duration <seconds>', 'measured seconds per load phase (default 5, quick 1)', seconds)
+  .option('--warmup <seconds>', 'unmeasured seconds before each load phase (default 1, quick 0.3)', seconds)
+  .option('--workers <n>', 'load-generator worker threads', positiveInteger, 1)
+  .option('--contenders <n>', 'clients contending for one lock (default 200, quick 50)', positiveInteger)
+  .option('--rounds <n>', 'contention rounds (default 3, quick 1)', positiveInteger)
+  .option('--held <list>', 'held-lock table sizes (default 0,100000,1000000; quick 0,100000)', list(count))
+  .option('--held-load <shapes>', 'loads run at each table size, CONNECTIONSxDEPTH', list(loadShape), [loadShape('50x1'), loadShape('50x16')])
+  .option('--list-entries <n>', 'entries under the listed key (default 10000)', positiveInteger)
+  .option('--expire <n>', 'locks expiring in the same second (default 1000000, quick 100000)', positiveInteger)
+  .option('--idle <n>', 'idle connections held open (default 10000, quick 1000)', positiveInteger)
+  .option('--server-node-flags <flags>', 'extra node flags for our server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"', '')
+  .option('--json <file>', 'where to write the JSON results (default: <os tmpdir>/lockserver-bench/bench-<time>.json)')
+  .option('--redis-server <path>', 'redis-server to compare with (default: from PATH)')
+  .option('--redis-benchmark <path>', 'redis-benchmark to drive it (default: from PATH)')
+  .option('--seed <n>', 'seed for contention priorities and order', count, 1)
+  .exitOverride()
+  .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
+
+interface CliOptions {
+  quick: boolean;
+  only?: ScenarioName[];
+  skip?: ScenarioName[];
+  connections?: number[];
+  pipeline?: number[];
+  duration?: number;
+  warmup?: number;
+  workers: number;
+  contenders?: number;
+  rounds?: number;
+  held?: number[];
+  heldLoad: LoadShape[];
+  listEntries?: number;
+  expire?: number;
+  idle?: number;
+  serverNodeFlags: string;
+  json?: string;
+  redisServer?: string;
+  redisBenchmark?: string;
+  seed: number;
+}
+
+function configFrom(o: CliOptions): BenchConfig {
+  const d = o.quick ? QUICK_DEFAULTS : FULL_DEFAULTS;
+  const chosen = new Set<ScenarioName>(o.only ?? SCENARIOS);
+  for (const s of o.skip ?? []) chosen.delete(s);
+  return {
+    quick: o.quick,
+    scenarios: chosen,
+    connections: o.connections ?? d.connections,
+    pipelines: o.pipeline ?? d.pipelines,
+    warmupMs: o.warmup ?? d.warmupMs,
+    durationMs: o.duration ?? d.durationMs,
+    workers: o.workers,
+    contenders: o.contenders ?? d.contenders,
+    rounds: o.rounds ?? d.rounds,
+    roundLimitMs: d.roundLimitMs,
+    held: o.held ?? d.held,
+    heldLoads: o.heldLoad,
+    listEntries: o.listEntries ?? d.listEntries,
+    listCalls: d.listCalls,
+    expireCount: o.expire ?? d.expireCount,
+    idleConnections: o.idle ?? d.idleConnections,
+    serverNodeFlags: o.serverNodeFlags.split(/\s+/).filter((f) => f !== ''),
+    jsonPath: o.json ?? defaultJsonPath(),
+    redisServer: o.redisServer,
+    redisBenchmark: o.redisBenchmark,
+    seed: o.seed,
+  };
+}
+
+function log(line: string): void {
+  process.stderr.write(`bench: ${line}\n`);
+}
+
+async function main(): Promise<void> {
+  let options: CliOptions;
+  try {
+    options = program.parse(process.argv).opts<CliOptions>();
+  } catch (error) {
+    if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE);
+    throw error;
+  }
+  const config = configFrom(options);
+  const ours = new LockServerTarget(config.serverNodeFlags);
+  const results: BenchResults = {
+    startedAt: new Date().toISOString(),
+    command: ['scripts/bench', ...process.argv.slice(2)].join(' '),
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown CPU',
+      os: `${type()} ${release()}`,
+      node: process.version,
+      totalMemoryBytes: totalmem(),
+      note: 'Load generator, servers and redis-benchmark all run on this one machine over loopback and share its cores.',
+    },
+    config: { ...config, scenarios: [...config.scenarios] },
+    loadAverages: [],
+    errors: [],
+  };
+
+  const steps: Array<[ScenarioName, () => Promise<void>]> = [
+    ['throughput', async () => void (results.throughput = await runThroughputMatrix(ours, config, log))],
+    ['ceiling', async () => void (results.ceiling = await runThroughputMatrix(new NullServerTarget(), config, log))],
+    ['redis', async () => void (results.redis = await runRedis(new RedisTarget(config.redisServer), config, log))],
+    ['contention', async () => void (results.contention = await runContention(ours, config, log))],
+    ['held', async () => void (results.held = await runHeldLocks(ours, config, log))],
+    ['list', async () => void (results.list = await runListKey(ours, config, log))],
+    ['expiry', async () => void (results.expiry = await runExpiry(ours, config, log))],
+    ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
+  ];
+  for (const [name, step] of steps) {
+    if (!config.scenarios.has(name)) continue;
+    const before = loadavg()[0]!;
+    log(`${name}: starting (load average ${before.toFixed(2)})`);
+    try {
+      await step();
+    } catch (error) {
+      results.errors.push({ scenario: name, message: (error as Error).stack ?? String(error) });
+      log(`${name}: failed: ${(error as Error).message}`);
+    }
+    results.loadAverages.push({ scenario: name, before, after: loadavg()[0]! });
+  }
+  results.finishedAt = new Date().toISOString();
+
+  await mkdir(dirname(config.jsonPath), { recursive: true });
+  await writeFile(config.jsonPath, JSON.stringify(results, null, 2) + '\n');
+  process.stdout.write(renderMarkdown(results));
+  log(`JSON written to ${config.jsonPath}`);
+  if (results.errors.length > 0) process.exitCode = 1;
+}
+
+void main();

@@ -1,0 +1,125 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+/** Lines of a server's output kept for error messages. */
+const TAIL_LINES = 30;
+
+/** A server process started by the benchmark; its output is drained so it never blocks. */
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** The first match of the ready pattern. */
+  readonly ready: RegExpMatchArray;
+  readonly exited: Promise<number | null>;
+  tail(): string;
+}
+
+export interface SpawnOptions {
+  /** Matched against each output line; the process is ready at the first match. */
+  readonly readyPattern: RegExp;
+  readonly readyTimeoutMs: number;
+}
+
+/** Starts a server process and resolves once it logs readiness; rejects (with its output) otherwise. */
+export function spawnServer(command: string, args: readonly string[], options: SpawnOptions): Promise<ServerProcess> {
+  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const settle = (action: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      action();
+    };
+    const tail = (): string => lines.join('\n');
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      settle(() => reject(new Error(`${command} not ready after ${options.readyTimeoutMs} ms:\n${tail()}`)));
+    }, options.readyTimeoutMs);
+    const onText = (text: string): void => {
+      for (const line of text.split('\n')) {
+        if (line === '') continue;
+        lines.push(line);
+        if (lines.length > TAIL_LINES) lines.shift();
+        const match = line.match(options.readyPattern);
+        if (match !== null) settle(() => resolve({ child, pid: child.pid!, ready: match, exited, tail }));
+      }
+    };
+    child.stdout!.setEncoding('utf8').on('data', onText);
+    child.stderr!.setEncoding('utf8').on('data', onText);
+    child.once('error', (error) => settle(() => reject(error)));
+    void exited.then((code) => settle(() => reject(new Error(`${command} exited with code ${code}:\n${tail()}`))));
+  });
+}
+
+/** Ends a server: SIGTERM and a grace period when asked to be gentle (profiles get written), then SIGKILL. */
+export async function stopServer(server: ServerProcess, graceMs: number): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  if (graceMs > 0) {
+    server.child.kill('SIGTERM');
+    const timer = new Promise<'late'>((r) => setTimeout(() => r('late'), graceMs));
+    if ((await Promise.race([server.exited.then(() => 'exited' as const), timer])) === 'exited') return;
+  }
+  server.child.kill('SIGKILL');
+  await server.exited;
+}
+
+/** Resident set size of a process in bytes (Linux /proc, else ps); undefined if unknown. */
+export async function rssBytes(pid: number): Promise<number | undefined> {
+  try {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8');
+    const match = status.match(/^VmRSS:\s+(\d+)\s+kB/m);
+    if (match) return Number(match[1]) * 1024;
+  } catch {
+    // not Linux, or the process is gone: try ps
+  }
+  try {
+    const { stdout } = await run('ps', ['-o', 'rss=', '-p', String(pid)]);
+    const kb = Number(stdout.trim());
+    return Number.isFinite(kb) && kb > 0 ? kb * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+let clockTicks: number | undefined;
+
+/** CPU seconds (user + system, all threads) a process has used so far; undefined off Linux. */
+export async function cpuSeconds(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    clockTicks ??= Number((await run('getconf', ['CLK_TCK'])).stdout.trim()) || 100;
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A TCP port free on loopback right now, for servers (Redis) that cannot be told "port 0". */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen({ port: 0, host }, () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The full path of an executable on PATH, or undefined. */
+export async function which(name: string): Promise<string | undefined> {
+  try {
+    const { stdout } = await run('sh', ['-c', `command -v "$1"`, 'sh', name]);
+    return stdout.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,175 @@
+import { checkGoals } from './goals.js';
+import type { LoadResult } from './load/runLoad.js';
+import type { BenchResults } from './results.js';
+import type { ThroughputRow } from './scenarios/throughput.js';
+
+function num(value: number | undefined, digits = 0): string {
+  if (value === undefined || !Number.isFinite(value)) return '–';
+  return value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+function mb(bytes: number | undefined): string {
+  return bytes === undefined ? '–' : num(bytes / 2 ** 20);
+}
+
+function table(header: string[], rows: string[][]): string {
+  const line = (cells: string[]): string => `| ${cells.join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+function rowFor(rows: ThroughputRow[] | undefined, connections: number, depth: number): LoadResult | undefined {
+  return rows?.find((r) => r.connections === connections && r.depth === depth)?.result;
+}
+
+function cpu(value: number | undefined): string {
+  return value === undefined ? '–' : `${num(value * 100)}%`;
+}
+
+/** The whole run as markdown: context, one table per scenario, then the targets. */
+export function renderMarkdown(results: BenchResults): string {
+  const out: string[] = [];
+  const m = results.machine;
+  out.push(`### LockServer benchmark, ${results.startedAt.slice(0, 16).replace('T', ' ')} UTC`);
+  out.push('');
+  out.push(
+    `Machine: ${m.cpus} × ${m.cpuModel}, ${num(m.totalMemoryBytes / 2 ** 30)} GiB RAM, ${m.os}, Node ${m.node}. ${m.note}`,
+  );
+  const loads = results.loadAverages;
+  if (loads.length > 0) {
+    out.push(
+      `1-minute load average around the scenarios: ${loads.map((l) => `${l.scenario} ${num(l.before, 2)}→${num(l.after, 2)}`).join(', ')}.`,
+    );
+  }
+  out.push(`Command: \`${results.command}\``);
+  out.push('');
+
+  if (results.throughput !== undefined || results.ceiling !== undefined || results.redis !== undefined) {
+    out.push('**Throughput and latency**: request+release cycles on distinct keys, closed loop; one op = one command and its reply.');
+    out.push('');
+    const shapes: Array<[number, number]> = [];
+    for (const c of results.config.connections) for (const p of results.config.pipelines) shapes.push([c, p]);
+    const redisSkipped = results.redis?.skipped;
+    out.push(
+      table(
+        ['conns', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'server CPU', 'gen CPU', 'Redis SET NX PX (redis-benchmark) ops/s', 'ours / Redis', 'Redis SET NX PX+DEL (our generator) ops/s', 'null server (generator ceiling) ops/s'],
+        shapes.map(([c, p]) => {
+          const ours = rowFor(results.throughput, c, p);
+          const bench = results.redis?.redisBenchmark.find((r) => r.connections === c && r.pipeline === p);
+          const benchOps = bench !== undefined && 'opsPerSecond' in bench ? bench.opsPerSecond : undefined;
+          const gen = rowFor(results.redis?.ourGenerator, c, p);
+          const ceiling = rowFor(results.ceiling, c, p);
+          const skipped = redisSkipped !== undefined ? 'skipped' : '–';
+          return [
+            num(c),
+            num(p),
+            num(ours?.opsPerSecond),
+            num(ours?.latencyMs.p50, 3),
+            num(ours?.latencyMs.p99, 3),
+            num(ours?.latencyMs.p999, 3),
+            cpu(ours?.serverCpuCores),
+            cpu(ours?.generatorCpuCores),
+            benchOps === undefined ? skipped : num(benchOps),
+            ours !== undefined && benchOps !== undefined ? num(ours.opsPerSecond / benchOps, 2) : skipped,
+            gen === undefined ? skipped : num(gen.opsPerSecond),
+            num(ceiling?.opsPerSecond),
+          ];
+        }),
+      ),
+    );
+    if (redisSkipped !== undefined) out.push('', `Redis: skipped (${redisSkipped}).`);
+    const errors = (results.throughput ?? []).reduce((sum, r) => sum + (r.result?.errors ?? 0), 0);
+    out.push('', `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window.`);
+    out.push('');
+  }
+
+  const contention = results.contention;
+  if (contention !== undefined) {
+    out.push(`**Contention**: ${contention.contenders} clients poll one (key, index) with request (0x02) until they own it, then release.`);
+    out.push('');
+    out.push(
+      table(
+        ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
+        contention.rounds.map((r, i) => [
+          `${i + 1}${r.completed ? '' : ' (cut short)'}`,
+          num(r.handovers),
+          num(r.handoversPerSecond),
+          num(r.handoverMs.p50, 2),
+          num(r.handoverMs.p99, 2),
+          num(r.pollsPerSecond),
+          num(r.fairness.concordance, 3),
+          `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
+          num(r.fairness.priorityInversions),
+          num(r.fairness.arrivalInversions),
+        ]),
+      ),
+    );
+    out.push('');
+  }
+
+  if (results.held !== undefined) {
+    out.push('**Scale: held locks** (each on its own key with its own owner, no expiry), then the loads on other keys.');
+    out.push('');
+    const shapes = results.config.heldLoads;
+    const empty = results.held.find((r) => r.held === 0);
+    out.push(
+      table(
+        ['held locks', 'fill ops/s', 'RSS after fill MB', 'RSS after load MB', ...shapes.flatMap((s) => [`${s.connections}×${s.depth} ops/s`, `${s.connections}×${s.depth} p99 ms`, 'vs empty'])],
+        results.held.map((r) => [
+          num(r.held),
+          r.held === 0 ? '–' : num(r.fillPerSecond),
+          mb(r.rssBytes.filled),
+          mb(r.rssBytes.afterLoad),
+          ...shapes.flatMap((s) => {
+            const load = r.loads.find((l) => l.shape.connections === s.connections && l.shape.depth === s.depth)?.result;
+            const base = empty?.loads.find((l) => l.shape.connections === s.connections && l.shape.depth === s.depth)?.result;
+            return [
+              num(load?.opsPerSecond),
+              num(load?.latencyMs.p99, 2),
+              load && base ? `${num((load.opsPerSecond / base.opsPerSecond) * 100)}%` : '–',
+            ];
+          }),
+        ]),
+      ),
+    );
+    out.push('');
+  }
+
+  const facts: string[] = [];
+  if (results.list !== undefined) {
+    const l = results.list;
+    facts.push(
+      `List (0x07) of one key with ${num(l.entries)} entries (${num(l.indexes)} indexes): p50 ${num(l.ms.p50, 2)} ms, max ${num(l.ms.max, 2)} ms over ${l.calls} calls, reply ${num(l.replyBytes)} bytes.`,
+    );
+  }
+  if (results.expiry !== undefined) {
+    const e = results.expiry;
+    facts.push(
+      `Expiry of ${num(e.locks)} locks due in the same millisecond: ${e.allExpired ? `table empty after ${num(e.sweepMs)} ms` : 'the sweep did not finish in the window'}; ` +
+        `worst reply of a 50-connection serving load during the sweep ${num(e.worstDuringSweepMs, 1)} ms (before it: ${num(e.worstBeforeSweepMs, 1)} ms); ` +
+        `serving ${num(e.opsPerSecondDuringSweep)} ops/s during vs ${num(e.opsPerSecondBeforeSweep)} before.`,
+    );
+  }
+  if (results.idle !== undefined) {
+    const i = results.idle;
+    facts.push(
+      `${num(i.opened)} idle connections: RSS ${mb(i.rssBytes.before)} → ${mb(i.rssBytes.idle)} MB (${num((i.bytesPerConnection ?? NaN) / 1024, 1)} KiB each); ` +
+        `a busy client meanwhile: p50 ${num(i.probeMs.p50, 3)} ms, p99 ${num(i.probeMs.p99, 3)} ms.`,
+    );
+  }
+  if (facts.length > 0) {
+    out.push('**Scale: list, mass expiry, idle connections**');
+    out.push('');
+    for (const f of facts) out.push(`- ${f}`);
+    out.push('');
+  }
+
+  const goals = checkGoals(results);
+  out.push('**Targets** (issue 3)');
+  out.push('');
+  out.push(table(['target', 'measured', 'met'], goals.map((g) => [g.goal, g.measured, g.met === undefined ? '–' : g.met ? 'yes' : '**no**'])));
+  if (results.errors.length > 0) {
+    out.push('', '**Failures**', '');
+    for (const e of results.errors) out.push(`- ${e.scenario}: ${e.message.split('\n')[0]}`);
+  }
+  return out.join('\n') + '\n';
+}

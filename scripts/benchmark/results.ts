@@ -1,0 +1,43 @@
+import type { BenchConfig } from './config.js';
+import type { ContentionResult } from './scenarios/contention.js';
+import type { ExpiryResult } from './scenarios/expiry.js';
+import type { HeldLocksRow } from './scenarios/heldLocks.js';
+import type { IdleResult } from './scenarios/idleConnections.js';
+import type { ListResult } from './scenarios/listKey.js';
+import type { RedisResult } from './scenarios/redis.js';
+import type { ThroughputRow } from './scenarios/throughput.js';
+
+export interface MachineInfo {
+  readonly cpus: number;
+  readonly cpuModel: string;
+  readonly os: string;
+  readonly node: string;
+  readonly totalMemoryBytes: number;
+  readonly note: string;
+}
+
+/** One-minute load average around each scenario: how busy the machine was besides us. */
+export interface LoadSample {
+  readonly scenario: string;
+  readonly before: number;
+  readonly after: number;
+}
+
+/** Everything one run measured; written as JSON and rendered as markdown. */
+export interface BenchResults {
+  readonly startedAt: string;
+  finishedAt?: string;
+  readonly command: string;
+  readonly machine: MachineInfo;
+  readonly config: Omit<BenchConfig, 'scenarios'> & { readonly scenarios: string[] };
+  readonly loadAverages: LoadSample[];
+  readonly errors: Array<{ readonly scenario: string; readonly message: string }>;
+  throughput?: ThroughputRow[];
+  ceiling?: ThroughputRow[];
+  redis?: RedisResult;
+  contention?: ContentionResult;
+  held?: HeldLocksRow[];
+  list?: ListResult;
+  expiry?: ExpiryResult;
+  idle?: IdleResult;
+}

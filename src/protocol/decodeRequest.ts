@@ -1,5 +1,4 @@
-import { Parser } from 'binary-parser';
-import type { ByteString } from '../bytes.js';
+import { BufferReader } from './BufferReader.js';
 import { Command, COMMAND_BYTE_LENGTH, REQUEST_LAYOUTS, STRING_LENGTH_PREFIX } from './constants.js';
 import type { Request } from './messages.js';
 
@@ -17,8 +16,8 @@ export const INCOMPLETE = -1;
 /**
  * Length of the request frame that starts at `buffer[start]`, or INCOMPLETE when `buffer[start,
  * end)` does not hold all of it yet. Walks the length bytes only, so a partial frame costs nothing;
- * binary-parser silently truncates a short length-prefixed field, so it must only ever see whole
- * frames. Throws UnknownCommandError on a byte that is no command.
+ * the reader never checks bounds, so it must only ever see whole frames. Throws
+ * UnknownCommandError on a byte that is no command.
  */
 export function requestFrameLength(buffer: Buffer, start: number, end: number): number {
   if (start >= end) return INCOMPLETE;
@@ -34,49 +33,53 @@ export function requestFrameLength(buffer: Buffer, start: number, end: number): 
   return offset <= end ? offset - start : INCOMPLETE;
 }
 
-// binary-parser's .string() would decode UTF-8; keys are bytes, so read buffers and map them to
-// byte strings. Parsers are compiled once, here, never per frame.
-const toByteString = (raw: Buffer): ByteString => raw.toString('latin1');
-
-/** A parser for a command byte followed by the named length-prefixed strings (binary-parser
- * builders mutate themselves, so each layout gets a fresh chain). */
-function stringsParser(...names: string[]): Parser {
-  let parser = new Parser().endianness('big').uint8('command');
-  for (const name of names) {
-    parser = parser
-      .uint8(`${name}Length`)
-      .buffer(name, { length: `${name}Length`, formatter: toByteString as (raw: unknown) => unknown });
-  }
-  return parser;
-}
-
-const keyIndexParser = stringsParser('key', 'index');
-const keyIndexOwnerParser = stringsParser('key', 'index', 'owner');
-const requestParser = stringsParser('key', 'index', 'owner').uint16('ttl').uint16('ttw').uint8('priority');
-const ownerParser = stringsParser('owner');
-const keyParser = stringsParser('key');
-const STATS_REQUEST: Request = { command: Command.Stats };
-
-/** Decodes one whole frame (as measured by requestFrameLength) that starts at buffer[0]. */
-export function decodeRequest(frame: Buffer): Request {
-  switch (frame[0]) {
-    case Command.FindOwner:
-      return keyIndexParser.parse(frame) as Request;
-    case Command.Request:
-      return requestParser.parse(frame) as Request;
+/**
+ * The request whose whole frame starts at the reader's position. Each command yields one object
+ * shape, built in one go, so the hot path sees few, stable hidden classes. (binary-parser, which
+ * decodes replies, was measured here at ~1.1 µs a frame against ~0.2 µs: it builds a DataView and
+ * a Buffer view per field and deletes properties, leaving every request a slow dictionary object.)
+ */
+function readRequest(reader: BufferReader): Request {
+  const command = reader.u8();
+  switch (command) {
+    case Command.FindOwner: {
+      const key = reader.string();
+      return { command: Command.FindOwner, key, index: reader.string() };
+    }
+    case Command.Request: {
+      const key = reader.string();
+      const index = reader.string();
+      const owner = reader.string();
+      const ttl = reader.u16();
+      const ttw = reader.u16();
+      return { command: Command.Request, key, index, owner, ttl, ttw, priority: reader.u8() };
+    }
     case Command.FindLocation:
     case Command.Renew:
-    case Command.Release:
-      return keyIndexOwnerParser.parse(frame) as Request;
+    case Command.Release: {
+      const key = reader.string();
+      const index = reader.string();
+      return { command, key, index, owner: reader.string() };
+    }
     case Command.ReleaseAll:
-      return ownerParser.parse(frame) as Request;
+      return { command: Command.ReleaseAll, owner: reader.string() };
     case Command.List:
-      return keyParser.parse(frame) as Request;
+      return { command: Command.List, key: reader.string() };
     case Command.Stats:
-      return STATS_REQUEST;
+      return { command: Command.Stats };
     default:
-      throw new UnknownCommandError(frame[0] ?? -1);
+      throw new UnknownCommandError(command);
   }
+}
+
+const sharedReader = new BufferReader();
+
+/** Decodes one whole frame (as measured by requestFrameLength) that starts at frame[0]. */
+export function decodeRequest(frame: Buffer): Request {
+  if (requestFrameLength(frame, 0, frame.length) === INCOMPLETE) {
+    throw new RangeError(`an incomplete request frame of ${frame.length} bytes`);
+  }
+  return readRequest(sharedReader.reset(frame, 0));
 }
 
 /**
@@ -87,6 +90,7 @@ export function decodeRequest(frame: Buffer): Request {
 export class RequestDecoder {
   private buffer: Buffer = Buffer.alloc(0);
   private offset = 0;
+  private readonly reader = new BufferReader();
 
   push(chunk: Buffer): void {
     if (this.offset >= this.buffer.length) {
@@ -102,9 +106,9 @@ export class RequestDecoder {
   next(): Request | undefined {
     const length = requestFrameLength(this.buffer, this.offset, this.buffer.length);
     if (length === INCOMPLETE) return undefined;
-    const frame = this.buffer.subarray(this.offset, this.offset + length);
+    const request = readRequest(this.reader.reset(this.buffer, this.offset));
     this.offset += length;
-    return decodeRequest(frame);
+    return request;
   }
 
   /** Bytes received that do not yet form a whole frame. */

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { Command, MAX_REQUEST_LENGTH } from '../../src/protocol/constants.js';
-import { INCOMPLETE, RequestDecoder, requestFrameLength, UnknownCommandError } from '../../src/protocol/decodeRequest.js';
+import { decodeRequest, INCOMPLETE, RequestDecoder, requestFrameLength, UnknownCommandError } from '../../src/protocol/decodeRequest.js';
 import { encodeRequest } from '../../src/protocol/encodeRequest.js';
 import type { Request } from '../../src/protocol/messages.js';
 
@@ -107,4 +107,13 @@ test('an unknown command byte is an error, after the valid requests before it', 
 test('exact byte layout of a request (0x02) as the protocol document gives it', (t) => {
   const bytes = encode([{ command: Command.Request, key: 'ab', index: 'c', owner: 'de', ttl: 0x0102, ttw: 0x0304, priority: 7 }]);
   t.deepEqual([...bytes], [0x02, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65, 0x01, 0x02, 0x03, 0x04, 7]);
+});
+
+test('decodeRequest takes one whole frame and refuses a truncated one', (t) => {
+  for (const sample of SAMPLES) {
+    const bytes = encode([sample]);
+    t.deepEqual(decodeRequest(bytes), sample);
+    if (bytes.length > 1) t.throws(() => decodeRequest(bytes.subarray(0, bytes.length - 1)), { instanceOf: RangeError });
+  }
+  t.throws(() => decodeRequest(Buffer.from([0x09])), { instanceOf: UnknownCommandError });
 });

@@ -3,9 +3,10 @@ import type { Contender } from '../protocol/messages.js';
 import type { Clock } from './Clock.js';
 import { ExpiryHeap } from './ExpiryHeap.js';
 import { LockEntry, NO_DEADLINE } from './LockEntry.js';
-import { LockQueue } from './LockQueue.js';
+import type { LockQueue } from './LockQueue.js';
 import type { SavedLock } from './LockService.js';
 import { OwnerIndex } from './OwnerIndex.js';
+import { QueueDirectory } from './QueueDirectory.js';
 
 const MS_PER_SECOND = 1000;
 
@@ -22,7 +23,7 @@ export const DEFAULT_MAX_ENTRIES = 10_000_000;
  * clock and expiry happens only when expire() is called, so tests drive it step by step.
  */
 export class LockTable {
-  private readonly keys = new Map<ByteString, Map<ByteString, LockQueue>>();
+  private readonly queues = new QueueDirectory();
   private readonly ownerIndex = new OwnerIndex();
   private readonly expiry = new ExpiryHeap<LockEntry>();
   private nextArrival = 0;
@@ -65,7 +66,7 @@ export class LockTable {
     priority: number,
     allowCreate = true,
   ): number {
-    const existing = this.queueOf(key, index)?.find(owner);
+    const existing = this.queues.get(key, index)?.find(owner);
     if (existing !== undefined) {
       existing.ttl = ttl;
       existing.ttw = ttw;
@@ -73,7 +74,7 @@ export class LockTable {
       return existing.queue.positionOf(existing);
     }
     if (!allowCreate || this.size >= this.maxEntries) return 0;
-    const queue = this.queueFor(key, index);
+    const queue = this.queues.getOrCreate(key, index);
     const entry = new LockEntry(queue, owner, priority, this.nextArrival++, ttl, ttw);
     this.ownerIndex.add(entry);
     if (queue.owner === undefined) {
@@ -88,18 +89,18 @@ export class LockTable {
 
   /** Find owner (0x01): the owner's name, or the empty string when nobody owns it. */
   findOwner(key: ByteString, index: ByteString): ByteString {
-    return this.queueOf(key, index)?.owner?.owner ?? '';
+    return this.queues.get(key, index)?.owner?.owner ?? '';
   }
 
   /** Find contender location (0x03): the position, or 0 when absent. */
   location(key: ByteString, index: ByteString, owner: ByteString): number {
-    const entry = this.queueOf(key, index)?.find(owner);
+    const entry = this.queues.get(key, index)?.find(owner);
     return entry === undefined ? 0 : entry.queue.positionOf(entry);
   }
 
   /** Renew (0x04): restarts the entry's timer. False when there is no such entry. */
   renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
-    const entry = this.queueOf(key, index)?.find(owner);
+    const entry = this.queues.get(key, index)?.find(owner);
     if (entry === undefined) return false;
     this.restartTimer(entry);
     return true;
@@ -107,7 +108,7 @@ export class LockTable {
 
   /** Release (0x05) of one (key, index, owner): entries removed, 0 or 1. */
   release(key: ByteString, index: ByteString, owner: ByteString): number {
-    const entry = this.queueOf(key, index)?.find(owner);
+    const entry = this.queues.get(key, index)?.find(owner);
     if (entry === undefined) return 0;
     this.remove(entry);
     return 1;
@@ -134,9 +135,7 @@ export class LockTable {
   /** List (0x07): every entry under the key; indexes in creation order, each in queue order. */
   list(key: ByteString, limit = Number.POSITIVE_INFINITY): Contender[] {
     const result: Contender[] = [];
-    const group = this.keys.get(key);
-    if (group === undefined) return result;
-    for (const queue of group.values()) {
+    for (const queue of this.queues.queuesOf(key)) {
       for (const e of queue.entries()) {
         if (result.length >= limit) return result;
         result.push({ priority: e.priority, ttl: e.ttl, ttw: e.ttw, index: queue.index, owner: e.owner, isOwner: e.isOwner });
@@ -170,20 +169,18 @@ export class LockTable {
   /** Every entry with the time its current phase has left, queue by queue, owner first. */
   *snapshot(): IterableIterator<SavedLock> {
     const now = this.clock.now();
-    for (const group of this.keys.values()) {
-      for (const queue of group.values()) {
-        for (const e of queue.entries()) {
-          yield {
-            key: queue.key,
-            index: queue.index,
-            owner: e.owner,
-            priority: e.priority,
-            ttl: e.ttl,
-            ttw: e.ttw,
-            isOwner: e.isOwner,
-            remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)),
-          };
-        }
+    for (const queue of this.queues.all()) {
+      for (const e of queue.entries()) {
+        yield {
+          key: queue.key,
+          index: queue.index,
+          owner: e.owner,
+          priority: e.priority,
+          ttl: e.ttl,
+          ttw: e.ttw,
+          isOwner: e.isOwner,
+          remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)),
+        };
       }
     }
   }
@@ -195,7 +192,7 @@ export class LockTable {
   restore(saved: Iterable<SavedLock>): void {
     const now = this.clock.now();
     for (const s of saved) {
-      const queue = this.queueFor(s.key, s.index);
+      const queue = this.queues.getOrCreate(s.key, s.index);
       if (queue.find(s.owner) !== undefined) throw new Error(`duplicate entry for owner in one queue`);
       if (s.isOwner && queue.owner !== undefined) throw new Error(`two owners for one lock`);
       const entry = new LockEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw);
@@ -213,29 +210,9 @@ export class LockTable {
     }
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
     // hand-edited file might list only waiters: the first of them takes the lock.
-    for (const group of this.keys.values()) {
-      for (const queue of group.values()) {
-        if (queue.owner === undefined) this.promoteNext(queue);
-      }
+    for (const queue of this.queues.all()) {
+      if (queue.owner === undefined) this.promoteNext(queue);
     }
-  }
-
-  private queueOf(key: ByteString, index: ByteString): LockQueue | undefined {
-    return this.keys.get(key)?.get(index);
-  }
-
-  private queueFor(key: ByteString, index: ByteString): LockQueue {
-    let group = this.keys.get(key);
-    if (group === undefined) {
-      group = new Map();
-      this.keys.set(key, group);
-    }
-    let queue = group.get(index);
-    if (queue === undefined) {
-      queue = new LockQueue(key, index);
-      group.set(index, queue);
-    }
-    return queue;
   }
 
   private restartTimer(entry: LockEntry): void {
@@ -262,6 +239,8 @@ export class LockTable {
    * sweep has not reached yet is already gone in meaning; promoting it would hand it a fresh TTL.
    */
   private promoteNext(queue: LockQueue): void {
+    // Most locks have nobody waiting: do not read the clock for them.
+    if (queue.waiterCount === 0) return;
     const now = this.clock.now();
     for (;;) {
       const next = queue.shiftWaiter();
@@ -289,10 +268,6 @@ export class LockTable {
       queue.removeWaiter(entry);
       this.waiterCount--;
     }
-    if (queue.isEmpty) {
-      const group = this.keys.get(queue.key)!;
-      group.delete(queue.index);
-      if (group.size === 0) this.keys.delete(queue.key);
-    }
+    if (queue.isEmpty) this.queues.delete(queue);
   }
 }

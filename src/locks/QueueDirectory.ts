@@ -1,0 +1,68 @@
+import type { ByteString } from '../bytes.js';
+import { LockQueue } from './LockQueue.js';
+
+const NO_QUEUES: readonly LockQueue[] = [];
+
+/**
+ * Every queue, found by (key, index). Most keys have a single index, so a key maps straight to its
+ * lone queue and only gets a Map of its own once a second index appears (and goes back to the bare
+ * queue when one is left). A Map per key cost ~180 bytes and an allocation per new key; a million
+ * one-index locks are that much smaller and cheaper to create.
+ */
+export class QueueDirectory {
+  private readonly byKey = new Map<ByteString, LockQueue | Map<ByteString, LockQueue>>();
+
+  get(key: ByteString, index: ByteString): LockQueue | undefined {
+    const group = this.byKey.get(key);
+    if (group === undefined) return undefined;
+    if (group instanceof LockQueue) return group.index === index ? group : undefined;
+    return group.get(index);
+  }
+
+  /** The queue of (key, index), created empty if there is none. */
+  getOrCreate(key: ByteString, index: ByteString): LockQueue {
+    const group = this.byKey.get(key);
+    if (group === undefined) {
+      const queue = new LockQueue(key, index);
+      this.byKey.set(key, queue);
+      return queue;
+    }
+    if (group instanceof LockQueue) {
+      if (group.index === index) return group;
+      const queue = new LockQueue(key, index);
+      this.byKey.set(key, new Map([[group.index, group], [index, queue]]));
+      return queue;
+    }
+    let queue = group.get(index);
+    if (queue === undefined) {
+      queue = new LockQueue(key, index);
+      group.set(index, queue);
+    }
+    return queue;
+  }
+
+  delete(queue: LockQueue): void {
+    const group = this.byKey.get(queue.key);
+    if (group === queue) {
+      this.byKey.delete(queue.key);
+    } else if (group instanceof Map && group.get(queue.index) === queue) {
+      group.delete(queue.index);
+      if (group.size === 1) this.byKey.set(queue.key, group.values().next().value!);
+    }
+  }
+
+  /** The key's queues, indexes in creation order. */
+  queuesOf(key: ByteString): Iterable<LockQueue> {
+    const group = this.byKey.get(key);
+    if (group === undefined) return NO_QUEUES;
+    return group instanceof LockQueue ? [group] : group.values();
+  }
+
+  /** Every queue, key by key. */
+  *all(): IterableIterator<LockQueue> {
+    for (const group of this.byKey.values()) {
+      if (group instanceof LockQueue) yield group;
+      else yield* group.values();
+    }
+  }
+}

@@ -1,0 +1,118 @@
+import test from 'ava';
+import { LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
+import { holdLock, withLock } from '../../src/client/holdLock.js';
+import { bounded } from '../helpers/bounded.js';
+import { connectClient } from '../helpers/lockClient.js';
+import { pollUntil } from '../helpers/poll.js';
+import { startServer } from '../helpers/serverProcess.js';
+
+const WAIT_MS = 10_000;
+
+test('a free lock is taken at once, and release() gives it back', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
+  t.deepEqual(await client.findOwner('k', 'i'), Buffer.from('me'));
+  t.false(lock.signal.aborted);
+  t.is(await lock.release(), 1);
+  t.is(await lock.release(), 1, 'a second release() is the same release');
+  t.deepEqual(await client.findOwner('k', 'i'), Buffer.alloc(0));
+  t.is(lock.lostError, undefined);
+});
+
+test('waits in line by polling with request (0x02), and owns the lock once the owner lets go', async (t) => {
+  const server = await startServer(t);
+  const other = await connectClient(t, server.port);
+  const client = await connectClient(t, server.port);
+  t.is(await other.request('k', 'i', 'first'), 1);
+  const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, ttw: 30, pollMaxMs: 100 });
+  await pollUntil('the waiter to queue', async () => ((await other.location('k', 'i', 'second')) === 2 ? true : undefined));
+  t.is(await other.release('k', 'i', 'first'), 1);
+  const lock = await bounded(acquiring, WAIT_MS, 'the lock');
+  t.deepEqual(await other.findOwner('k', 'i'), Buffer.from('second'));
+  t.true((await other.stats()).lockRequests >= 3, 'the waiter polled with request');
+  await lock.release();
+});
+
+test('while held, the lock is renewed, so it outlives its TTL', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const observer = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 1 });
+  // A renewal every third of the TTL: after four of them more than a TTL has passed.
+  await pollUntil('four renewals', async () => ((await observer.stats()).renewals >= 4 ? true : undefined));
+  t.deepEqual(await observer.findOwner('k', 'i'), Buffer.from('me'));
+  t.false(lock.signal.aborted);
+  await lock.release();
+});
+
+test('waitTimeoutMs: gives up with LockWaitTimeoutError and leaves no waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('k', 'i', 'owner'), 1);
+  await t.throwsAsync(holdLock(client, 'k', 'i', 'waiter', { waitTimeoutMs: 100 }), { instanceOf: LockWaitTimeoutError });
+  t.is(await client.location('k', 'i', 'waiter'), 0);
+});
+
+test('aborting the signal while waiting rejects with its reason and removes the waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('k', 'i', 'owner'), 1);
+  const controller = new AbortController();
+  const acquiring = holdLock(client, 'k', 'i', 'waiter', { signal: controller.signal, pollMaxMs: 100 });
+  await pollUntil('the waiter to queue', async () => ((await client.location('k', 'i', 'waiter')) === 2 ? true : undefined));
+  const reason = new Error('no longer needed');
+  controller.abort(reason);
+  t.is(await t.throwsAsync(acquiring), reason);
+  t.is(await client.location('k', 'i', 'waiter'), 0);
+});
+
+test('aborting the signal once held releases the lock', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const controller = new AbortController();
+  await holdLock(client, 'k', 'i', 'me', { signal: controller.signal });
+  controller.abort();
+  await pollUntil('the release', async () => ((await client.findOwner('k', 'i')).length === 0 ? true : undefined));
+  t.pass();
+});
+
+test('a draining server refuses the new entry: LockRefusedError', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('keep', 'alive', 'someone'), 1);
+  const draining = server.nextEvent('drain-started');
+  server.signal('SIGSYS');
+  await draining;
+  await t.throwsAsync(holdLock(client, 'k', 'i', 'me'), { instanceOf: LockRefusedError });
+});
+
+test('a lock removed behind our back is reported lost: signal aborts, onLost is called', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const other = await connectClient(t, server.port);
+  let reported: LockLostError | undefined;
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30, renewIntervalMs: 20, onLost: (error) => (reported = error) });
+  const lost = new Promise<void>((resolve) => lock.signal.addEventListener('abort', () => resolve()));
+  t.is(await other.release('k', 'i', 'me'), 1);
+  await bounded(lost, WAIT_MS, 'the loss to be noticed');
+  t.true(lock.lostError instanceof LockLostError);
+  t.is(reported, lock.lostError);
+  t.regex(lock.lostError!.message, /no entry/);
+  t.is(await lock.release(), 0);
+});
+
+test('withLock runs the work under the lock and releases it afterwards, even when the work throws', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const owner = await withLock(client, 'k', 'i', 'me', {}, async () => client.findOwner('k', 'i'));
+  t.deepEqual(owner, Buffer.from('me'));
+  t.deepEqual(await client.findOwner('k', 'i'), Buffer.alloc(0));
+  await t.throwsAsync(
+    withLock(client, 'k', 'i', 'me', {}, async () => {
+      throw new Error('work failed');
+    }),
+    { message: 'work failed' },
+  );
+  t.deepEqual(await client.findOwner('k', 'i'), Buffer.alloc(0));
+});

@@ -1,0 +1,117 @@
+import test from 'ava';
+import { lockctl, lockctlJson } from '../helpers/lockctl.js';
+import { startServer } from '../helpers/serverProcess.js';
+
+test('request, owner, location, renew, release, release-all: human output and exit codes', async (t) => {
+  const server = await startServer(t);
+  const run = (...args: string[]) => lockctl(['-p', String(server.port), ...args]);
+
+  t.like(await run('request', 'users', '42', 'alice', '--ttl', '30', '--ttw', '60', '--priority', '10'), {
+    code: 0,
+    stdout: '1 owner\n',
+  });
+  t.like(await run('request', 'users', '42', 'bob', '--priority', '5'), { code: 1, stdout: '2 waiting (1 ahead)\n' });
+  t.like(await run('owner', 'users', '42'), { code: 0, stdout: 'alice\n' });
+  t.like(await run('owner', 'users', '43'), { code: 1, stdout: '', stderr: 'lockctl: users/43 has no owner\n' });
+  t.like(await run('location', 'users', '42', 'bob'), { code: 0, stdout: '2 waiting (1 ahead)\n' });
+  t.like(await run('location', 'users', '42', 'carol'), { code: 1, stdout: '0 not queued\n' });
+  t.like(await run('renew', 'users', '42', 'alice'), { code: 0, stdout: 'renewed\n' });
+  t.like(await run('renew', 'users', '42', 'carol'), { code: 1, stdout: 'no such entry\n' });
+  t.like(await run('release', 'users', '42', 'alice'), { code: 0, stdout: 'released 1\n' });
+  t.like(await run('owner', 'users', '42'), { code: 0, stdout: 'bob\n' });
+  t.like(await run('request', 'users', '7', 'bob'), { code: 0 });
+  t.like(await run('release', 'users', '*', 'bob'), { code: 0, stdout: 'released 2\n' });
+  t.like(await run('release', 'users', '*', 'bob'), { code: 1, stdout: 'released 0\n' });
+  t.like(await run('request', 'a', '1', 'dave'), { code: 0 });
+  t.like(await run('request', 'b', '1', 'dave'), { code: 0 });
+  t.like(await run('release-all', 'dave'), { code: 0, stdout: 'released 2\n' });
+  t.like(await run('release-all', 'dave'), { code: 1, stdout: 'released 0\n' });
+});
+
+test('list prints an aligned table with each queue in order; non-printable bytes are escaped', async (t) => {
+  const server = await startServer(t);
+  const run = (...args: string[]) => lockctl(['-p', String(server.port), ...args]);
+  await run('request', 'users', '42', 'alice', '--ttl', '30', '--ttw', '60', '--priority', '10');
+  await run('request', 'users', '42', 'bob', '--priority', '5');
+  await run('request', 'users', '\\x00\\xff', 'caf\u00e9');
+  t.like(await run('list', 'users'), {
+    code: 0,
+    stdout: [
+      'INDEX     POS  ROLE     OWNER        PRIORITY  TTL  TTW',
+      '42          1  owner    alice              10   30   60',
+      '42          2  waiting  bob                 5   30   30',
+      '\\x00\\xff    1  owner    caf\\xc3\\xa9         0   30   30',
+      '',
+    ].join('\n'),
+  });
+  t.like(await run('list', 'nothing'), { code: 0, stdout: 'no entries under nothing\n' });
+  // What list prints can be typed back: the escaped owner names the same bytes.
+  t.like(await run('owner', 'users', '\\x00\\xff'), { code: 0, stdout: 'caf\\xc3\\xa9\n' });
+  t.like(await run('release', 'users', '\\x00\\xff', 'caf\\xc3\\xa9'), { code: 0 });
+});
+
+test('--json: every subcommand prints one object that scripts can parse', async (t) => {
+  const server = await startServer(t);
+  const json = (...args: string[]) => lockctlJson(server.port, args);
+
+  t.deepEqual(await json('request', 'k', 'i', 'alice', '--priority', '3'), {
+    code: 0,
+    value: { position: 1, isOwner: true, refused: false },
+  });
+  t.deepEqual(await json('request', 'k', 'i', 'b\\x01b'), { code: 1, value: { position: 2, isOwner: false, refused: false } });
+  t.deepEqual(await json('owner', 'k', 'i'), { code: 0, value: { owner: 'alice', ownerHex: '616c696365', free: false } });
+  t.deepEqual(await json('owner', 'k', 'x'), { code: 1, value: { owner: '', ownerHex: '', free: true } });
+  t.deepEqual(await json('location', 'k', 'i', 'b\\x01b'), { code: 0, value: { position: 2 } });
+  t.deepEqual(await json('renew', 'k', 'i', 'alice'), { code: 0, value: { renewed: true } });
+  t.deepEqual(await json('list', 'k'), {
+    code: 0,
+    value: {
+      key: 'k',
+      keyHex: '6b',
+      entries: [
+        { index: 'i', indexHex: '69', owner: 'alice', ownerHex: '616c696365', position: 1, isOwner: true, priority: 3, ttl: 30, ttw: 30 },
+        { index: 'i', indexHex: '69', owner: 'b\\x01b', ownerHex: '620162', position: 2, isOwner: false, priority: 0, ttl: 30, ttw: 30 },
+      ],
+    },
+  });
+  t.deepEqual(await json('release', 'k', 'i', 'alice'), { code: 0, value: { released: 1 } });
+  t.deepEqual(await json('release-all', 'b\\x01b'), { code: 0, value: { released: 1 } });
+  const stats = await json('stats');
+  t.is(stats.code, 0);
+  t.like(stats.value, { lockRequests: 2, ownerLookups: 2, contenderLookups: 1, renewals: 1, releases: 1, releaseAlls: 1 });
+  t.like(stats.value, { listRequests: 1, statsRequests: 1, owners: 0, contenders: 0, activeConnections: 1 });
+  t.is(typeof stats.value.uptimeSeconds, 'number');
+});
+
+test('stats prints the same figures as the stat file', async (t) => {
+  const server = await startServer(t);
+  const run = await lockctl(['--port', String(server.port), 'stats']);
+  t.is(run.code, 0);
+  t.regex(run.stdout, /^LockServer statistics at \S+\n/);
+  t.regex(run.stdout, /\nstatistics requests: +1\n/);
+  t.regex(run.stdout, /\nactive connections: +1\n$/);
+});
+
+test('a request refused by a draining server prints position 0 and exits 1', async (t) => {
+  const server = await startServer(t);
+  const run = (...args: string[]) => lockctl(['-p', String(server.port), ...args]);
+  await run('request', 'keep', 'alive', 'x');
+  const draining = server.nextEvent('drain-started');
+  server.signal('SIGSYS');
+  await draining;
+  t.like(await run('request', 'new', '1', 'y'), {
+    code: 1,
+    stdout: '0 refused: the server is draining or its table is full\n',
+  });
+  t.deepEqual(await lockctlJson(server.port, ['request', 'new', '1', 'y']), {
+    code: 1,
+    value: { position: 0, isOwner: false, refused: true },
+  });
+});
+
+test('global options are accepted after the subcommand too', async (t) => {
+  const server = await startServer(t);
+  const run = await lockctl(['stats', '--json', '--host', '127.0.0.1', '--port', String(server.port), '--timeout', '2.5']);
+  t.is(run.code, 0);
+  t.is((JSON.parse(run.stdout) as { statsRequests: number }).statsRequests, 1);
+});

@@ -1,0 +1,90 @@
+import test from 'ava';
+import { bounded } from '../helpers/bounded.js';
+import { connectClient } from '../helpers/lockClient.js';
+import { LOCKCTL_PATH, lockctl, startLockctl } from '../helpers/lockctl.js';
+import { pollUntil } from '../helpers/poll.js';
+import { startServer } from '../helpers/serverProcess.js';
+
+const node = process.execPath;
+
+test('hold runs the command while owning the lock, releases it after, and exits with its code', async (t) => {
+  const server = await startServer(t);
+  const port = String(server.port);
+  // The command asks the server (through a nested lockctl) who owns the lock, then exits 3.
+  const script = `const r = require('child_process').spawnSync(process.execPath, [${JSON.stringify(LOCKCTL_PATH)}, '-p', '${port}', 'owner', 'jobs', 'nightly'], { encoding: 'utf8' }); process.stdout.write('owner seen: ' + r.stdout); process.exit(3);`;
+  const run = await lockctl(['-p', port, 'hold', 'jobs', 'nightly', 'worker-1', '--', node, '-e', script]);
+  t.is(run.code, 3, run.stderr);
+  t.is(run.stdout, 'owner seen: worker-1\n');
+  const client = await connectClient(t, server.port);
+  t.deepEqual(await client.findOwner('jobs', 'nightly'), Buffer.alloc(0), 'released after the command');
+  t.like(await lockctl(['-p', port, 'hold', 'jobs', 'nightly', 'w', '--', node, '-e', 'process.exit(0)']), { code: 0 });
+});
+
+test('hold waits for the current owner to let go before running the command', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', 'process.exit(0)']);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', 'second')) === 2 ? true : undefined));
+  t.is(await client.release('jobs', 'n', 'first'), 1);
+  t.like(await hold.result, { code: 0 });
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
+});
+
+test('hold --wait gives up with exit 1 when the lock stays taken, leaving no waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const run = await lockctl(['-p', String(server.port), 'hold', '--wait', '0', 'jobs', 'n', 'second', '--', node, '-e', '']);
+  t.is(run.code, 1);
+  t.regex(run.stderr, /not ours within 0 ms/);
+  t.is(await client.location('jobs', 'n', 'second'), 0);
+});
+
+test('Ctrl-C while waiting exits 130 and leaves no waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', '']);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', 'second')) === 2 ? true : undefined));
+  hold.child.kill('SIGINT');
+  t.like(await hold.result, { code: 130 });
+  t.is(await client.location('jobs', 'n', 'second'), 0);
+});
+
+test('a command that cannot be found exits 127, and the lock is released', async (t) => {
+  const server = await startServer(t);
+  const run = await lockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'me', '--', 'no-such-command-for-lockctl-tests']);
+  t.is(run.code, 127);
+  t.regex(run.stderr, /cannot run no-such-command-for-lockctl-tests/);
+  const client = await connectClient(t, server.port);
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
+});
+
+test('losing the lock while the command runs sends it SIGTERM', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  // The command would run forever; --ttl 1 renews every third of a second, which notices the loss.
+  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '1', 'jobs', 'n', 'me', '--', node, '-e', 'setInterval(() => {}, 1000)']);
+  await pollUntil('hold to own the lock', async () => ((await client.location('jobs', 'n', 'me')) === 1 ? true : undefined));
+  t.is(await client.release('jobs', 'n', 'me'), 1);
+  const run = await hold.result;
+  t.is(run.code, 128 + 15);
+  t.regex(run.stderr, /lost the lock on jobs\/n .*sending SIGTERM/);
+});
+
+test('SIGTERM to lockctl is passed on to the command, and the lock is released after', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const script = "process.on('SIGTERM', () => process.exit(42)); setInterval(() => {}, 1000); process.stdout.write('ready\\n');";
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'me', '--', node, '-e', script]);
+  const ready = new Promise<void>((resolve) => {
+    hold.child.stdout!.on('data', (text: string) => {
+      if (text.includes('ready')) resolve();
+    });
+  });
+  await bounded(ready, 10_000, 'the command to start');
+  hold.child.kill('SIGTERM');
+  t.like(await hold.result, { code: 42 });
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
+});

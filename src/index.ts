@@ -47,3 +47,7 @@ export type { DaemonConfig, DaemonDeps } from './server/Daemon.js';
 export { AllowList } from './server/AllowList.js';
 export type { Logger, LogFields } from './server/Logger.js';
 export { streamLogger, silentLogger } from './server/Logger.js';
+export { ServerMetrics, STANDALONE } from './metrics/ServerMetrics.js';
+export type { ClusterStatus, MetricsSource } from './metrics/ServerMetrics.js';
+export { startMetricsEndpoint } from './metrics/metricsEndpoint.js';
+export type { MetricsEndpoint } from './metrics/metricsEndpoint.js';

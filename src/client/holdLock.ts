@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
 import { DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, type LockClient, type LockRequestOptions } from './LockClient.js';
 import type { LockName } from './lockName.js';
@@ -124,7 +125,7 @@ export async function holdLock(
   const random = options.random ?? Math.random;
   const pollMax = Math.min(options.pollMaxMs ?? DEFAULT_POLL_MAX_MS, beatWithin(ttw), beatWithin(ttl));
   let pollDelay = Math.min(options.pollInitialMs ?? DEFAULT_POLL_INITIAL_MS, pollMax);
-  const deadline = options.waitTimeoutMs === undefined ? Infinity : Date.now() + options.waitTimeoutMs;
+  const deadline = options.waitTimeoutMs === undefined ? Infinity : performance.now() + options.waitTimeoutMs;
   signal?.throwIfAborted();
   try {
     for (;;) {
@@ -132,7 +133,7 @@ export async function holdLock(
       if (position === 1) break;
       if (position === 0) throw new LockRefusedError();
       signal?.throwIfAborted();
-      const remaining = deadline - Date.now();
+      const remaining = deadline - performance.now();
       if (remaining <= 0) throw new LockWaitTimeoutError(options.waitTimeoutMs!);
       // Jitter in [pollDelay/2, pollDelay) spreads out waiters that started together.
       await pause(Math.min(pollDelay * (0.5 + random() / 2), remaining), signal);

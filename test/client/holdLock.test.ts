@@ -38,7 +38,7 @@ test('while held, the lock is renewed, so it outlives its TTL', async (t) => {
   const server = await startServer(t);
   const client = await connectClient(t, server.port);
   const observer = await connectClient(t, server.port);
-  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 1 });
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 2 });
   // A renewal every third of the TTL: after four of them more than a TTL has passed.
   await pollUntil('four renewals', async () => ((await observer.stats()).renewals >= 4 ? true : undefined));
   t.deepEqual(await observer.findOwner('k', 'i'), Buffer.from('me'));

@@ -6,6 +6,7 @@ import type { StatsReply } from '../protocol/messages.js';
 import type { AllowList } from './AllowList.js';
 import { Connection, type CommandObserver, type ConnectionHost } from './Connection.js';
 import type { Logger } from './Logger.js';
+import { EventThrottle } from './EventThrottle.js';
 import { ServerStats } from './ServerStats.js';
 
 const ACCEPTED = Buffer.from([GREETING_ACCEPTED]);
@@ -47,6 +48,7 @@ export class LockServer implements ConnectionHost {
   private checkingDrain = false;
   private drainReported: { readonly at: number; readonly counts: LockCounts } | undefined;
   private onAllClosed: (() => void) | undefined;
+  private readonly refusalLog: EventThrottle;
   /** Times each command when set (metrics); undefined keeps the command path free of timing. */
   commandObserver: CommandObserver | undefined;
 
@@ -55,6 +57,7 @@ export class LockServer implements ConnectionHost {
     this.logger = options.logger;
     this.allowList = options.allowList;
     this.stats = new ServerStats(options.clock);
+    this.refusalLog = new EventThrottle(options.clock);
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.accept(socket));
     this.server.on('error', (error) => this.logger.event('server-error', { error: error.message }));
   }
@@ -90,14 +93,14 @@ export class LockServer implements ConnectionHost {
     const peer = socket.remoteAddress ?? 'unknown';
     if (!this.allowList.allows(socket.remoteAddress)) {
       this.stats.rejectedNotInHosts++;
-      this.logger.event('refused', { peer, reason: 'not-in-hosts-file' });
+      this.logRefusal(peer, 'not-in-hosts-file');
       this.logger.debug?.(`${peer} knocked, but is not on the guest list; showing them the door`);
       this.refuse(socket);
       return;
     }
     if (this.connections.size >= this.options.maxConnections) {
       this.stats.rejectedTooBusy++;
-      this.logger.event('refused', { peer, reason: 'too-busy', active: this.connections.size });
+      this.logRefusal(peer, 'too-busy');
       this.logger.debug?.(`${peer} wants in, but ${this.connections.size} is a crowd already`);
       this.refuse(socket);
       return;
@@ -108,6 +111,18 @@ export class LockServer implements ConnectionHost {
     this.stats.activeConnections = this.connections.size;
     socket.write(ACCEPTED);
     this.logger.debug?.(`${peer} is in; ${this.connections.size} connection(s) now`);
+  }
+
+  /** One log line per refusal, but a flood of refusals writes at most a few lines a second. */
+  private logRefusal(peer: string, reason: 'not-in-hosts-file' | 'too-busy'): void {
+    const suppressed = this.refusalLog.admit(reason);
+    if (suppressed === undefined) return;
+    this.logger.event('refused', {
+      peer,
+      reason,
+      active: reason === 'too-busy' ? this.connections.size : undefined,
+      suppressed: suppressed > 0 ? suppressed : undefined,
+    });
   }
 
   private refuse(socket: Socket): void {

@@ -46,12 +46,13 @@ export class LocalLockService implements LockService {
     this.stopSweeping = scheduler.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
 
-  /** One budgeted slice of expiry; reschedules itself while more are due. */
+  /** One budgeted slice of expiry and of forgetting emptied keys; reschedules itself while more are due. */
   private sweep(): void {
     if (this.sweeping || this.closed) return;
     const removed = this.table.expire(SWEEP_BUDGET);
     if (removed > 0) this.options.onExpired?.(removed);
-    if (removed === SWEEP_BUDGET) {
+    const forgotten = this.table.forgetVacant(SWEEP_BUDGET);
+    if (removed === SWEEP_BUDGET || forgotten === SWEEP_BUDGET) {
       this.sweeping = true;
       this.scheduler.soon(() => {
         this.sweeping = false;

@@ -10,6 +10,10 @@ import { compareWaiters, type LockEntry } from './LockEntry.js';
  */
 export class LockQueue {
   owner: LockEntry | undefined;
+  /** When the queue last fell empty (clock ms); an empty queue lingers a while, see VacancyQueue. */
+  vacantSince = 0;
+  /** Whether the directory's VacancyQueue holds this queue (so it is queued once, however often it empties). */
+  vacancyPending = false;
   private waiters: OrderedSet<LockEntry> | undefined;
   private waitersByName: Map<ByteString, LockEntry> | undefined;
 

@@ -16,6 +16,8 @@ export interface LockTableOptions {
 }
 
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
+/** How long an emptied key or owner keeps its Map slot, so that taking it again costs no churn. */
+export const VACANCY_GRACE_MS = 1_000;
 
 /**
  * The single-node lock state: one queue per (key, index), one expiry heap for every deadline,
@@ -29,6 +31,8 @@ export class LockTable {
   private nextArrival = 0;
   private ownerCount = 0;
   private waiterCount = 0;
+  /** Clock time of the last expire() or forgetVacant() call: the date given to emptied keys. */
+  private sweptAt: number;
   private readonly maxEntries: number;
 
   constructor(
@@ -36,6 +40,7 @@ export class LockTable {
     options: LockTableOptions = {},
   ) {
     this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    this.sweptAt = clock.now();
   }
 
   /** Entries that own their lock. */
@@ -156,6 +161,7 @@ export class LockTable {
    */
   expire(budget = Number.POSITIVE_INFINITY): number {
     const now = this.clock.now();
+    this.sweptAt = now;
     let removed = 0;
     while (removed < budget) {
       const next = this.expiry.peek();
@@ -164,6 +170,23 @@ export class LockTable {
       removed++;
     }
     return removed;
+  }
+
+  /**
+   * Deletes the queues and owner names that have stayed empty for VACANCY_GRACE_MS (until then
+   * they keep their Map slots, see VacancyQueue), looking at no more than `budget` of them.
+   * Returns how many it looked at; fewer than `budget` means none is due any more.
+   */
+  forgetVacant(budget = Number.POSITIVE_INFINITY): number {
+    this.sweptAt = this.clock.now();
+    const cutoff = this.sweptAt - VACANCY_GRACE_MS;
+    const queues = this.queues.forgetVacant(cutoff, budget);
+    return queues + this.ownerIndex.forgetVacant(cutoff, budget - queues);
+  }
+
+  /** Emptied queues and owner names still holding their slots (for tests and stats). */
+  get pendingVacancies(): number {
+    return this.queues.pendingVacancies + this.ownerIndex.pendingVacancies;
   }
 
   /** Every entry with the time its current phase has left, queue by queue, owner first. */
@@ -251,14 +274,19 @@ export class LockTable {
         return;
       }
       this.expiry.remove(next);
-      this.ownerIndex.delete(next);
+      this.ownerIndex.delete(next, this.sweptAt);
     }
   }
 
+  /**
+   * Takes the entry out of its queue and every index. A key or owner it leaves empty is dated with
+   * the last sweep's time, not the clock's: no clock read per release, and a grace period of a
+   * second does not need finer dates than the sweep interval.
+   */
   private remove(entry: LockEntry): void {
     const queue = entry.queue;
     this.expiry.remove(entry);
-    this.ownerIndex.delete(entry);
+    this.ownerIndex.delete(entry, this.sweptAt);
     if (entry.isOwner) {
       queue.owner = undefined;
       entry.isOwner = false;
@@ -268,6 +296,6 @@ export class LockTable {
       queue.removeWaiter(entry);
       this.waiterCount--;
     }
-    if (queue.isEmpty) this.queues.delete(queue);
+    if (queue.isEmpty) this.queues.vacate(queue, this.sweptAt);
   }
 }

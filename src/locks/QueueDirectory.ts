@@ -1,5 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import { LockQueue } from './LockQueue.js';
+import { VacancyQueue } from './VacancyQueue.js';
 
 const NO_QUEUES: readonly LockQueue[] = [];
 
@@ -8,9 +9,13 @@ const NO_QUEUES: readonly LockQueue[] = [];
  * lone queue and only gets a Map of its own once a second index appears (and goes back to the bare
  * queue when one is left). A Map per key cost ~180 bytes and an allocation per new key; a million
  * one-index locks are that much smaller and cheaper to create.
+ *
+ * A queue that falls empty stays filed (and is reused) until it has been empty for a grace period:
+ * see VacancyQueue for why deleting at once is slow. Callers treat an empty queue as no queue.
  */
 export class QueueDirectory {
   private readonly byKey = new Map<ByteString, LockQueue | Map<ByteString, LockQueue>>();
+  private readonly vacancies = new VacancyQueue<LockQueue>();
 
   get(key: ByteString, index: ByteString): LockQueue | undefined {
     const group = this.byKey.get(key);
@@ -30,7 +35,8 @@ export class QueueDirectory {
     if (group instanceof LockQueue) {
       if (group.index === index) return group;
       const queue = new LockQueue(key, index);
-      this.byKey.set(key, new Map([[group.index, group], [index, queue]]));
+      // An empty lone queue is simply replaced; its pending vacancy will find it gone.
+      this.byKey.set(key, group.isEmpty ? queue : new Map([[group.index, group], [index, queue]]));
       return queue;
     }
     let queue = group.get(index);
@@ -39,6 +45,30 @@ export class QueueDirectory {
       group.set(index, queue);
     }
     return queue;
+  }
+
+  /** The queue has just fallen empty: it is deleted once it has stayed empty long enough. */
+  vacate(queue: LockQueue, now: number): void {
+    queue.vacantSince = now;
+    if (queue.vacancyPending) return;
+    if (this.vacancies.offer(queue, now)) queue.vacancyPending = true;
+    else this.delete(queue);
+  }
+
+  /** Deletes queues empty ever since `cutoff` or earlier, looking at most at `budget`; returns how many it looked at. */
+  forgetVacant(cutoff: number, budget: number): number {
+    return this.vacancies.drain(cutoff, budget, (queue) => {
+      queue.vacancyPending = false;
+      if (!queue.isEmpty) return;
+      // Emptied again since it was queued: wait out its latest vacancy instead.
+      if (queue.vacantSince <= cutoff) this.delete(queue);
+      else this.vacate(queue, queue.vacantSince);
+    });
+  }
+
+  /** Number of emptied queues waiting to be deleted. */
+  get pendingVacancies(): number {
+    return this.vacancies.size;
   }
 
   delete(queue: LockQueue): void {

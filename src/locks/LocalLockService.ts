@@ -61,35 +61,37 @@ export class LocalLockService implements LockService {
     }
   }
 
-  async findOwner(key: ByteString, index: ByteString): Promise<ByteString> {
+  // Commands answer directly: the table is in this process (see Answer in LockService.ts).
+
+  findOwner(key: ByteString, index: ByteString): ByteString {
     return this.table.findOwner(key, index);
   }
 
-  async request(r: LockRequest, allowCreate: boolean): Promise<number> {
+  request(r: LockRequest, allowCreate: boolean): number {
     return this.table.request(r.key, r.index, r.owner, r.ttl, r.ttw, r.priority, allowCreate);
   }
 
-  async location(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+  location(key: ByteString, index: ByteString, owner: ByteString): number {
     return this.table.location(key, index, owner);
   }
 
-  async renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean> {
+  renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
     return this.table.renew(key, index, owner);
   }
 
-  async release(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+  release(key: ByteString, index: ByteString, owner: ByteString): number {
     return this.table.release(key, index, owner);
   }
 
-  async releaseKey(key: ByteString, owner: ByteString): Promise<number> {
+  releaseKey(key: ByteString, owner: ByteString): number {
     return this.table.releaseKey(key, owner);
   }
 
-  async releaseAll(owner: ByteString): Promise<number> {
+  releaseAll(owner: ByteString): number {
     return this.table.releaseAll(owner);
   }
 
-  async list(key: ByteString, limit: number): Promise<Contender[]> {
+  list(key: ByteString, limit: number): Contender[] {
     return this.table.list(key, limit);
   }
 

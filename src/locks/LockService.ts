@@ -29,30 +29,38 @@ export interface LockRequest {
 }
 
 /**
+ * A command's answer: the value itself when the service knows it at once (the local table), or a
+ * promise of it (a replicated core that must ask its peers). Callers `await` it either way, or
+ * test for a promise; a promise per command cost the single node a third of its pipelined
+ * throughput (measured 556k against 739k ops/s), so the local service answers directly.
+ */
+export type Answer<T> = T | Promise<T>;
+
+/**
  * The one interface between the protocol layer and lock state. The single-node table and the
- * replicated cluster core both implement it, and the server never knows which one it has, so
- * every call is asynchronous even where the local answer is immediate.
+ * replicated cluster core both implement it, and the server never knows which one it has: every
+ * command may answer later (see Answer), even where the local answer is immediate.
  */
 export interface LockService {
   /** Find owner (0x01): the owner, or '' when the lock is free. */
-  findOwner(key: ByteString, index: ByteString): Promise<ByteString>;
+  findOwner(key: ByteString, index: ByteString): Answer<ByteString>;
   /**
    * Request (0x02): the position (1 = owner). With allowCreate false (drain mode) a request that
    * would add an entry gets 0; an existing entry is still renewed.
    */
-  request(request: LockRequest, allowCreate: boolean): Promise<number>;
+  request(request: LockRequest, allowCreate: boolean): Answer<number>;
   /** Find contender location (0x03): the position, or 0. */
-  location(key: ByteString, index: ByteString, owner: ByteString): Promise<number>;
+  location(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
   /** Renew (0x04): whether the entry existed and its timer restarted. */
-  renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean>;
+  renew(key: ByteString, index: ByteString, owner: ByteString): Answer<boolean>;
   /** Release (0x05): entries removed (0 or 1). */
-  release(key: ByteString, index: ByteString, owner: ByteString): Promise<number>;
+  release(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
   /** Release (0x05) with index `*`: the owner's entries under the key, across indexes. */
-  releaseKey(key: ByteString, owner: ByteString): Promise<number>;
+  releaseKey(key: ByteString, owner: ByteString): Answer<number>;
   /** Release all (0x06): the owner's entries across all keys. */
-  releaseAll(owner: ByteString): Promise<number>;
+  releaseAll(owner: ByteString): Answer<number>;
   /** List (0x07): every entry under the key, at most `limit`. */
-  list(key: ByteString, limit: number): Promise<Contender[]>;
+  list(key: ByteString, limit: number): Answer<Contender[]>;
   counts(): Promise<LockCounts>;
   /** Every entry with its remaining time, in queue order, for the lock file. */
   snapshot(): Promise<SavedLock[]>;

@@ -1,6 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import { NOT_IN_HEAP, type Expiring } from './ExpiryHeap.js';
 import type { LockQueue } from './LockQueue.js';
+import type { VacantOwner } from './OwnerIndex.js';
 
 /** A deadline that never comes: the entry's current phase has TTL/TTW 0. */
 export const NO_DEADLINE = Number.POSITIVE_INFINITY;
@@ -10,6 +11,8 @@ export class LockEntry implements Expiring {
   isOwner = false;
   deadline = NO_DEADLINE;
   heapIndex = NOT_IN_HEAP;
+  /** The owner name's vacancy record, carried while the owner holds entries so it is reused. */
+  ownerVacancy: VacantOwner | undefined = undefined;
 
   constructor(
     readonly queue: LockQueue,

@@ -3,29 +3,52 @@ import type { LockEntry } from './LockEntry.js';
 import { VacancyQueue } from './VacancyQueue.js';
 
 /**
+ * An owner name that has no entries left and keeps its slot for a grace period (see VacancyQueue
+ * for why deleting at once is slow). One record per owner, reused however often the owner empties:
+ * while the owner holds entries again they carry it (LockEntry.ownerVacancy).
+ */
+export class VacantOwner {
+  /** Clock ms at which the owner last fell empty. */
+  since = 0;
+  /** Whether the VacancyQueue holds this record. */
+  queued = false;
+
+  constructor(readonly owner: ByteString) {}
+}
+
+/**
  * Every entry of each owner name, across all keys, so that release-all (0x06) and release with
  * index `*` cost O(entries of that owner). Most owners hold one entry; those are stored bare and
  * only get a Set when they hold a second, which keeps a million one-lock owners cheap.
- *
- * An owner whose last entry goes keeps its slot, holding the time it fell empty, until it has
- * stayed empty for a grace period (see VacancyQueue for why deleting at once is slow).
  */
 export class OwnerIndex {
-  private readonly byOwner = new Map<ByteString, LockEntry | Set<LockEntry> | number>();
-  private readonly vacancies = new VacancyQueue<ByteString>();
+  private readonly byOwner = new Map<ByteString, LockEntry | Set<LockEntry> | VacantOwner>();
+  private readonly vacancies = new VacancyQueue<VacantOwner>();
 
   add(entry: LockEntry): void {
     const current = this.byOwner.get(entry.owner);
-    if (current === undefined || typeof current === 'number') this.byOwner.set(entry.owner, entry);
-    else if (current instanceof Set) current.add(entry);
-    else this.byOwner.set(entry.owner, new Set([current, entry]));
+    if (current === undefined) {
+      this.byOwner.set(entry.owner, entry);
+    } else if (current instanceof VacantOwner) {
+      entry.ownerVacancy = current;
+      this.byOwner.set(entry.owner, entry);
+    } else if (current instanceof Set) {
+      entry.ownerVacancy = current.values().next().value!.ownerVacancy;
+      current.add(entry);
+    } else {
+      entry.ownerVacancy = current.ownerVacancy;
+      this.byOwner.set(entry.owner, new Set([current, entry]));
+    }
   }
 
   /** Removes the entry; `now` (clock ms) dates the owner's vacancy if this was its last entry. */
   delete(entry: LockEntry, now: number): void {
     const current = this.byOwner.get(entry.owner);
     if (current === entry) {
-      if (this.vacancies.offer(entry.owner, now)) this.byOwner.set(entry.owner, now);
+      const vacancy = entry.ownerVacancy ?? new VacantOwner(entry.owner);
+      vacancy.since = now;
+      if (!vacancy.queued) vacancy.queued = this.vacancies.offer(vacancy, now);
+      if (vacancy.queued) this.byOwner.set(entry.owner, vacancy);
       else this.byOwner.delete(entry.owner);
     } else if (current instanceof Set) {
       current.delete(entry);
@@ -36,14 +59,19 @@ export class OwnerIndex {
   /** A copy of the owner's entries, safe to iterate while they are being removed. */
   entriesOf(owner: ByteString): LockEntry[] {
     const current = this.byOwner.get(owner);
-    if (current === undefined || typeof current === 'number') return [];
+    if (current === undefined || current instanceof VacantOwner) return [];
     return current instanceof Set ? [...current] : [current];
   }
 
   /** Deletes owners empty ever since `cutoff` or earlier, looking at most at `budget`; returns how many it looked at. */
   forgetVacant(cutoff: number, budget: number): number {
-    return this.vacancies.drain(cutoff, budget, (owner, since) => {
-      if (this.byOwner.get(owner) === since) this.byOwner.delete(owner);
+    return this.vacancies.drain(cutoff, budget, (vacancy) => {
+      vacancy.queued = false;
+      // Taken again: the owner's entries carry the record, to be queued when it next empties.
+      if (this.byOwner.get(vacancy.owner) !== vacancy) return;
+      if (vacancy.since <= cutoff) this.byOwner.delete(vacancy.owner);
+      else if (this.vacancies.offer(vacancy, vacancy.since)) vacancy.queued = true;
+      else this.byOwner.delete(vacancy.owner);
     });
   }
 

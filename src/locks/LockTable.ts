@@ -16,6 +16,9 @@ export interface LockTableOptions {
 }
 
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
+const RELEASED = 'released';
+const EXPIRED = 'expired';
+
 /** How long an emptied key or owner keeps its Map slot, so that taking it again costs no churn. */
 export const VACANCY_GRACE_MS = 1_000;
 
@@ -166,7 +169,7 @@ export class LockTable {
     while (removed < budget) {
       const next = this.expiry.peek();
       if (next === undefined || next.deadline > now) break;
-      this.remove(next);
+      this.remove(next, EXPIRED);
       removed++;
     }
     return removed;
@@ -274,19 +277,22 @@ export class LockTable {
         return;
       }
       this.expiry.remove(next);
-      this.ownerIndex.delete(next, this.sweptAt);
+      this.ownerIndex.delete(next, undefined);
     }
   }
 
   /**
-   * Takes the entry out of its queue and every index. A key or owner it leaves empty is dated with
+   * Takes the entry out of its queue and every index. A key or owner a release leaves empty keeps
+   * its Map slot a while, as it may well be taken again soon (see VacancyQueue); it is dated with
    * the last sweep's time, not the clock's: no clock read per release, and a grace period of a
-   * second does not need finer dates than the sweep interval.
+   * second needs no finer dates. One left empty by expiry, which nobody renewed, goes at once:
+   * a mass expiry would otherwise make a million short-lived vacancy records at one go.
    */
-  private remove(entry: LockEntry): void {
+  private remove(entry: LockEntry, why: typeof RELEASED | typeof EXPIRED = RELEASED): void {
     const queue = entry.queue;
+    const vacantSince = why === RELEASED ? this.sweptAt : undefined;
     this.expiry.remove(entry);
-    this.ownerIndex.delete(entry, this.sweptAt);
+    this.ownerIndex.delete(entry, vacantSince);
     if (entry.isOwner) {
       queue.owner = undefined;
       entry.isOwner = false;
@@ -296,6 +302,8 @@ export class LockTable {
       queue.removeWaiter(entry);
       this.waiterCount--;
     }
-    if (queue.isEmpty) this.queues.vacate(queue, this.sweptAt);
+    if (!queue.isEmpty) return;
+    if (vacantSince === undefined) this.queues.delete(queue);
+    else this.queues.vacate(queue, vacantSince);
   }
 }

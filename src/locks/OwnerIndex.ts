@@ -41,13 +41,20 @@ export class OwnerIndex {
     }
   }
 
-  /** Removes the entry; `now` (clock ms) dates the owner's vacancy if this was its last entry. */
-  delete(entry: LockEntry, now: number): void {
+  /**
+   * Removes the entry. If it was the owner's last, the owner keeps its slot as vacant since
+   * `vacantSince` (clock ms), or loses it at once when that is undefined.
+   */
+  delete(entry: LockEntry, vacantSince: number | undefined): void {
     const current = this.byOwner.get(entry.owner);
     if (current === entry) {
+      if (vacantSince === undefined) {
+        this.byOwner.delete(entry.owner);
+        return;
+      }
       const vacancy = entry.ownerVacancy ?? new VacantOwner(entry.owner);
-      vacancy.since = now;
-      if (!vacancy.queued) vacancy.queued = this.vacancies.offer(vacancy, now);
+      vacancy.since = vacantSince;
+      if (!vacancy.queued) vacancy.queued = this.vacancies.offer(vacancy, vacantSince);
       if (vacancy.queued) this.byOwner.set(entry.owner, vacancy);
       else this.byOwner.delete(entry.owner);
     } else if (current instanceof Set) {

@@ -18,6 +18,8 @@ export interface BenchConfig {
   readonly pipelines: readonly number[];
   readonly warmupMs: number;
   readonly durationMs: number;
+  /** Rounds of the throughput matrix; each cell reports its median round. */
+  readonly repeats: number;
   /** Load-generator worker threads. */
   readonly workers: number;
   readonly contenders: number;
@@ -30,6 +32,7 @@ export interface BenchConfig {
   readonly expireCount: number;
   readonly idleConnections: number;
   readonly serverNodeFlags: readonly string[];
+  readonly serverLog: string | undefined;
   readonly jsonPath: string;
   readonly redisServer: string | undefined;
   readonly redisBenchmark: string | undefined;
@@ -44,7 +47,8 @@ export const FULL_DEFAULTS = {
   connections: [1, 50, 500],
   pipelines: [1, 16],
   warmupMs: 1_000,
-  durationMs: 5_000,
+  durationMs: 3_000,
+  repeats: 3,
   contenders: 200,
   rounds: 3,
   roundLimitMs: 60_000,
@@ -60,6 +64,7 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   pipelines: [1, 16],
   warmupMs: 300,
   durationMs: 1_000,
+  repeats: 1,
   contenders: 50,
   rounds: 1,
   roundLimitMs: 20_000,

@@ -22,8 +22,7 @@ import { runExpiry } from './scenarios/expiry.js';
 import { runHeldLocks } from './scenarios/heldLocks.js';
 import { runIdleConnections } from './scenarios/idleConnections.js';
 import { runListKey } from './scenarios/listKey.js';
-import { runRedis } from './scenarios/redis.js';
-import { runThroughputMatrix } from './scenarios/throughput.js';
+import { runMatrix } from './scenarios/matrix.js';
 import { LockServerTarget } from './targets/LockServerTarget.js';
 import { NullServerTarget } from './targets/NullServerTarget.js';
 import { RedisTarget } from './targets/RedisTarget.js';
@@ -72,7 +71,8 @@ const program = new Command()
   .option('--skip <scenarios>', 'leave these out (comma-separated)', list(scenario))
   .option('--connections <list>', 'connection counts for the throughput matrix (default 1,50,500)', list(positiveInteger))
   .option('--pipeline <list>', 'pipeline depths for the throughput matrix (default 1,16)', list(positiveInteger))
-  .option('--duration <seconds>', 'measured seconds per load phase (default 5, quick 1)', seconds)
+  .option('--duration <seconds>', 'measured seconds per load phase (default 3, quick 1)', seconds)
+  .option('--repeat <n>', 'rounds of the throughput matrix, each cell reporting its median (default 3, quick 1)', positiveInteger)
   .option('--warmup <seconds>', 'unmeasured seconds before each load phase (default 1, quick 0.3)', seconds)
   .option('--workers <n>', 'load-generator worker threads', positiveInteger, 1)
   .option('--contenders <n>', 'clients contending for one lock (default 200, quick 50)', positiveInteger)
@@ -83,6 +83,7 @@ const program = new Command()
   .option('--expire <n>', 'locks expiring in the same second (default 1000000, quick 100000)', positiveInteger)
   .option('--idle <n>', 'idle connections held open (default 10000, quick 1000)', positiveInteger)
   .option('--server-node-flags <flags>', 'extra node flags for our server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"', '')
+  .option('--server-log <file>', "append our server's output to this file (with --server-node-flags=--trace-gc, say)")
   .option('--json <file>', 'where to write the JSON results (default: <os tmpdir>/lockserver-bench/bench-<time>.json)')
   .option('--redis-server <path>', 'redis-server to compare with (default: from PATH)')
   .option('--redis-benchmark <path>', 'redis-benchmark to drive it (default: from PATH)')
@@ -97,6 +98,7 @@ interface CliOptions {
   connections?: number[];
   pipeline?: number[];
   duration?: number;
+  repeat?: number;
   warmup?: number;
   workers: number;
   contenders?: number;
@@ -107,6 +109,7 @@ interface CliOptions {
   expire?: number;
   idle?: number;
   serverNodeFlags: string;
+  serverLog?: string;
   json?: string;
   redisServer?: string;
   redisBenchmark?: string;
@@ -124,6 +127,7 @@ function configFrom(o: CliOptions): BenchConfig {
     pipelines: o.pipeline ?? d.pipelines,
     warmupMs: o.warmup ?? d.warmupMs,
     durationMs: o.duration ?? d.durationMs,
+    repeats: o.repeat ?? d.repeats,
     workers: o.workers,
     contenders: o.contenders ?? d.contenders,
     rounds: o.rounds ?? d.rounds,
@@ -135,6 +139,7 @@ function configFrom(o: CliOptions): BenchConfig {
     expireCount: o.expire ?? d.expireCount,
     idleConnections: o.idle ?? d.idleConnections,
     serverNodeFlags: o.serverNodeFlags.split(/\s+/).filter((f) => f !== ''),
+    serverLog: o.serverLog,
     jsonPath: o.json ?? defaultJsonPath(),
     redisServer: o.redisServer,
     redisBenchmark: o.redisBenchmark,
@@ -155,7 +160,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const config = configFrom(options);
-  const ours = new LockServerTarget(config.serverNodeFlags);
+  const ours = new LockServerTarget(config.serverNodeFlags, config.serverLog);
   const results: BenchResults = {
     startedAt: new Date().toISOString(),
     command: ['scripts/bench', ...process.argv.slice(2)].join(' '),
@@ -172,10 +177,22 @@ async function main(): Promise<void> {
     errors: [],
   };
 
-  const steps: Array<[ScenarioName, () => Promise<void>]> = [
-    ['throughput', async () => void (results.throughput = await runThroughputMatrix(ours, config, log))],
-    ['ceiling', async () => void (results.ceiling = await runThroughputMatrix(new NullServerTarget(), config, log))],
-    ['redis', async () => void (results.redis = await runRedis(new RedisTarget(config.redisServer), config, log))],
+  const matrix = async (): Promise<void> => {
+    const has = (name: ScenarioName): boolean => config.scenarios.has(name);
+    const measured = await runMatrix(
+      {
+        ours: has('throughput') ? ours : undefined,
+        ceiling: has('ceiling') ? new NullServerTarget() : undefined,
+        redis: has('redis') ? new RedisTarget(config.redisServer) : undefined,
+      },
+      config,
+      log,
+    );
+    Object.assign(results, measured);
+  };
+  const matrixNames: ScenarioName[] = ['throughput', 'ceiling', 'redis'];
+  const steps: Array<[string, () => Promise<void>]> = [
+    ['throughput/ceiling/redis', matrix],
     ['contention', async () => void (results.contention = await runContention(ours, config, log))],
     ['held', async () => void (results.held = await runHeldLocks(ours, config, log))],
     ['list', async () => void (results.list = await runListKey(ours, config, log))],
@@ -183,7 +200,8 @@ async function main(): Promise<void> {
     ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
   ];
   for (const [name, step] of steps) {
-    if (!config.scenarios.has(name)) continue;
+    const wanted = name.includes('/') ? matrixNames.some((n) => config.scenarios.has(n)) : config.scenarios.has(name as ScenarioName);
+    if (!wanted) continue;
     const before = loadavg()[0]!;
     log(`${name}: starting (load average ${before.toFixed(2)})`);
     try {

@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { promisify } from 'node:util';
@@ -21,13 +22,21 @@ export interface SpawnOptions {
   /** Matched against each output line; the process is ready at the first match. */
   readonly readyPattern: RegExp;
   readonly readyTimeoutMs: number;
+  /** Appends everything the process writes to this file (e.g. --trace-gc output), if given. */
+  readonly logFile?: string;
 }
 
 /** Starts a server process and resolves once it logs readiness; rejects (with its output) otherwise. */
 export function spawnServer(command: string, args: readonly string[], options: SpawnOptions): Promise<ServerProcess> {
   const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const lines: string[] = [];
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const log = options.logFile === undefined ? undefined : createWriteStream(options.logFile, { flags: 'a' });
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      log?.end();
+      resolve(code);
+    }),
+  );
   return new Promise((resolve, reject) => {
     let settled = false;
     const settle = (action: () => void): void => {
@@ -42,6 +51,7 @@ export function spawnServer(command: string, args: readonly string[], options: S
       settle(() => reject(new Error(`${command} not ready after ${options.readyTimeoutMs} ms:\n${tail()}`)));
     }, options.readyTimeoutMs);
     const onText = (text: string): void => {
+      log?.write(text);
       for (const line of text.split('\n')) {
         if (line === '') continue;
         lines.push(line);

@@ -1,7 +1,7 @@
 import { checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
-import type { ThroughputRow } from './scenarios/throughput.js';
+import type { ThroughputRow } from './scenarios/matrix.js';
 
 function num(value: number | undefined, digits = 0): string {
   if (value === undefined || !Number.isFinite(value)) return '–';
@@ -44,7 +44,10 @@ export function renderMarkdown(results: BenchResults): string {
   out.push('');
 
   if (results.throughput !== undefined || results.ceiling !== undefined || results.redis !== undefined) {
-    out.push('**Throughput and latency**: request+release cycles on distinct keys, closed loop; one op = one command and its reply.');
+    out.push(
+      `**Throughput and latency**: request+release cycles on distinct keys, closed loop; one op = one command and its reply. ` +
+        `Each cell is the median of ${results.config.repeats} round(s); in each round every column ran right after the others.`,
+    );
     out.push('');
     const shapes: Array<[number, number]> = [];
     for (const c of results.config.connections) for (const p of results.config.pipelines) shapes.push([c, p]);

@@ -4,8 +4,7 @@ import type { ExpiryResult } from './scenarios/expiry.js';
 import type { HeldLocksRow } from './scenarios/heldLocks.js';
 import type { IdleResult } from './scenarios/idleConnections.js';
 import type { ListResult } from './scenarios/listKey.js';
-import type { RedisResult } from './scenarios/redis.js';
-import type { ThroughputRow } from './scenarios/throughput.js';
+import type { RedisResult, ThroughputRow } from './scenarios/matrix.js';
 
 export interface MachineInfo {
   readonly cpus: number;

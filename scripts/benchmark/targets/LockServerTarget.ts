@@ -19,8 +19,14 @@ export class LockServerTarget implements Target {
   readonly name = 'lockserver';
   readonly protocol = 'lockserver' as const;
 
-  /** @param nodeFlags extra flags for the server's node (e.g. --cpu-prof --cpu-prof-dir=…). */
-  constructor(private readonly nodeFlags: readonly string[] = []) {}
+  /**
+   * @param nodeFlags extra flags for the server's node (e.g. --cpu-prof --cpu-prof-dir=…).
+   * @param logFile where the server's output is appended (e.g. for --trace-gc), if anywhere.
+   */
+  constructor(
+    private readonly nodeFlags: readonly string[] = [],
+    private readonly logFile?: string,
+  ) {}
 
   async unavailableReason(): Promise<string | undefined> {
     return undefined;
@@ -45,6 +51,7 @@ export class LockServerTarget implements Target {
       server = await spawnServer(process.execPath, args, {
         readyPattern: STARTED,
         readyTimeoutMs: options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS,
+        logFile: this.logFile,
       });
     } catch (error) {
       await rm(dir, { recursive: true, force: true });

@@ -59,9 +59,9 @@ export const FULL_DEFAULTS = {
   idleConnections: 10_000,
 };
 
+/** A smoke run of about a minute: the same scenarios, shorter and smaller. */
 export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
-  connections: [1, 50, 500],
-  pipelines: [1, 16],
+  ...FULL_DEFAULTS,
   warmupMs: 300,
   durationMs: 1_000,
   repeats: 1,
@@ -69,7 +69,6 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   rounds: 1,
   roundLimitMs: 20_000,
   held: [0, 100_000],
-  listEntries: 10_000,
   listCalls: 5,
   expireCount: 100_000,
   idleConnections: 1_000,

@@ -236,8 +236,10 @@ export class LockTable {
     }
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
     // hand-edited file might list only waiters: the first of them takes the lock.
+    // Waiters saved with no time left are dropped by that promotion; a queue left empty goes too.
     for (const queue of this.queues.all()) {
       if (queue.owner === undefined) this.promoteNext(queue);
+      if (queue.isEmpty) this.queues.delete(queue);
     }
   }
 

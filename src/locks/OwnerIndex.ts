@@ -1,5 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import type { LockEntry } from './LockEntry.js';
+import { ShardedMap } from './ShardedMap.js';
 import { VacancyQueue } from './VacancyQueue.js';
 
 /**
@@ -22,7 +23,7 @@ export class VacantOwner {
  * only get a Set when they hold a second, which keeps a million one-lock owners cheap.
  */
 export class OwnerIndex {
-  private readonly byOwner = new Map<ByteString, LockEntry | Set<LockEntry> | VacantOwner>();
+  private readonly byOwner = new ShardedMap<LockEntry | Set<LockEntry> | VacantOwner>();
   private readonly vacancies = new VacancyQueue<VacantOwner>();
 
   add(entry: LockEntry): void {

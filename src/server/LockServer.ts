@@ -221,13 +221,7 @@ export class LockServer implements ConnectionHost {
   async stopServing(): Promise<void> {
     if (this.housekeeping !== undefined) clearInterval(this.housekeeping);
     this.server.close();
-    const quiesced = Promise.all([...this.connections].map((c) => c.quiesce()));
-    let timer: NodeJS.Timeout | undefined;
-    const limit = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, QUIESCE_LIMIT_MS);
-    });
-    await Promise.race([quiesced, limit]);
-    clearTimeout(timer);
+    await settledWithin(Promise.all([...this.connections].map((c) => c.quiesce())), QUIESCE_LIMIT_MS);
   }
 
   /** Ends every connection (after its written replies are delivered). */
@@ -238,14 +232,21 @@ export class LockServer implements ConnectionHost {
   /** Resolves when every connection has closed, or after `limitMs`, whichever comes first. */
   async whenAllClosed(limitMs: number): Promise<void> {
     if (this.connections.size > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, limitMs);
-        this.onAllClosed = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      await settledWithin(new Promise<void>((resolve) => (this.onAllClosed = resolve)), limitMs);
     }
     for (const connection of this.connections) connection.socket.destroy();
+  }
+}
+
+/** Waits for `work`, but never longer than `limitMs`; the timer is cleared either way. */
+async function settledWithin(work: Promise<unknown>, limitMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, limitMs);
+  });
+  try {
+    await Promise.race([work, limit]);
+  } finally {
+    clearTimeout(timer);
   }
 }

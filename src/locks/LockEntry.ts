@@ -13,13 +13,21 @@ export class LockEntry implements Expiring {
   heapIndex = NOT_IN_HEAP;
   /** The owner name's vacancy record, carried while the owner holds entries so it is reused. */
   ownerVacancy: VacantOwner | undefined = undefined;
+  /**
+   * Cluster mode: the log position at which the current phase (TTL or TTW) began. An expiry
+   * command names it, so one proposed before a renewal or a promotion finds a newer phase and
+   * does nothing. Always 0 on a single node.
+   */
+  version = 0;
+  /** Cluster mode: the node the entry was requested through (drain waits for its own). */
+  origin: ByteString = '';
 
   constructor(
     readonly queue: LockQueue,
     readonly owner: ByteString,
     /** 0–255; higher waits less. Fixed for the entry's life: a re-request keeps it. */
     readonly priority: number,
-    /** Arrival order; breaks priority ties (earlier first). */
+    /** Arrival order (in cluster mode the request's log position: the bakery ticket); breaks priority ties (earlier first). */
     readonly arrival: number,
     /** Seconds, as last requested. 0 = no expiry in that phase. */
     public ttl: number,

@@ -1,7 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender } from '../protocol/messages.js';
 import type { Clock } from './Clock.js';
-import { ExpiryHeap } from './ExpiryHeap.js';
+import { ExpiryHeap, NOT_IN_HEAP } from './ExpiryHeap.js';
 import { LockEntry, NO_DEADLINE } from './LockEntry.js';
 import type { LockQueue } from './LockQueue.js';
 import type { SavedLock } from './LockService.js';
@@ -13,6 +13,36 @@ const MS_PER_SECOND = 1000;
 export interface LockTableOptions {
   /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
   readonly maxEntries?: number;
+  /**
+   * Cluster mode: the table is a replica fed by the log (see src/cluster/ReplicaState.ts). Tickets
+   * and phase versions are log positions (`position`), a waiter is promoted whatever this node's
+   * clock says (expiry is a log command: the leader proposes it), and emptied keys are deleted at
+   * once, so that list order never depends on when a node swept. The clock still dates every
+   * phase, but only for this node's own deadline watch, never for an answer.
+   */
+  readonly replica?: ReplicaHooks;
+}
+
+/** One entry of a replicated table as a snapshot holds it: everything apply depends on. */
+export interface ReplicaEntry {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  readonly priority: number;
+  readonly ttl: number;
+  readonly ttw: number;
+  readonly isOwner: boolean;
+  /** The log position of the request that created it (its bakery ticket). */
+  readonly ticket: number;
+  /** The log position at which its current phase began. */
+  readonly version: number;
+  readonly origin: ByteString;
+}
+
+/** Told of every entry that joins or leaves a replicated table (per-node counts for drain). */
+export interface ReplicaHooks {
+  added(entry: LockEntry): void;
+  removed(entry: LockEntry): void;
 }
 
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
@@ -37,12 +67,16 @@ export class LockTable {
   /** Clock time of the last expire() or forgetVacant() call: the date given to emptied keys. */
   private sweptAt: number;
   private readonly maxEntries: number;
+  private readonly replica: ReplicaHooks | undefined;
+  /** Cluster mode: the log position of the command being applied; tickets and versions come from it. */
+  position = 0;
 
   constructor(
     private readonly clock: Clock,
     options: LockTableOptions = {},
   ) {
     this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    this.replica = options.replica;
     this.sweptAt = clock.now();
   }
 
@@ -73,6 +107,8 @@ export class LockTable {
     ttw: number,
     priority: number,
     allowCreate = true,
+    maxEntries = this.maxEntries,
+    origin: ByteString = '',
   ): number {
     const existing = this.queues.get(key, index)?.find(owner);
     if (existing !== undefined) {
@@ -81,10 +117,13 @@ export class LockTable {
       this.restartTimer(existing);
       return existing.queue.positionOf(existing);
     }
-    if (!allowCreate || this.size >= this.maxEntries) return 0;
+    if (!allowCreate || this.size >= maxEntries) return 0;
     const queue = this.queues.getOrCreate(key, index);
-    const entry = new LockEntry(queue, owner, priority, this.nextArrival++, ttl, ttw);
+    const ticket = this.replica === undefined ? this.nextArrival++ : this.position;
+    const entry = new LockEntry(queue, owner, priority, ticket, ttl, ttw);
+    entry.origin = origin;
     this.ownerIndex.add(entry);
+    this.replica?.added(entry);
     if (queue.owner === undefined) {
       this.makeOwner(entry);
       return 1;
@@ -150,6 +189,86 @@ export class LockTable {
       }
     }
     return result;
+  }
+
+  /**
+   * Cluster mode, the expiry command (see src/cluster): removes the entry if it is still in the
+   * phase that began at `version`; a renewal or promotion since makes it a no-op. Returns 0 or 1.
+   */
+  expireVersion(key: ByteString, index: ByteString, owner: ByteString, version: number): number {
+    const entry = this.queues.get(key, index)?.find(owner);
+    if (entry === undefined || entry.version !== version) return 0;
+    this.remove(entry, EXPIRED);
+    return 1;
+  }
+
+  /**
+   * Cluster mode, the leader's deadline watch: takes the entry whose deadline (on this node's
+   * clock) is earliest and past out of the heap, so it is proposed for expiry once. Give it back
+   * with `rearm` if the proposal fails; a committed expiry removes it for good.
+   */
+  takeDue(): LockEntry | undefined {
+    const next = this.expiry.peek();
+    if (next === undefined || next.deadline > this.clock.now()) return undefined;
+    this.expiry.remove(next);
+    return next;
+  }
+
+  /** Puts an entry taken by `takeDue` back in the heap, due now, if it is still in the same phase. */
+  rearm(entry: LockEntry, version: number): void {
+    if (entry.version !== version || entry.heapIndex !== NOT_IN_HEAP) return;
+    if (entry.queue.find(entry.owner) !== entry) return;
+    entry.deadline = Math.min(entry.deadline, this.clock.now());
+    this.expiry.schedule(entry);
+  }
+
+  /**
+   * Cluster mode, loading a snapshot: appends one entry, in queue order (owner first), with its
+   * replicated fields as saved. This node never saw the phase begin, so its deadline runs from now:
+   * a restarted or new node can only make a lock last longer, never shorter.
+   */
+  load(e: ReplicaEntry): LockEntry {
+    const queue = this.queues.getOrCreate(e.key, e.index);
+    if (queue.find(e.owner) !== undefined) throw new Error('duplicate entry for owner in one queue');
+    if (e.isOwner && queue.owner !== undefined) throw new Error('two owners for one lock');
+    if (!e.isOwner && queue.owner === undefined) throw new Error('a waiter in a queue without owner');
+    const entry = new LockEntry(queue, e.owner, e.priority, e.ticket, e.ttl, e.ttw);
+    entry.origin = e.origin;
+    this.ownerIndex.add(entry);
+    this.replica?.added(entry);
+    if (e.isOwner) {
+      entry.isOwner = true;
+      queue.owner = entry;
+      this.ownerCount++;
+    } else {
+      queue.addWaiter(entry);
+      this.waiterCount++;
+    }
+    const position = this.position;
+    this.position = e.version;
+    this.restartTimer(entry);
+    this.position = position;
+    return entry;
+  }
+
+  /** Every entry with its replicated fields, queue by queue in directory order, owner first. */
+  *replicaEntries(): IterableIterator<ReplicaEntry> {
+    for (const queue of this.queues.all()) {
+      for (const e of queue.entries()) {
+        yield {
+          key: queue.key,
+          index: queue.index,
+          owner: e.owner,
+          priority: e.priority,
+          ttl: e.ttl,
+          ttw: e.ttw,
+          isOwner: e.isOwner,
+          ticket: e.arrival,
+          version: e.version,
+          origin: e.origin,
+        };
+      }
+    }
   }
 
   /** The earliest deadline, if any entry can expire. */
@@ -244,6 +363,7 @@ export class LockTable {
   }
 
   private restartTimer(entry: LockEntry): void {
+    entry.version = this.position;
     const seconds = entry.phaseSeconds;
     if (seconds === 0) {
       entry.deadline = NO_DEADLINE;
@@ -270,6 +390,20 @@ export class LockTable {
     // Most locks have nobody waiting: do not read the clock for them.
     if (queue.waiterCount === 0) return;
     const now = this.clock.now();
+    if (this.replica !== undefined) {
+      // Every replica promotes the same waiter, whatever its own clock says. A waiter whose wait
+      // ran out on this node's clock gets its new TTL due at once, so a leader proposes its
+      // expiry straight away: it never keeps a fresh TTL for long.
+      const next = queue.shiftWaiter()!;
+      this.waiterCount--;
+      const overdue = next.deadline <= now;
+      this.makeOwner(next);
+      if (overdue && next.deadline !== NO_DEADLINE) {
+        next.deadline = now;
+        this.expiry.schedule(next);
+      }
+      return;
+    }
     for (;;) {
       const next = queue.shiftWaiter();
       if (next === undefined) return;
@@ -292,7 +426,8 @@ export class LockTable {
    */
   private remove(entry: LockEntry, why: typeof RELEASED | typeof EXPIRED = RELEASED): void {
     const queue = entry.queue;
-    const vacantSince = why === RELEASED ? this.sweptAt : undefined;
+    const vacantSince = why === RELEASED && this.replica === undefined ? this.sweptAt : undefined;
+    this.replica?.removed(entry);
     this.expiry.remove(entry);
     this.ownerIndex.delete(entry, vacantSince);
     if (entry.isOwner) {

@@ -55,6 +55,14 @@ export class BufferWriter {
     return this;
   }
 
+  /** An IEEE 754 double (the cluster log's positions). */
+  f64(value: number): this {
+    this.ensure(8);
+    this.buffer.writeDoubleBE(value, this.offset);
+    this.offset += 8;
+    return this;
+  }
+
   /** One length byte, then the bytes. Longer strings cannot be expressed on the wire. */
   string(value: ByteString): this {
     if (value.length > MAX_STRING_LENGTH) {

@@ -1,0 +1,238 @@
+import { byteString, type ByteString } from '../bytes.js';
+import { BufferWriter } from '../protocol/BufferWriter.js';
+
+/**
+ * Batch ⇄ bytes. A batch is what one node appends to the log at a time: its proposer (node name
+ * and incarnation), its sequence number (so a retried append applies once), and the mutating
+ * commands its clients sent meanwhile. Keys, indexes and owners travel as raw bytes, never text.
+ *
+ * Layout (big-endian): 'B' format(1) name(str) incarnation(u32 u32) seq(u32) count(u16) command*
+ *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
+ */
+export const LogOp = {
+  Request: 1,
+  Renew: 2,
+  Release: 3,
+  ReleaseKey: 4,
+  ReleaseAll: 5,
+  Expire: 6,
+} as const;
+
+export type LogCommand =
+  | {
+      readonly op: typeof LogOp.Request;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+      readonly ttl: number;
+      readonly ttw: number;
+      readonly priority: number;
+      /** False while the proposing node drains: a request that would create an entry gets 0. */
+      readonly allowCreate: boolean;
+      /** The proposing node's --max-locks, carried so that every replica decides alike. */
+      readonly maxEntries: number;
+    }
+  | {
+      readonly op: typeof LogOp.Renew | typeof LogOp.Release;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+    }
+  | { readonly op: typeof LogOp.ReleaseKey; readonly key: ByteString; readonly owner: ByteString }
+  | { readonly op: typeof LogOp.ReleaseAll; readonly owner: ByteString }
+  | {
+      readonly op: typeof LogOp.Expire;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+      /** The phase the leader saw run out; a newer phase makes the command a no-op. */
+      readonly version: number;
+    };
+
+export interface BatchHeader {
+  /** The proposing node's name: the origin of every entry its requests create. */
+  readonly proposer: ByteString;
+  /** Chosen at random when the node process starts; with the name it identifies one process. */
+  readonly incarnation: number;
+  /** 1, 2, 3, … per incarnation; a batch whose seq was already applied is a retried duplicate. */
+  readonly seq: number;
+}
+
+export interface Batch extends BatchHeader {
+  readonly commands: readonly LogCommand[];
+}
+
+const BATCH_MAGIC = 0x42; // 'B'
+const FORMAT = 1;
+/** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per batch. */
+export const MAX_BATCH_COMMANDS = 4_096;
+/** A batch is closed once it reaches this many bytes: etcd refuses a request above 1.5 MiB. */
+export const MAX_BATCH_BYTES = 1024 * 1024;
+/** Commands a batch can hold; a position is `version * COMMANDS_PER_VERSION + index in batch`. */
+export const COMMANDS_PER_VERSION = 65_536;
+
+/** The log position of the command at `index` in the batch numbered `version`: its ticket. */
+export function commandPosition(version: number, index: number): number {
+  return version * COMMANDS_PER_VERSION + index;
+}
+
+/** Writes batches; one writer per node is reused so a batch costs one copy. */
+export class BatchEncoder {
+  private readonly out = new BufferWriter(64 * 1024, 2 * MAX_BATCH_BYTES);
+
+  encode(batch: Batch): Buffer {
+    const out = this.out;
+    out.u8(BATCH_MAGIC).u8(FORMAT).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
+    for (const c of batch.commands) writeCommand(out, c);
+    return out.flush();
+  }
+}
+
+/** Encoded size of one command, so a node can close a batch before it grows too big. */
+export function commandSize(c: LogCommand): number {
+  switch (c.op) {
+    case LogOp.Request:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4;
+    case LogOp.Renew:
+    case LogOp.Release:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length;
+    case LogOp.ReleaseKey:
+      return 1 + 2 + c.key.length + c.owner.length;
+    case LogOp.ReleaseAll:
+      return 1 + 1 + c.owner.length;
+    case LogOp.Expire:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length + 8;
+  }
+}
+
+function writeCommand(out: BufferWriter, c: LogCommand): void {
+  out.u8(c.op);
+  switch (c.op) {
+    case LogOp.Request:
+      out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.allowCreate ? 1 : 0).u32(c.maxEntries);
+      return;
+    case LogOp.Renew:
+    case LogOp.Release:
+      out.string(c.key).string(c.index).string(c.owner);
+      return;
+    case LogOp.ReleaseKey:
+      out.string(c.key).string(c.owner);
+      return;
+    case LogOp.ReleaseAll:
+      out.string(c.owner);
+      return;
+    case LogOp.Expire:
+      out.string(c.key).string(c.index).string(c.owner).f64(c.version);
+      return;
+  }
+}
+
+/** A log value that is not a batch we can read: the cluster stops rather than guess. */
+export class LogFormatError extends Error {
+  override name = 'LogFormatError';
+}
+
+/** Reads with bounds checks: log values come from the store, and a bad one must not crash us. */
+export class CheckedReader {
+  private offset = 0;
+  private readonly buffer: Buffer;
+
+  constructor(bytes: Uint8Array) {
+    this.buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  get done(): boolean {
+    return this.offset === this.buffer.length;
+  }
+
+  private need(n: number): void {
+    if (this.offset + n > this.buffer.length) throw new LogFormatError(`value cut short at byte ${this.offset}`);
+  }
+
+  u8(): number {
+    this.need(1);
+    return this.buffer[this.offset++]!;
+  }
+
+  u16(): number {
+    this.need(2);
+    const v = this.buffer.readUInt16BE(this.offset);
+    this.offset += 2;
+    return v;
+  }
+
+  u32(): number {
+    this.need(4);
+    const v = this.buffer.readUInt32BE(this.offset);
+    this.offset += 4;
+    return v;
+  }
+
+  f64(): number {
+    this.need(8);
+    const v = this.buffer.readDoubleBE(this.offset);
+    this.offset += 8;
+    return v;
+  }
+
+  string(): ByteString {
+    const length = this.u8();
+    this.need(length);
+    const s = byteString(this.buffer, this.offset, this.offset + length);
+    this.offset += length;
+    return s;
+  }
+}
+
+/** Reads a batch's header and commands; throws LogFormatError on anything malformed. */
+export function decodeBatch(bytes: Uint8Array): Batch {
+  const r = new CheckedReader(bytes);
+  if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
+  const format = r.u8();
+  if (format !== FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
+  const proposer = r.string();
+  const incarnation = r.u32();
+  r.u32(); // reserved
+  const seq = r.u32();
+  const count = r.u16();
+  const commands: LogCommand[] = [];
+  for (let i = 0; i < count; i++) commands.push(readCommand(r));
+  if (!r.done) throw new LogFormatError('bytes after the last command');
+  return { proposer, incarnation, seq, commands };
+}
+
+function readCommand(r: CheckedReader): LogCommand {
+  const op = r.u8();
+  switch (op) {
+    case LogOp.Request: {
+      const key = r.string();
+      const index = r.string();
+      const owner = r.string();
+      const ttl = r.u16();
+      const ttw = r.u16();
+      const priority = r.u8();
+      const allowCreate = r.u8() !== 0;
+      return { op, key, index, owner, ttl, ttw, priority, allowCreate, maxEntries: r.u32() };
+    }
+    case LogOp.Renew:
+    case LogOp.Release: {
+      const key = r.string();
+      const index = r.string();
+      return { op, key, index, owner: r.string() };
+    }
+    case LogOp.ReleaseKey: {
+      const key = r.string();
+      return { op, key, owner: r.string() };
+    }
+    case LogOp.ReleaseAll:
+      return { op, owner: r.string() };
+    case LogOp.Expire: {
+      const key = r.string();
+      const index = r.string();
+      const owner = r.string();
+      return { op, key, index, owner, version: r.f64() };
+    }
+    default:
+      throw new LogFormatError(`unknown command ${op}`);
+  }
+}

@@ -1,0 +1,204 @@
+import { createHash } from 'node:crypto';
+import type { ByteString } from '../bytes.js';
+import type { Clock } from '../locks/Clock.js';
+import type { LockCounts } from '../locks/LockService.js';
+import { LockTable, type ReplicaEntry } from '../locks/LockTable.js';
+import { BufferWriter } from '../protocol/BufferWriter.js';
+import { CheckedReader, commandPosition, LogFormatError, LogOp, type Batch, type LogCommand } from './LogCodec.js';
+import type { LogPosition } from './ReplicatedLog.js';
+
+/** Proposers (node incarnations) whose last sequence number is remembered; the oldest is forgotten past this. */
+export const MAX_REMEMBERED_PROPOSERS = 1_024;
+
+const SNAPSHOT_MAGIC = 0x53; // 'S'
+const SNAPSHOT_FORMAT = 1;
+
+/** A batch arrived out of order: the follower must resync, never apply past a hole. */
+export class LogGapError extends Error {
+  override name = 'LogGapError';
+}
+
+/**
+ * Called between the commands of a batch as it is applied: before command i (0 ≤ i < count), and
+ * once more with i = count after the last. The node that proposed the batch answers the reads
+ * its clients sent between those commands here, so a pipelined read sees exactly the writes the
+ * same client sent before it.
+ */
+export type ApplyStep = (commandIndex: number) => void;
+
+/**
+ * The replicated state of the cluster: the lock table as the log has made it, the position of
+ * the last batch applied, and each proposer's last sequence number. `apply` is deterministic:
+ * it reads no clock and no node-local state, so every node that applies the same log holds the
+ * same state at the same position (compare `digest()`).
+ *
+ * The clock given here dates each entry's phase for this node's deadline watch only (see
+ * LockTable's `replica` option); it never changes what apply decides.
+ */
+export class ReplicaState {
+  readonly table: LockTable;
+  /** The last batch applied. */
+  position: LogPosition = { version: 0, revision: 0 };
+  /** `${name}\0${incarnation}` → last applied seq; insertion order is recency (oldest first). */
+  private readonly proposers = new Map<string, number>();
+  /** Entries per origin node, for that node's drain. */
+  private readonly byOrigin = new Map<ByteString, number>();
+
+  constructor(clock: Clock) {
+    this.table = new LockTable(clock, {
+      maxEntries: Number.MAX_SAFE_INTEGER,
+      replica: {
+        added: (entry) => this.byOrigin.set(entry.origin, (this.byOrigin.get(entry.origin) ?? 0) + 1),
+        removed: (entry) => {
+          const left = (this.byOrigin.get(entry.origin) ?? 1) - 1;
+          if (left === 0) this.byOrigin.delete(entry.origin);
+          else this.byOrigin.set(entry.origin, left);
+        },
+      },
+    });
+  }
+
+  /** Whether the batch is a copy of one already applied (a retried append). */
+  isDuplicate(batch: Batch): boolean {
+    const last = this.proposers.get(proposerKey(batch.proposer, batch.incarnation));
+    return last !== undefined && batch.seq <= last;
+  }
+
+  /**
+   * Applies the batch at `at` (which must be the next version) and returns each command's
+   * result, or undefined when it was a duplicate and changed nothing but the position.
+   */
+  apply(batch: Batch, at: LogPosition, step?: ApplyStep): number[] | undefined {
+    if (at.version !== this.position.version + 1) {
+      throw new LogGapError(`batch ${at.version} arrived after batch ${this.position.version}`);
+    }
+    this.position = at;
+    if (this.isDuplicate(batch)) return undefined;
+    const key = proposerKey(batch.proposer, batch.incarnation);
+    this.proposers.delete(key);
+    this.proposers.set(key, batch.seq);
+    if (this.proposers.size > MAX_REMEMBERED_PROPOSERS) this.proposers.delete(this.proposers.keys().next().value!);
+    const results: number[] = new Array(batch.commands.length);
+    const commands = batch.commands;
+    for (let i = 0; i < commands.length; i++) {
+      step?.(i);
+      this.table.position = commandPosition(at.version, i);
+      results[i] = this.execute(commands[i]!, batch.proposer);
+    }
+    step?.(commands.length);
+    return results;
+  }
+
+  private execute(c: LogCommand, origin: ByteString): number {
+    const table = this.table;
+    switch (c.op) {
+      case LogOp.Request:
+        return table.request(c.key, c.index, c.owner, c.ttl, c.ttw, c.priority, c.allowCreate, c.maxEntries, origin);
+      case LogOp.Renew:
+        return table.renew(c.key, c.index, c.owner) ? 1 : 0;
+      case LogOp.Release:
+        return table.release(c.key, c.index, c.owner);
+      case LogOp.ReleaseKey:
+        return table.releaseKey(c.key, c.owner);
+      case LogOp.ReleaseAll:
+        return table.releaseAll(c.owner);
+      case LogOp.Expire:
+        return table.expireVersion(c.key, c.index, c.owner, c.version);
+    }
+  }
+
+  /** Owners and waiters cluster-wide. */
+  counts(): LockCounts {
+    return { owners: this.table.owners, waiters: this.table.waiters };
+  }
+
+  /** Entries requested through `origin` that are still in the table. */
+  entriesFrom(origin: ByteString): number {
+    return this.byOrigin.get(origin) ?? 0;
+  }
+
+  /** Owners and waiters requested through `origin` (a scan: for drain progress only). */
+  countsFrom(origin: ByteString): LockCounts {
+    if (this.entriesFrom(origin) === 0) return { owners: 0, waiters: 0 };
+    let owners = 0;
+    let waiters = 0;
+    for (const e of this.table.replicaEntries()) {
+      if (e.origin !== origin) continue;
+      if (e.isOwner) owners++;
+      else waiters++;
+    }
+    return { owners, waiters };
+  }
+
+  /**
+   * The whole state as bytes: position, proposers, then every entry in directory and queue order.
+   * The same state always gives the same bytes, so the encoding also serves as the digest input.
+   */
+  encode(): Buffer {
+    const out = new BufferWriter(64 * 1024, 0);
+    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_FORMAT).f64(this.position.version).f64(this.position.revision);
+    out.u32(this.proposers.size);
+    for (const [key, seq] of this.proposers) {
+      const [name, incarnation] = splitProposerKey(key);
+      out.string(name).u32(incarnation).u32(seq);
+    }
+    out.u32(this.table.size);
+    for (const e of this.table.replicaEntries()) {
+      out.string(e.key).string(e.index).string(e.owner).u8(e.priority).u16(e.ttl).u16(e.ttw).u8(e.isOwner ? 1 : 0);
+      out.f64(e.ticket).f64(e.version).string(e.origin);
+    }
+    return out.flush();
+  }
+
+  /** A state read back from `encode()` bytes; throws LogFormatError on anything malformed. */
+  static decode(bytes: Uint8Array, clock: Clock): ReplicaState {
+    const r = new CheckedReader(bytes);
+    if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
+    const format = r.u8();
+    if (format !== SNAPSHOT_FORMAT) throw new LogFormatError(`snapshot format ${format} is not known to this version`);
+    const state = new ReplicaState(clock);
+    const version = r.f64();
+    state.position = { version, revision: r.f64() };
+    const proposers = r.u32();
+    for (let i = 0; i < proposers; i++) {
+      const name = r.string();
+      const incarnation = r.u32();
+      state.proposers.set(proposerKey(name, incarnation), r.u32());
+    }
+    const entries = r.u32();
+    for (let i = 0; i < entries; i++) {
+      const key = r.string();
+      const index = r.string();
+      const owner = r.string();
+      const priority = r.u8();
+      const ttl = r.u16();
+      const ttw = r.u16();
+      const isOwner = r.u8() !== 0;
+      const ticket = r.f64();
+      const entryVersion = r.f64();
+      const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, ticket, version: entryVersion, origin: r.string() };
+      try {
+        state.table.load(entry);
+      } catch (error) {
+        throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);
+      }
+    }
+    if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
+    return state;
+  }
+
+  /** A short fingerprint of the whole replicated state (tests compare replicas with it). */
+  digest(): string {
+    return createHash('sha256').update(this.encode()).digest('hex').slice(0, 16);
+  }
+}
+
+function proposerKey(name: ByteString, incarnation: number): string {
+  return `${name}\0${incarnation}`;
+}
+
+function splitProposerKey(key: string): [ByteString, number] {
+  const cut = key.lastIndexOf('\0');
+  return [key.slice(0, cut), Number(key.slice(cut + 1))];
+}
+

@@ -1,0 +1,106 @@
+/**
+ * The one seam between the cluster and the store that replicates it. EtcdLog implements it on a
+ * real etcd cluster; MemoryLog implements it in memory, with etcd's semantics and faults, for the
+ * seeded simulation. The cluster code sees nothing else of etcd.
+ *
+ * The log is the successive values of one key: each append is one batch. A batch's `version`
+ * (1, 2, 3, … per append, as etcd counts a key's versions) numbers the batches contiguously, so a
+ * follower can prove it saw every one; its `revision` is the store-wide revision of the append,
+ * where a watch or a compaction is positioned.
+ */
+
+/** Where a batch sits in the log. */
+export interface LogPosition {
+  /** The batch's number: the log key's version (1 for the first batch). 0 = before any batch. */
+  readonly version: number;
+  /** The store revision at which the batch was appended. */
+  readonly revision: number;
+}
+
+/** One appended batch, as a follower receives it. */
+export interface LogRecord extends LogPosition {
+  readonly value: Uint8Array;
+}
+
+/** Why a watch ended: history before its position is gone, or the stream broke. */
+export type WatchEnd = 'compacted' | 'broken';
+
+export interface LogListener {
+  /** Batches in log order. A repeat or a gap in `version` is the listener's to detect. */
+  onRecords(records: readonly LogRecord[]): void;
+  /** The watch is over and delivers nothing more; the listener starts another one. */
+  onEnd(why: WatchEnd, detail: string): void;
+}
+
+export interface LogWatch {
+  close(): void;
+}
+
+/** A snapshot as stored: the replica state right after applying the batch at `position`. */
+export interface StoredSnapshot {
+  readonly position: LogPosition;
+  readonly bytes: Uint8Array;
+}
+
+/** A cluster member's registration, held by a lease that the store renews while we live. */
+export interface MemberSession {
+  /** Set once the store has dropped the registration (the lease expired or was revoked). */
+  readonly lost: boolean;
+  /** Called once if the registration is lost while we still hold it. */
+  onLost(handler: (why: string) => void): void;
+  /** Gives the name up at once (orderly leave). */
+  release(): Promise<void>;
+}
+
+/** The outcome of trying to take a node name. */
+export type NameClaim =
+  | { readonly taken: true; readonly session: MemberSession }
+  | { readonly taken: false; readonly holder: string };
+
+export interface Candidate {
+  readonly name: string;
+  /** 1–15, smaller preferred. */
+  readonly priority: number;
+  /** Store revision at which the candidate registered; breaks ties (earlier first). */
+  readonly since: number;
+}
+
+/**
+ * What the cluster needs of its store. Every call that goes to the store is bounded by
+ * `timeoutMs` and rejects when that passes: an append that rejects may or may not have
+ * committed (its batch id makes a second copy harmless).
+ */
+export interface ReplicatedLog {
+  /** Appends one batch; resolves with its position once a quorum committed it. */
+  append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
+  /** The last committed batch, read linearizably (a quorum confirms it): the read barrier. */
+  head(timeoutMs: number): Promise<LogPosition>;
+  /** Delivers every batch from `fromRevision` on, in order, until closed or ended. */
+  watch(fromRevision: number, listener: LogListener): LogWatch;
+  /** The newest complete snapshot, or undefined when none was ever written. */
+  loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined>;
+  /** Stores a snapshot (in chunks), then points to it, then drops older ones. */
+  saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void>;
+  /** Drops history before `revision` (a watch positioned earlier then ends as 'compacted'). */
+  compact(revision: number, timeoutMs: number): Promise<void>;
+  /**
+   * Takes `name` for this node, held by a lease of `leaseSeconds`, and registers it as a leader
+   * candidate when `priority` is set. Someone else's live registration of the name is not taken.
+   */
+  claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim>;
+  /** Every live candidate. */
+  candidates(timeoutMs: number): Promise<Candidate[]>;
+  /** Ends every stream and call of this client. */
+  close(): Promise<void>;
+}
+
+/** The live candidate that leads: smallest priority, then the earliest to register. */
+export function electLeader(candidates: readonly Candidate[]): Candidate | undefined {
+  let best: Candidate | undefined;
+  for (const c of candidates) {
+    if (best === undefined || c.priority < best.priority || (c.priority === best.priority && c.since < best.since)) {
+      best = c;
+    }
+  }
+  return best;
+}

@@ -1,0 +1,17 @@
+/**
+ * Where the cluster code waits: the real event loop in production, a virtual one in the seeded
+ * simulation (time then moves only when the simulation says so). Together with the injected
+ * Clock, this is all the cluster knows of time.
+ */
+export interface Timers {
+  /** Runs `task` after `ms` milliseconds; the returned function cancels it. */
+  after(ms: number, task: () => void): () => void;
+}
+
+export const realTimers: Timers = {
+  after(ms, task) {
+    const timer = setTimeout(task, ms);
+    timer.unref();
+    return () => clearTimeout(timer);
+  },
+};

@@ -7,9 +7,22 @@ import { DEFAULT_PORT } from '../defaultPort.js';
 import { DEFAULT_METRICS_LISTEN, serveMetrics } from '../metrics/serveMetrics.js';
 import { PACKAGE_ROOT } from '../packageRoot.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
-import { Daemon } from '../server/Daemon.js';
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
+import { Daemon, StartupError } from '../server/Daemon.js';
 import { streamLogger } from '../server/Logger.js';
-import { integerIn, parseFileName, parseListenAddress, parsePort } from './options.js';
+import {
+  integerIn,
+  parseCandidatePriority,
+  parseClusterName,
+  parseEndpoints,
+  parseEtcdUser,
+  parseFileName,
+  parseListenAddress,
+  parseNodeName,
+  parsePort,
+} from './options.js';
 
 export const DEFAULT_MAX_CONNECTIONS = 4096;
 export const DEFAULT_FRAME_TIMEOUT_SECONDS = 10;
@@ -35,6 +48,15 @@ const program = new Command()
   .option('--max-locks <n>', 'most entries (owners + waiters) held; beyond, requests get position 0', integerIn(1, 100_000_000), DEFAULT_MAX_ENTRIES)
   .option('--metrics-port <n>', 'serve Prometheus metrics over HTTP on this port (default: off)', parsePort)
   .option('--metrics-listen <addr>', 'address the metrics endpoint binds', parseListenAddress, DEFAULT_METRICS_LISTEN)
+  .option('--etcd <urls>', 'cluster mode: etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379)', parseEndpoints)
+  .option('--cluster <name>', 'cluster mode: the cluster\'s name, prefix of every etcd key it writes', parseClusterName, DEFAULT_CLUSTER_NAME)
+  .option('--name <node>', 'cluster mode: this node\'s name, unique in the cluster (default: host:port)', parseNodeName)
+  .option('--candidate-priority <1-15|off>', 'cluster mode: stand for leader with this priority (smaller preferred), or never', parseCandidatePriority, 8)
+  .option('--commit-timeout <seconds>', 'cluster mode: a command not committed this long closes its connection unanswered', integerIn(1, 3_600), DEFAULT_COMMIT_TIMEOUT_SECONDS)
+  .option('--etcd-cacert <file>', 'cluster mode: CA certificate to verify etcd (TLS)', parseFileName)
+  .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
+  .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
+  .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
@@ -50,6 +72,51 @@ interface CliOptions {
   maxLocks: number;
   metricsPort?: number;
   metricsListen: string;
+  etcd?: string[];
+  cluster: string;
+  name?: string;
+  candidatePriority: number | 'off';
+  commitTimeout: number;
+  etcdCacert?: string;
+  etcdCert?: string;
+  etcdKey?: string;
+  etcdUser?: { username: string; password: string };
+}
+
+/** Cluster settings from the command line; undefined without --etcd (the single node). */
+async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
+  if (options.etcd === undefined) {
+    const stray = ['name', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
+    if (stray.length > 0) throw new StartupError('--name and the --etcd-* options need --etcd (cluster mode)');
+    return undefined;
+  }
+  if ((options.etcdCert === undefined) !== (options.etcdKey === undefined)) {
+    throw new StartupError('--etcd-cert and --etcd-key go together');
+  }
+  const read = async (file: string | undefined): Promise<Buffer | undefined> => {
+    if (file === undefined) return undefined;
+    try {
+      return await readFile(file);
+    } catch (error) {
+      throw new StartupError(`cannot read ${file}: ${(error as Error).message}`);
+    }
+  };
+  if (options.etcdCert !== undefined && options.etcdCacert === undefined) {
+    throw new StartupError('--etcd-cert and --etcd-key need --etcd-cacert (TLS)');
+  }
+  return {
+    etcd: {
+      endpoints: options.etcd,
+      cluster: options.cluster,
+      caCert: await read(options.etcdCacert),
+      cert: await read(options.etcdCert),
+      key: await read(options.etcdKey),
+      user: options.etcdUser,
+    },
+    nodeName: options.name ?? `${hostname()}:${options.port}`,
+    candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
+    commitTimeoutSeconds: options.commitTimeout,
+  };
 }
 
 function parseCommandLine(): CliOptions {
@@ -79,6 +146,7 @@ async function main(): Promise<void> {
         maxConnections: options.maxConnections,
         frameTimeoutSeconds: options.frameTimeout,
         maxLocks: options.maxLocks,
+        cluster: await clusterConfig(options),
       },
       { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired },
     );

@@ -23,3 +23,46 @@ export function parseFileName(value: string): string {
   if (value.trim() === '') throw new InvalidArgumentError('an empty file name.');
   return value;
 }
+
+/** `--etcd`: comma-separated http(s) URLs. */
+export function parseEndpoints(value: string): string[] {
+  const urls = value.split(',').map((u) => u.trim()).filter((u) => u !== '');
+  if (urls.length === 0) throw new InvalidArgumentError('no etcd endpoint given.');
+  for (const url of urls) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new InvalidArgumentError(`"${url}" is not a URL (e.g. http://127.0.0.1:2379).`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new InvalidArgumentError(`"${url}" is not an http:// or https:// URL.`);
+    }
+  }
+  return urls;
+}
+
+/** `--cluster`: becomes an etcd key prefix, so a plain word. */
+export function parseClusterName(value: string): string {
+  if (/^[A-Za-z0-9_.-]{1,64}$/.test(value)) return value;
+  throw new InvalidArgumentError(`"${value}" is not a cluster name (1-64 of A-Z a-z 0-9 _ . -).`);
+}
+
+/** `--name`: a node name, carried in every batch the node appends (at most 255 bytes). */
+export function parseNodeName(value: string): string {
+  if (/^[A-Za-z0-9_.:@[\]-]{1,128}$/.test(value)) return value;
+  throw new InvalidArgumentError(`"${value}" is not a node name (1-128 of A-Z a-z 0-9 _ . : @ [ ] -).`);
+}
+
+/** `--candidate-priority`: 1-15, smaller preferred, or off (never leads). */
+export function parseCandidatePriority(value: string): number | 'off' {
+  if (value === 'off') return 'off';
+  return integerIn(1, 15)(value);
+}
+
+/** `--etcd-user user:password`. */
+export function parseEtcdUser(value: string): { username: string; password: string } {
+  const cut = value.indexOf(':');
+  if (cut <= 0) throw new InvalidArgumentError('expected user:password.');
+  return { username: value.slice(0, cut), password: value.slice(cut + 1) };
+}

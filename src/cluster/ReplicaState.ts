@@ -58,6 +58,11 @@ export class ReplicaState {
     });
   }
 
+  /** The last sequence number applied from that proposer incarnation (0 when none is remembered). */
+  lastSeq(proposer: ByteString, incarnation: number): number {
+    return this.proposers.get(proposerKey(proposer, incarnation)) ?? 0;
+  }
+
   /** Whether the batch is a copy of one already applied (a retried append). */
   isDuplicate(batch: Batch): boolean {
     const last = this.proposers.get(proposerKey(batch.proposer, batch.incarnation));

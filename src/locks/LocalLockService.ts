@@ -99,6 +99,10 @@ export class LocalLockService implements LockService {
     return { owners: this.table.owners, waiters: this.table.waiters };
   }
 
+  drainCounts(): Promise<LockCounts> {
+    return this.counts();
+  }
+
   async snapshot(): Promise<SavedLock[]> {
     return [...this.table.snapshot()];
   }

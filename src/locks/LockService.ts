@@ -62,6 +62,11 @@ export interface LockService {
   /** List (0x07): every entry under the key, at most `limit`. */
   list(key: ByteString, limit: number): Answer<Contender[]>;
   counts(): Promise<LockCounts>;
+  /**
+   * What drain mode (SIGSYS) of this node waits for: every entry on a single node; in a cluster,
+   * the entries requested through this node, wherever they are released or expire.
+   */
+  drainCounts(): Promise<LockCounts>;
   /** Every entry with its remaining time, in queue order, for the lock file. */
   snapshot(): Promise<SavedLock[]>;
   /** Loads saved entries (at start-up, before any client is served). */

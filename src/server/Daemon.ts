@@ -5,6 +5,7 @@ import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
 import type { LockService } from '../locks/LockService.js';
+import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
 import type { Logger } from './Logger.js';
@@ -19,6 +20,8 @@ export interface DaemonConfig {
   readonly maxConnections: number;
   readonly frameTimeoutSeconds: number;
   readonly maxLocks: number;
+  /** Cluster mode (`--etcd`): the locks live in etcd, the lock file is only a backup. */
+  readonly cluster?: ClusterConfig;
 }
 
 export interface DaemonDeps {
@@ -76,27 +79,13 @@ export class Daemon {
   static async start(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
     const { logger, clock } = deps;
     const allowList = await loadAllowList(config.hostsFile);
-    const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
-      maxEntries: config.maxLocks,
-      onExpired: (count) => {
-        deps.onExpired?.(count);
-        logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`);
-      },
-    });
+    let service: LockService;
     let restored = 0;
-    try {
-      const saved = await loadLockFile(config.lockFile);
-      if (saved !== undefined) {
-        if (saved.length > config.maxLocks) {
-          throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
-        }
-        await service.restore(saved);
-        restored = saved.length;
-      }
-    } catch (error) {
-      await service.close();
-      const message = (error as Error).message;
-      throw new StartupError(message.includes(config.lockFile) ? message : `lock file ${config.lockFile}: ${message}`);
+    if (config.cluster === undefined) {
+      ({ service, restored } = await startLocal(config, deps));
+    } else {
+      service = await startClusterService(config.cluster, config.maxLocks, clock, logger);
+      logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
     }
     let daemon: Daemon | undefined;
     const server = new LockServer({
@@ -126,6 +115,7 @@ export class Daemon {
       restored,
       pid: process.pid,
     });
+    if (config.cluster !== undefined) logger.event('ready', { name: config.cluster.nodeName, port: address.port });
     return daemon;
   }
 
@@ -226,4 +216,32 @@ export class Daemon {
     this.deps.logger.event('fatal', { error: message });
     await this.nobleDeath('fatal-error', EXIT_INTERNAL_ERROR);
   }
+}
+
+/** The single node: a LockTable in this process, filled from the lock file. */
+async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ service: LockService; restored: number }> {
+  const { logger, clock } = deps;
+  const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
+    maxEntries: config.maxLocks,
+    onExpired: (count) => {
+      deps.onExpired?.(count);
+      logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`);
+    },
+  });
+  let restored = 0;
+  try {
+    const saved = await loadLockFile(config.lockFile);
+    if (saved !== undefined) {
+      if (saved.length > config.maxLocks) {
+        throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
+      }
+      await service.restore(saved);
+      restored = saved.length;
+    }
+  } catch (error) {
+    await service.close();
+    const message = (error as Error).message;
+    throw new StartupError(message.includes(config.lockFile) ? message : `lock file ${config.lockFile}: ${message}`);
+  }
+  return { service, restored };
 }

@@ -176,13 +176,16 @@ export class LockServer implements ConnectionHost {
     if (this.checkingDrain || this.drainAnnounced) return;
     this.checkingDrain = true;
     try {
-      const counts = await this.service.counts();
+      const counts = await this.service.drainCounts();
       const empty = counts.owners + counts.waiters === 0;
       this.reportDrainProgress(counts, empty);
       if (empty && !this.drainAnnounced) {
         this.drainAnnounced = true;
         this.options.onDrained?.();
       }
+    } catch (error) {
+      // A cluster node cut off from etcd cannot tell; housekeeping asks again shortly.
+      this.logger.debug?.(`drain check failed: ${(error as Error).message}`);
     } finally {
       this.checkingDrain = false;
     }

@@ -27,6 +27,7 @@ function later(local: LocalLockService): LockService {
     releaseAll: (owner) => defer(() => local.releaseAll(owner)),
     list: (key, limit) => defer(() => local.list(key, limit)),
     counts: () => local.counts(),
+    drainCounts: () => local.drainCounts(),
     snapshot: () => local.snapshot(),
     restore: (saved) => local.restore(saved),
     close: () => local.close(),

@@ -1,0 +1,483 @@
+import type { ByteString } from '../bytes.js';
+import type { Clock } from '../locks/Clock.js';
+import type { LockCounts, LockRequest, LockService, SavedLock } from '../locks/LockService.js';
+import type { Contender } from '../protocol/messages.js';
+import type { Logger } from '../server/Logger.js';
+import { CommitTimeoutError, Round, type PendingWrite } from './GroupCommit.js';
+import { Leadership } from './Leadership.js';
+import { BatchEncoder, decodeBatch, LogOp, type LogCommand } from './LogCodec.js';
+import { LogGapError, ReplicaState } from './ReplicaState.js';
+import type { LogRecord, LogWatch, ReplicatedLog, WatchEnd } from './ReplicatedLog.js';
+import type { Random } from './random.js';
+import type { Timers } from './Timers.js';
+
+export interface ClusterOptions {
+  /** This node's name: unique in the cluster, the origin of entries requested through it. */
+  readonly nodeName: ByteString;
+  /** 1–15 (smaller preferred) to stand for leader; undefined never leads. */
+  readonly candidatePriority: number | undefined;
+  /** A command whose commit or read barrier takes longer closes its connection unanswered. */
+  readonly commitTimeoutMs: number;
+  /** --max-locks, carried in each request so every replica decides alike. */
+  readonly maxEntries: number;
+  /** Lease of the node name and candidacy: a crashed node's name is free again after this. */
+  readonly leaseSeconds?: number;
+  /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
+  readonly snapshotEveryBatches?: number;
+}
+
+export interface ClusterDeps {
+  readonly log: ReplicatedLog;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly logger: Logger;
+  /** Told of every entry expiry the leader proposed (metrics). */
+  readonly onExpiryProposed?: (count: number) => void;
+}
+
+/** How often deadlines, leadership and round timeouts are looked at. */
+export const TICK_MS = 50;
+/** Pause before a failed store call is tried again (start-up, watch restarts). */
+export const RETRY_MS = 250;
+/** Longest a snapshot load or write may take before it is tried again. */
+const SNAPSHOT_TIMEOUT_MS = 60_000;
+
+/**
+ * The cluster's LockService: every mutating command goes through the replicated log, every read
+ * through a linearizable barrier, and the answers come from this node's replica of the table
+ * (ReplicaState), which applies the log in order. Group commit: one round in flight per node; what
+ * arrives meanwhile forms the next round (see GroupCommit.ts).
+ */
+export class ClusterLockService implements LockService {
+  private state: ReplicaState;
+  private readonly encoder = new BatchEncoder();
+  /** Rounds waiting to be sent; the last one takes new commands. */
+  private readonly queued: Round[] = [];
+  private inFlight: Round | undefined;
+  private nextSeq = 1;
+  readonly incarnation: number;
+  private watch: LogWatch | undefined;
+  private watchGeneration = 0;
+  private readonly leadership: Leadership;
+  private stopTicking: () => void = () => {};
+  private closed = false;
+  private ready = false;
+  private reloading = false;
+  private dispatchScheduled = false;
+  private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
+
+  constructor(
+    private readonly options: ClusterOptions,
+    private readonly deps: ClusterDeps,
+  ) {
+    this.state = new ReplicaState(deps.clock);
+    // 1 … 2^32-1: with the name it tells one process's batches from a restarted one's.
+    this.incarnation = 1 + Math.floor(deps.random() * 0xfffffffe);
+    this.leadership = new Leadership(options, deps, {
+      submitExpiry: (command, failed) => this.submitInternal(command, failed),
+      state: () => this.state,
+    });
+  }
+
+  /** The replica as applied so far (tests, metrics, the lock-file backup). */
+  get replica(): ReplicaState {
+    return this.state;
+  }
+
+  get isLeader(): boolean {
+    return this.leadership.isLeader;
+  }
+
+  get leaderChanges(): number {
+    return this.leadership.changes;
+  }
+
+  get isReady(): boolean {
+    return this.ready;
+  }
+
+  /**
+   * Joins the cluster: takes the node name, loads the newest snapshot, follows the log and
+   * catches up with its head. Retries while the store is unreachable; resolves once this node
+   * may answer clients.
+   */
+  async start(): Promise<void> {
+    const { logger } = this.deps;
+    await this.leadership.join(() => this.closed);
+    if (this.closed) return;
+    await this.loadSnapshot();
+    this.follow();
+    this.stopTicking = this.every(TICK_MS, () => this.tick());
+    for (;;) {
+      if (this.closed) return;
+      try {
+        const head = await this.deps.log.head(this.options.commitTimeoutMs);
+        await this.appliedThrough(head.version);
+        break;
+      } catch (error) {
+        logger.event('cluster-catch-up-retry', { error: (error as Error).message });
+        await this.pause(RETRY_MS);
+      }
+    }
+    this.ready = true;
+    logger.event('cluster-caught-up', { version: this.state.position.version, entries: this.state.table.size });
+  }
+
+  private every(ms: number, task: () => void): () => void {
+    let cancel = (): void => {};
+    const run = (): void => {
+      if (this.closed) return;
+      task();
+      cancel = this.deps.timers.after(ms, run);
+    };
+    cancel = this.deps.timers.after(ms, run);
+    return () => cancel();
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => this.deps.timers.after(ms, resolve));
+  }
+
+  /** Resolves once the replica has applied batch `version`. */
+  private appliedThrough(version: number): Promise<void> {
+    if (this.state.position.version >= version) return Promise.resolve();
+    return new Promise((resolve) => this.waitingForApply.push({ version, resolve }));
+  }
+
+  // Following the log
+
+  private async loadSnapshot(): Promise<void> {
+    const { log, logger, clock } = this.deps;
+    for (;;) {
+      if (this.closed) return;
+      try {
+        const snapshot = await log.loadSnapshot(SNAPSHOT_TIMEOUT_MS);
+        if (snapshot !== undefined && snapshot.position.version > this.state.position.version) {
+          const started = clock.now();
+          this.replaceState(ReplicaState.decode(snapshot.bytes, clock));
+          logger.event('snapshot-loaded', {
+            version: snapshot.position.version,
+            entries: this.state.table.size,
+            bytes: snapshot.bytes.length,
+            ms: Math.round(clock.now() - started),
+          });
+        }
+        return;
+      } catch (error) {
+        logger.event('snapshot-load-failed', { error: (error as Error).message });
+        await this.pause(RETRY_MS);
+      }
+    }
+  }
+
+  private replaceState(state: ReplicaState): void {
+    this.state = state;
+    this.leadership.stateReplaced(state);
+    // A round whose batch the snapshot already holds can never see its own apply here.
+    const round = this.inFlight;
+    if (round !== undefined && round.seq > 0 && state.lastSeq(this.options.nodeName, this.incarnation) >= round.seq) {
+      this.finishRound(round, new CommitTimeoutError('the batch was applied inside a snapshot; its results are unknown here'));
+    }
+    this.releaseApplyWaiters();
+  }
+
+  private follow(): void {
+    if (this.closed) return;
+    const generation = ++this.watchGeneration;
+    this.watch = this.deps.log.watch(this.state.position.revision + 1, {
+      onRecords: (records) => {
+        if (generation === this.watchGeneration) this.onRecords(records);
+      },
+      onEnd: (why, detail) => {
+        if (generation === this.watchGeneration) this.onWatchEnd(why, detail);
+      },
+    });
+  }
+
+  private restartWatch(why: WatchEnd | 'gap', detail: string): void {
+    this.watch?.close();
+    this.watch = undefined;
+    this.watchGeneration++;
+    this.deps.logger.event('log-watch-restart', { why, detail, from: this.state.position.revision + 1 });
+    if (why === 'compacted') {
+      void this.reloadThenFollow();
+    } else {
+      this.deps.timers.after(why === 'gap' ? 0 : RETRY_MS, () => this.follow());
+    }
+  }
+
+  private async reloadThenFollow(): Promise<void> {
+    if (this.reloading) return;
+    this.reloading = true;
+    const before = this.state.position.version;
+    try {
+      await this.loadSnapshot();
+      // No newer snapshot yet (the leader compacts only after writing one): try again shortly.
+      if (this.state.position.version === before) await this.pause(RETRY_MS);
+    } finally {
+      this.reloading = false;
+    }
+    this.follow();
+  }
+
+  private onWatchEnd(why: WatchEnd, detail: string): void {
+    this.restartWatch(why, detail);
+  }
+
+  private onRecords(records: readonly LogRecord[]): void {
+    for (const record of records) {
+      if (record.version <= this.state.position.version) continue; // delivered again after a restart
+      try {
+        this.applyRecord(record);
+      } catch (error) {
+        if (error instanceof LogGapError) {
+          this.restartWatch('gap', error.message);
+          return;
+        }
+        throw error;
+      }
+    }
+    this.releaseApplyWaiters();
+    this.answerReadBarrier();
+  }
+
+  private applyRecord(record: LogRecord): void {
+    const batch = decodeBatch(record.value);
+    const round = this.inFlight;
+    const mine =
+      round !== undefined &&
+      round.seq > 0 &&
+      batch.seq === round.seq &&
+      batch.incarnation === this.incarnation &&
+      batch.proposer === this.options.nodeName;
+    if (!mine) {
+      this.state.apply(batch, record);
+      return;
+    }
+    const results = this.state.apply(batch, record, (i) => round.answerReadsBefore(i));
+    if (results === undefined) {
+      this.finishRound(round, new CommitTimeoutError('batch applied twice'));
+    } else {
+      round.settle(results);
+      this.finishRound(round);
+    }
+  }
+
+  private releaseApplyWaiters(): void {
+    const version = this.state.position.version;
+    for (let i = 0; i < this.waitingForApply.length; ) {
+      const waiter = this.waitingForApply[i]!;
+      if (waiter.version <= version) {
+        this.waitingForApply.splice(i, 1);
+        waiter.resolve();
+      } else {
+        i++;
+      }
+    }
+  }
+
+  // Group commit
+
+  private gathering(): Round {
+    const last = this.queued[this.queued.length - 1];
+    if (last !== undefined) return last;
+    const round = new Round(this.deps.clock.now() + this.options.commitTimeoutMs);
+    this.queued.push(round);
+    this.scheduleDispatch();
+    return round;
+  }
+
+  private scheduleDispatch(): void {
+    if (this.dispatchScheduled || this.inFlight !== undefined) return;
+    this.dispatchScheduled = true;
+    // Let the rest of this turn's requests (a pipelined burst) join the round first.
+    queueMicrotask(() => {
+      this.dispatchScheduled = false;
+      this.dispatch();
+    });
+  }
+
+  private submit(command: LogCommand): Promise<number> {
+    return new Promise<number>((resolve, reject) => this.submitInternal(command, reject, resolve));
+  }
+
+  private submitInternal(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}): void {
+    if (this.closed) {
+      reject(new CommitTimeoutError('the node is leaving the cluster'));
+      return;
+    }
+    let round = this.gathering();
+    if (!round.canTake(command)) {
+      round = new Round(this.deps.clock.now() + this.options.commitTimeoutMs);
+      this.queued.push(round);
+    }
+    const write: PendingWrite = { command, resolve, reject };
+    round.addWrite(write);
+  }
+
+  private read<T>(evaluate: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new CommitTimeoutError('the node is leaving the cluster'));
+    return new Promise<T>((resolve, reject) => {
+      this.gathering().addRead({ answer: () => resolve(evaluate()), reject });
+    });
+  }
+
+  private dispatch(): void {
+    if (this.inFlight !== undefined || this.closed) return;
+    const round = this.queued.shift();
+    if (round === undefined) return;
+    this.inFlight = round;
+    if (round.writes.length > 0) {
+      round.seq = this.nextSeq++;
+      const bytes = this.encoder.encode({
+        proposer: this.options.nodeName,
+        incarnation: this.incarnation,
+        seq: round.seq,
+        commands: round.commands,
+      });
+      void this.append(round, bytes);
+    } else {
+      void this.barrier(round);
+    }
+  }
+
+  /** Sends the batch; a failure before the deadline is retried with the same seq (applied once). */
+  private async append(round: Round, bytes: Uint8Array): Promise<void> {
+    const { log, clock } = this.deps;
+    while (this.inFlight === round) {
+      const left = round.deadline - clock.now();
+      if (left <= 0) break;
+      try {
+        await log.append(bytes, left);
+        return; // answered when the watch brings the batch back
+      } catch (error) {
+        this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
+        await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
+      }
+    }
+  }
+
+  private async barrier(round: Round): Promise<void> {
+    const { log, clock } = this.deps;
+    while (this.inFlight === round) {
+      const left = round.deadline - clock.now();
+      if (left <= 0) return;
+      try {
+        const head = await log.head(left);
+        if (this.inFlight !== round) return;
+        round.barrier = head.version;
+        this.answerReadBarrier();
+        return;
+      } catch (error) {
+        this.deps.logger.debug?.(`read barrier failed: ${(error as Error).message}`);
+        await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
+      }
+    }
+  }
+
+  private answerReadBarrier(): void {
+    const round = this.inFlight;
+    if (round === undefined || round.barrier === undefined) return;
+    if (this.state.position.version < round.barrier) return;
+    round.settle([]);
+    this.finishRound(round);
+  }
+
+  private finishRound(round: Round, error?: Error): void {
+    if (error !== undefined) round.fail(error);
+    if (this.inFlight === round) {
+      this.inFlight = undefined;
+      if (this.queued.length > 0) this.scheduleDispatch();
+    }
+  }
+
+  private tick(): void {
+    const now = this.deps.clock.now();
+    const round = this.inFlight;
+    if (round !== undefined && round.deadline <= now) {
+      this.deps.logger.event('commit-timeout', { seq: round.seq, commands: round.writes.length });
+      this.finishRound(round, new CommitTimeoutError(`not committed within ${this.options.commitTimeoutMs} ms`));
+    }
+    while (this.queued.length > 1 && this.queued[0]!.deadline <= now) {
+      this.queued.shift()!.fail(new CommitTimeoutError(`not sent within ${this.options.commitTimeoutMs} ms`));
+    }
+    if (this.ready) this.leadership.tick();
+  }
+
+  // LockService
+
+  findOwner(key: ByteString, index: ByteString): Promise<ByteString> {
+    return this.read(() => this.state.table.findOwner(key, index));
+  }
+
+  request(r: LockRequest, allowCreate: boolean): Promise<number> {
+    return this.submit({
+      op: LogOp.Request,
+      key: r.key,
+      index: r.index,
+      owner: r.owner,
+      ttl: r.ttl,
+      ttw: r.ttw,
+      priority: r.priority,
+      allowCreate,
+      maxEntries: this.options.maxEntries,
+    });
+  }
+
+  location(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+    return this.read(() => this.state.table.location(key, index, owner));
+  }
+
+  async renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean> {
+    return (await this.submit({ op: LogOp.Renew, key, index, owner })) === 1;
+  }
+
+  release(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+    return this.submit({ op: LogOp.Release, key, index, owner });
+  }
+
+  releaseKey(key: ByteString, owner: ByteString): Promise<number> {
+    return this.submit({ op: LogOp.ReleaseKey, key, owner });
+  }
+
+  releaseAll(owner: ByteString): Promise<number> {
+    return this.submit({ op: LogOp.ReleaseAll, owner });
+  }
+
+  list(key: ByteString, limit: number): Promise<Contender[]> {
+    return this.read(() => this.state.table.list(key, limit));
+  }
+
+  counts(): Promise<LockCounts> {
+    return this.read(() => this.state.counts());
+  }
+
+  /** Drain of this node waits for the entries requested through it, wherever they are released. */
+  drainCounts(): Promise<LockCounts> {
+    return this.read(() => this.state.countsFrom(this.options.nodeName));
+  }
+
+  /** This node's view of the table, for the lock-file backup (never loaded back in cluster mode). */
+  async snapshot(): Promise<SavedLock[]> {
+    return [...this.state.table.snapshot()];
+  }
+
+  async restore(): Promise<void> {
+    throw new Error('cluster mode never loads a lock file: etcd holds the locks');
+  }
+
+  /** Leaves the cluster: pending commands fail, the name is given up, the store client closes. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopTicking();
+    this.watch?.close();
+    this.watchGeneration++;
+    const leaving = new CommitTimeoutError('the node is leaving the cluster');
+    if (this.inFlight !== undefined) this.finishRound(this.inFlight, leaving);
+    for (const round of this.queued.splice(0)) round.fail(leaving);
+    await this.leadership.leave();
+    await this.deps.log.close();
+  }
+}

@@ -1,0 +1,195 @@
+import type { LockEntry } from '../locks/LockEntry.js';
+import { LogOp, type LogCommand } from './LogCodec.js';
+import type { ClusterDeps, ClusterOptions } from './ClusterLockService.js';
+import type { ReplicaState } from './ReplicaState.js';
+import { electLeader, type MemberSession } from './ReplicatedLog.js';
+
+/** How often the candidate list is read to see who leads. */
+export const LEADER_CHECK_MS = 500;
+/** Pause between attempts to take a name another live node holds (or while etcd is unreachable). */
+export const NAME_RETRY_MS = 1_000;
+const STORE_CALL_TIMEOUT_MS = 5_000;
+const SNAPSHOT_TIMEOUT_MS = 120_000;
+const DEFAULT_LEASE_SECONDS = 5;
+const DEFAULT_SNAPSHOT_EVERY_BATCHES = 10_000;
+const SNAPSHOT_MAX_AGE_MS = 60_000;
+const EXPIRY_BUDGET = 2_000;
+
+interface LeadershipHost {
+  /** Queues a command for the next batch; `failed` is called if that batch does not commit. */
+  submitExpiry(command: LogCommand, failed: (error: Error) => void): void;
+  state(): ReplicaState;
+}
+
+/**
+ * The node's standing in the cluster: its name (held by a lease), its candidacy, and, while it
+ * leads, the leader's duties: proposing expiries when deadlines pass on its own monotonic clock,
+ * writing snapshots and compacting the log. Two nodes that both believe they lead for a moment
+ * do no harm: an expiry is only proposed once this node's own clock says the phase ran out
+ * (measured from when it applied the entry, which is after the client sent it), a stale one is a
+ * no-op, and snapshots and compactions of the same log agree.
+ */
+export class Leadership {
+  private session: MemberSession | undefined;
+  private leaderName: string | undefined;
+  private lastCheck = Number.NEGATIVE_INFINITY;
+  private checking = false;
+  private snapshotting = false;
+  private lastSnapshotVersion = 0;
+  private lastSnapshotAt: number;
+  changes = 0;
+  snapshotsWritten = 0;
+  lastSnapshotBytes = 0;
+  expiriesProposed = 0;
+
+  constructor(
+    private readonly options: ClusterOptions,
+    private readonly deps: ClusterDeps,
+    private readonly host: LeadershipHost,
+  ) {
+    this.lastSnapshotAt = deps.clock.now();
+  }
+
+  get isLeader(): boolean {
+    return this.leaderName === this.options.nodeName;
+  }
+
+  get leader(): string | undefined {
+    return this.leaderName;
+  }
+
+  /** Takes this node's name; waits (logging who holds it) while another live node has it. */
+  async join(cancelled: () => boolean): Promise<void> {
+    const { log, logger } = this.deps;
+    const leaseSeconds = this.options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
+    let lastComplaint = '';
+    for (;;) {
+      if (cancelled()) return;
+      let complaint: string;
+      try {
+        const claim = await log.claimName(this.options.nodeName, this.options.candidatePriority, leaseSeconds, STORE_CALL_TIMEOUT_MS);
+        if (claim.taken) {
+          this.session = claim.session;
+          claim.session.onLost((why) => this.onSessionLost(why, cancelled));
+          logger.event('cluster-joined', {
+            name: this.options.nodeName,
+            candidate: this.options.candidatePriority ?? 'off',
+            lease_s: leaseSeconds,
+          });
+          return;
+        }
+        complaint = `name-held holder=${claim.holder}`;
+        if (complaint !== lastComplaint) logger.event('name-held', { name: this.options.nodeName, holder: claim.holder, retry_ms: NAME_RETRY_MS });
+      } catch (error) {
+        complaint = `etcd-unreachable ${(error as Error).message}`;
+        if (complaint !== lastComplaint) logger.event('etcd-unreachable', { error: (error as Error).message, retry_ms: NAME_RETRY_MS });
+      }
+      lastComplaint = complaint;
+      await new Promise<void>((resolve) => this.deps.timers.after(NAME_RETRY_MS, resolve));
+    }
+  }
+
+  private onSessionLost(why: string, cancelled: () => boolean): void {
+    if (cancelled()) return;
+    this.deps.logger.event('name-lost', { name: this.options.nodeName, why });
+    this.session = undefined;
+    void this.join(cancelled);
+  }
+
+  async leave(): Promise<void> {
+    const session = this.session;
+    this.session = undefined;
+    await session?.release().catch(() => {});
+  }
+
+  /** A snapshot replaced the replica: deadlines start afresh from now (never shorter). */
+  stateReplaced(state: ReplicaState): void {
+    this.lastSnapshotVersion = Math.max(this.lastSnapshotVersion, state.position.version);
+  }
+
+  /** Called every cluster tick once the node has caught up. */
+  tick(): void {
+    const now = this.deps.clock.now();
+    if (now - this.lastCheck >= LEADER_CHECK_MS) {
+      this.lastCheck = now;
+      void this.checkLeader();
+    }
+    if (!this.isLeader) return;
+    this.proposeExpiries();
+    this.maybeSnapshot(now);
+  }
+
+  private async checkLeader(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      const leader = electLeader(await this.deps.log.candidates(STORE_CALL_TIMEOUT_MS))?.name;
+      if (leader !== this.leaderName) {
+        this.leaderName = leader;
+        this.changes++;
+        this.deps.logger.event('leader', { leader: leader ?? 'none', self: leader === this.options.nodeName });
+      }
+    } catch {
+      // Unknown while the store is unreachable: keep the last answer (a stale leader is harmless).
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  /** Proposes the expiry of every entry whose phase ran out on this node's clock (within a budget). */
+  private proposeExpiries(): void {
+    const state = this.host.state();
+    let proposed = 0;
+    while (proposed < EXPIRY_BUDGET) {
+      const entry = state.table.takeDue();
+      if (entry === undefined) break;
+      const version = entry.version;
+      this.host.submitExpiry(expireCommand(entry), () => state.table.rearm(entry, version));
+      proposed++;
+    }
+    if (proposed > 0) {
+      this.expiriesProposed += proposed;
+      this.deps.onExpiryProposed?.(proposed);
+    }
+  }
+
+  private maybeSnapshot(now: number): void {
+    if (this.snapshotting) return;
+    const state = this.host.state();
+    const behind = state.position.version - this.lastSnapshotVersion;
+    const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
+    if (behind <= 0 || (behind < every && now - this.lastSnapshotAt < SNAPSHOT_MAX_AGE_MS)) return;
+    this.snapshotting = true;
+    void this.writeSnapshot(state).finally(() => {
+      this.snapshotting = false;
+    });
+  }
+
+  private async writeSnapshot(state: ReplicaState): Promise<void> {
+    const { log, logger, clock } = this.deps;
+    const started = clock.now();
+    const position = state.position;
+    const bytes = state.encode();
+    this.lastSnapshotAt = started;
+    try {
+      await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS);
+      await log.compact(position.revision, STORE_CALL_TIMEOUT_MS);
+      this.lastSnapshotVersion = Math.max(this.lastSnapshotVersion, position.version);
+      this.snapshotsWritten++;
+      this.lastSnapshotBytes = bytes.length;
+      logger.event('snapshot-written', {
+        version: position.version,
+        revision: position.revision,
+        entries: state.table.size,
+        bytes: bytes.length,
+        ms: Math.round(clock.now() - started),
+      });
+    } catch (error) {
+      logger.event('snapshot-write-failed', { version: position.version, error: (error as Error).message });
+    }
+  }
+}
+
+function expireCommand(entry: LockEntry): LogCommand {
+  return { op: LogOp.Expire, key: entry.queue.key, index: entry.queue.index, owner: entry.owner, version: entry.version };
+}

@@ -1,0 +1,42 @@
+import { randomInt } from 'node:crypto';
+import type { Clock } from '../locks/Clock.js';
+import type { Logger } from '../server/Logger.js';
+import { ClusterLockService } from './ClusterLockService.js';
+import { EtcdLog, type EtcdConnection } from './EtcdLog.js';
+import { realTimers } from './Timers.js';
+
+/** Cluster mode's settings (`--etcd` and friends). */
+export interface ClusterConfig {
+  readonly etcd: EtcdConnection;
+  readonly nodeName: string;
+  readonly candidatePriority: number | undefined;
+  readonly commitTimeoutSeconds: number;
+}
+
+export const DEFAULT_CLUSTER_NAME = 'lockserver';
+export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
+
+/**
+ * Joins the cluster through etcd and resolves once this node has caught up with the log, so the
+ * lock port opens only then. While etcd is unreachable it keeps trying and says so in the log.
+ */
+export async function startClusterService(config: ClusterConfig, maxEntries: number, clock: Clock, logger: Logger): Promise<ClusterLockService> {
+  logger.event('cluster-starting', {
+    etcd: config.etcd.endpoints.join(','),
+    cluster: config.etcd.cluster,
+    name: config.nodeName,
+    candidate: config.candidatePriority ?? 'off',
+  });
+  const service = new ClusterLockService(
+    {
+      nodeName: config.nodeName,
+      candidatePriority: config.candidatePriority,
+      commitTimeoutMs: config.commitTimeoutSeconds * 1000,
+      maxEntries,
+    },
+    // The incarnation only has to differ between a node's restarts: any random source will do.
+    { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger },
+  );
+  await service.start();
+  return service;
+}

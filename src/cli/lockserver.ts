@@ -8,6 +8,7 @@ import { DEFAULT_METRICS_LISTEN, serveMetrics } from '../metrics/serveMetrics.js
 import { PACKAGE_ROOT } from '../packageRoot.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
 import { readFile } from 'node:fs/promises';
+import { ClusterLockService } from '../cluster/ClusterLockService.js';
 import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
@@ -151,6 +152,10 @@ async function main(): Promise<void> {
       { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired },
     );
     metrics?.attach(daemon);
+    if (metrics !== undefined && daemon.service instanceof ClusterLockService) {
+      const cluster = daemon.service;
+      metrics.setCluster({ role: () => (cluster.isLeader ? 'leader' : 'follower'), leaderChanges: () => cluster.leaderChanges });
+    }
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {
     process.stderr.write(`lockserver: ${(error as Error).message}\n`);

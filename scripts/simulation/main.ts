@@ -1,0 +1,32 @@
+import { Command, InvalidArgumentError } from 'commander';
+import { runSimulation, SimulationFailure } from '../../test/cluster/Simulation.js';
+
+function whole(value: string): number {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a whole number.`);
+  return Number(value);
+}
+
+const options = new Command()
+  .name('simulate')
+  .description('seeded, deterministic simulation of a lock cluster over an in-memory etcd')
+  .option('--seed <n>', 'replay this one seed', whole)
+  .option('--from <n>', 'first seed of a range', whole, 1)
+  .option('--count <n>', 'seeds in the range', whole, 100)
+  .option('--faulty-ms <n>', 'virtual milliseconds of load with faults per seed', whole, 20_000)
+  .parse()
+  .opts<{ seed?: number; from: number; count: number; faultyMs: number }>();
+
+const seeds = options.seed !== undefined ? [options.seed] : Array.from({ length: options.count }, (_, i) => options.from + i);
+let failures = 0;
+for (const seed of seeds) {
+  try {
+    const report = await runSimulation({ seed, faultyMs: options.faultyMs });
+    console.log(JSON.stringify(report));
+  } catch (error) {
+    if (!(error instanceof SimulationFailure)) throw error;
+    failures++;
+    console.log(`seed ${seed} FAILED: ${error.message}\nreplay: scripts/simulate --seed ${seed} --faulty-ms ${options.faultyMs}`);
+  }
+}
+console.log(`${seeds.length - failures} passed, ${failures} failed`);
+process.exitCode = failures > 0 ? 1 : 0;

@@ -32,7 +32,7 @@ function oneLine(t: ExecutionContext, stderr: string): string {
 test('a corrupt lock file stops the start with exit 1, naming the file and line, and is left alone', async (t) => {
   const dir = await dirWithHosts(t);
   const { lockFile } = serverFiles(dir);
-  const corrupt = 'lockserver-locks 1\n# key index owner priority ttl ttw role remaining-ms\nk 1 alice 0 0 0 owner never\nk 1 bob 0 0\n';
+  const corrupt = 'lockserver-locks 2\n# key index owner priority ttl ttw role remaining-ms\nk 1 alice 0 0 0 owner never\nk 1 bob 0 0\n';
   await writeFile(lockFile, corrupt);
   const { code, stderr } = await runToExit(t, dir);
   t.is(code, 1);
@@ -63,10 +63,11 @@ test('a lock file written by hand (README format) is loaded', async (t) => {
   const dir = await dirWithHosts(t);
   await writeFile(
     serverFiles(dir).lockFile,
-    'lockserver-locks 1\n# key index owner priority ttl ttw role remaining\nusers 42 alice 10 30 60 owner never\nusers 42 bob 5 30 60 waiter never\nodd%00key - %2D 1 2 3 owner never\n',
+    'lockserver-locks 2\n# key index owner priority ttl ttw role remaining\nusers 42 alice 10 30 60 owner never\nusers 42 bob 5 30 60 waiter never\nodd%00key - %2D 1 2 3 owner never\nend 3\n',
   );
   const server = await startServer(t, { dir });
   t.is((await server.event('started')).fields.restored, '3');
+  t.is(server.eventsNamed('lock-file-unverified').length, 0);
   const client = await server.accepted();
   t.deepEqual(await ask.list(client, 'users'), [
     { priority: 10, ttl: 30, ttw: 60, index: '42', owner: 'alice', isOwner: true },
@@ -79,9 +80,11 @@ test('a bad hosts file line stops the start with exit 1, naming the file and lin
   const dir = await dirWithHosts(t, '# allowlist\n127.0.0.1\n\n300.1.2.3\n');
   const { code, stderr } = await runToExit(t, dir);
   t.is(code, 1);
-  const line = oneLine(t, stderr);
-  t.true(line.includes(`${serverFiles(dir).hostsFile}:4`), line);
-  t.true(line.includes('300.1.2.3'), line);
+  // Two lines: the reason, then the exit, like every other end.
+  const [failed, exit, ...rest] = stderr.split('\n').filter((line) => line.trim() !== '');
+  t.regex(failed ?? '', new RegExp(`^ts=\\S+ event=start-failed error="${serverFiles(dir).hostsFile}:4: .*300\\.1\\.2\\.3`));
+  t.regex(exit ?? '', /^ts=\S+ event=exit code=1$/);
+  t.deepEqual(rest, []);
 });
 
 test('a missing hosts file stops the start with exit 1, naming it', async (t) => {

@@ -48,14 +48,17 @@ export class StartupError extends Error {
   override name = 'StartupError';
 }
 
-export async function loadAllowList(file: string): Promise<AllowList> {
+/** Reads the hosts file; each warning (a likely mistake, an empty list) is logged `hosts-warning`. */
+export async function loadAllowList(file: string, logger?: Logger): Promise<AllowList> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
     throw new StartupError(`cannot read hosts file ${file}: ${(error as Error).message}`);
   }
-  return AllowList.parse(text, file);
+  const allowList = AllowList.parse(text, file);
+  for (const { line, reason } of allowList.warnings) logger?.event('hosts-warning', { file, line, reason });
+  return allowList;
 }
 
 /**
@@ -77,7 +80,7 @@ export class Daemon {
   ) {}
 
   static async start(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
-    const allowList = await loadAllowList(config.hostsFile);
+    const allowList = await loadAllowList(config.hostsFile, deps.logger);
     const pidFile = await claimServerFiles(config, deps.logger).catch((error: Error) => {
       throw new StartupError(error.message);
     });
@@ -178,7 +181,7 @@ export class Daemon {
   /** SIGHUP: re-read the hosts file; a broken file keeps the old list. */
   async reloadHosts(): Promise<void> {
     try {
-      const allowList = await loadAllowList(this.config.hostsFile);
+      const allowList = await loadAllowList(this.config.hostsFile, this.deps.logger);
       this.server.setAllowList(allowList);
       this.deps.logger.event('hosts-reloaded', { file: this.config.hostsFile, entries: allowList.size });
     } catch (error) {

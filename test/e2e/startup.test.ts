@@ -107,7 +107,8 @@ const badCommandLine = test.macro({
 
 test(badCommandLine, ['--port', '70000'], '70000');
 test(badCommandLine, ['--port', 'abc'], 'abc');
-test(badCommandLine, ['--port', '-1'], '-1');
+test(badCommandLine, ['--port', '-1'], '-1 is not between 0 and 65535');
+test(badCommandLine, ['--port', '1x'], '"1x" is not a whole number from 0 to 65535');
 test(badCommandLine, ['--max-connections', 'many'], 'many');
 test(badCommandLine, ['--frame-timeout', '0'], '0');
 test(badCommandLine, ['--no-such-option'], '--no-such-option');

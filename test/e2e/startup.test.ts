@@ -1,5 +1,7 @@
 import test, { type ExecutionContext } from 'ava';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { LOOPBACK_HOSTS, serverArgs, serverFiles, spawnCli, startServer, tempDir } from '../helpers/serverProcess.js';
 import { ask } from '../helpers/wire.js';
 
@@ -112,3 +114,30 @@ test(badCommandLine, ['--port', '1x'], '"1x" is not a whole number from 0 to 655
 test(badCommandLine, ['--max-connections', 'many'], 'many');
 test(badCommandLine, ['--frame-timeout', '0'], '0');
 test(badCommandLine, ['--no-such-option'], '--no-such-option');
+
+test('a port in use stops the start with exit 1, naming the address and port', async (t) => {
+  const dir = await dirWithHosts(t);
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+  const port = (taken.address() as AddressInfo).port;
+  const proc = spawnCli(t, [...serverArgs(dir), '--port', String(port)], dir);
+  t.is((await proc.waitForExit()).code, 1);
+  t.regex((await proc.event('start-failed')).fields.error!, new RegExp(`^cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE`));
+  t.is(proc.events.at(-1)?.event, 'exit');
+});
+
+test('a final save that fails exits 1 with locks-save-failed (real process)', async (t) => {
+  const dir = await dirWithHosts(t);
+  const stateDir = join(dir, 'state');
+  await mkdir(stateDir);
+  const server = await startServer(t, { dir, args: ['--lock-file', join(stateDir, 'locks')] });
+  t.is(await ask.request(await server.accepted(), 'k', '1', 'alice'), 1);
+  // The lock file's directory vanishes while the server runs.
+  await rm(stateDir, { recursive: true });
+  const failed = server.nextEvent('locks-save-failed');
+  server.signal('SIGTERM');
+  t.is((await failed).fields.file, join(stateDir, 'locks'));
+  t.is((await server.waitForExit()).code, 1);
+  t.is(server.events.at(-1)?.line.replace(/^ts=\S+ /, ''), 'event=exit code=1');
+});

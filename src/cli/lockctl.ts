@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, type HelpContext } from 'commander';
 import type { ByteString } from '../bytes.js';
 import { DEFAULT_HOST, DEFAULT_PRIORITY, DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, LockClient } from '../client/LockClient.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
@@ -10,7 +10,7 @@ import { runHold } from './lockctl/hold.js';
 import { parseName } from './lockctl/nameArgument.js';
 import { describePosition, jsonBytes, listJson, listTable, shown } from './lockctl/render.js';
 import { runWatch } from './lockctl/watch.js';
-import { integerIn, parsePort } from './options.js';
+import { integerIn } from './options.js';
 
 const DEFAULT_TIMEOUT_SECONDS = 5;
 const DEFAULT_WATCH_INTERVAL_SECONDS = 1;
@@ -81,12 +81,24 @@ Exit codes:
   4    no connection or no reply within --timeout
   hold exits with its command's status (128+N if killed by signal N, 127 not found).`;
 
-const program = new Command()
+/**
+ * `lockctl` alone is a usage error: one usage line and a hint on stderr, exit 2 — not the whole
+ * help, which `lockctl --help` prints on stdout.
+ */
+class LockctlProgram extends Command {
+  override help(context?: HelpContext | ((text: string) => string)): never {
+    if (typeof context === 'function' || context?.error !== true) return super.help(context as HelpContext);
+    process.stderr.write(`Usage: lockctl [options] <subcommand> …\nlockctl: no subcommand given; 'lockctl --help' lists them and the options\n`);
+    throw new CommanderError(ExitCode.Usage, 'lockctl.noSubcommand', 'no subcommand given');
+  }
+}
+
+const program = new LockctlProgram()
   .name('lockctl')
   .description('Inspect and use a LockServer 0.9b: look up, take, renew and release locks; run a command under a lock.')
   .version(PACKAGE_VERSION, '-V, --version')
   .option('-H, --host <host>', 'server host name or address', DEFAULT_HOST)
-  .option('-p, --port <n>', 'server port', parsePort, DEFAULT_PORT)
+  .option('-p, --port <n>', 'server port (1-65535)', integerIn(1, 65535), DEFAULT_PORT)
   .option('-t, --timeout <seconds>', 'limit for connecting and for each reply', seconds(0.001), DEFAULT_TIMEOUT_SECONDS)
   .option('--json', 'one JSON object per answer on stdout, for scripts', false)
   .addHelpText('after', EXIT_CODES_HELP)
@@ -241,7 +253,7 @@ requestOptions(
     .option('-w, --wait <seconds>', 'give up (exit 1) if the lock is not ours by then; default: wait', seconds(0)),
 ).action(
   (key: ByteString, index: ByteString, owner: ByteString, argv: string[], options: RequestOptions & { wait?: number }, command: Command) =>
-    execute(command, (client) =>
+    execute(command, (client, { json: asJson }) =>
       runHold(
         client,
         {
@@ -251,10 +263,10 @@ requestOptions(
           ttl: options.ttl,
           ttw: options.ttw,
           priority: options.priority,
-          waitMs: options.wait === undefined ? undefined : options.wait * MS_PER_SECOND,
+          waitSeconds: options.wait,
           command: argv,
         },
-        warn,
+        { warn, json: asJson ? json : undefined },
       ),
     ),
 );

@@ -158,7 +158,9 @@ async function main(): Promise<void> {
     }
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {
-    process.stderr.write(`lockserver: ${(error as Error).message}\n`);
+    // Like every other end, a failed start ends with its exit line, after the reason.
+    logger.event('start-failed', { error: (error as Error).message });
+    logger.event('exit', { code: EXIT_STARTUP });
     process.exit(EXIT_STARTUP);
   }
 }

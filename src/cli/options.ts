@@ -5,9 +5,9 @@ import { InvalidArgumentError } from 'commander';
 
 export function integerIn(min: number, max: number): (value: string) => number {
   return (value) => {
-    if (!/^\d+$/.test(value.trim())) throw new InvalidArgumentError(`"${value}" is not a whole number.`);
     const parsed = Number(value);
-    if (parsed < min || parsed > max) throw new InvalidArgumentError(`${parsed} is not between ${min} and ${max}.`);
+    if (!/^-?\d+$/.test(value.trim())) throw new InvalidArgumentError(`"${value}" is not a whole number from ${min} to ${max}.`);
+    if (parsed < min || parsed > max) throw new InvalidArgumentError(`${value.trim()} is not between ${min} and ${max}.`);
     return parsed;
   };
 }

@@ -177,7 +177,10 @@ export class LockClient {
       };
       const onError = (error: Error): void => finish(new ConnectError(address, error));
       const onClose = (): void => finish(new ConnectError(address, new Error('closed before the greeting')));
-      const timer = setTimeout(() => finish(new ConnectTimeoutError(address, limitMs)), limitMs);
+      const timer = setTimeout(
+        () => finish(new ConnectTimeoutError(address, limitMs, socket.connecting ? 'tcp' : 'greeting')),
+        limitMs,
+      );
       socket.on('data', onData).on('error', onError).on('close', onClose);
     });
   }

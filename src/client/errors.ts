@@ -33,11 +33,23 @@ export class LockTimeoutError extends LockClientError {
   override name = 'LockTimeoutError';
 }
 
-/** Neither the TCP connection nor the greeting byte arrived within connectTimeoutMs. */
+/**
+ * The TCP connection, or after it the greeting byte, did not arrive within connectTimeoutMs;
+ * `stage` says which (a dead or filtered host never completes the TCP connection; a stuck server
+ * accepts it and never greets).
+ */
 export class ConnectTimeoutError extends LockTimeoutError {
   override name = 'ConnectTimeoutError';
-  constructor(address: string, ms: number) {
-    super(`no greeting from ${address} within ${ms} ms`);
+  constructor(
+    address: string,
+    ms: number,
+    readonly stage: 'tcp' | 'greeting' = 'greeting',
+  ) {
+    super(
+      stage === 'tcp'
+        ? `no TCP connection to ${address} within ${ms} ms`
+        : `connected to ${address}, but no greeting within ${ms} ms`,
+    );
   }
 }
 
@@ -73,8 +85,8 @@ export class LockRefusedError extends LockClientError {
 /** waitTimeoutMs passed before the lock was ours. */
 export class LockWaitTimeoutError extends LockTimeoutError {
   override name = 'LockWaitTimeoutError';
-  constructor(ms: number) {
-    super(`the lock was not ours within ${ms} ms`);
+  constructor(readonly ms: number) {
+    super(ms === 0 ? 'the lock was not free (no waiting asked for)' : `the lock was not ours within ${ms} ms`);
   }
 }
 

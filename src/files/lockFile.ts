@@ -9,18 +9,28 @@ import { FileFormatError, meaningfulLines } from './FileFormatError.js';
  * The lock file: a text file, one entry per line, queue by queue with the owner first, so a person
  * can read who holds what and the server can restore the exact queue order.
  *
- *   lockserver-locks 1
+ *   lockserver-locks 2
  *   # key index owner priority ttl ttw role remaining
  *   users 42 alice 10 30 60 owner 29500
  *   users 42 bob 0 30 60 waiter never
+ *   end 2
  *
  * Strings are percent-encoded: printable ASCII except '%' and '#' (which starts a comment) stays
  * as is, every other byte is %HH.
  * An empty string is written '-' (and a string that is exactly '-' as %2D). remaining is the
  * milliseconds the entry's current phase had left when saved, or 'never'.
+ *
+ * The end line carries the number of entries, so a file cut short (even exactly at a line
+ * boundary) is refused rather than loaded with fewer locks. Version 2 requires it; version 1
+ * files (written before the end line existed) are still read, and the loader is told that their
+ * completeness could not be checked.
  */
 export const LOCK_FILE_MAGIC = 'lockserver-locks';
-export const LOCK_FILE_VERSION = 1;
+export const LOCK_FILE_VERSION = 2;
+/** Versions this server reads; the end line is required from version 2 on. */
+const READABLE_VERSIONS = [1, 2] as const;
+const FIRST_VERSION_WITH_END_LINE = 2;
+const END_WORD = 'end';
 const EMPTY_FIELD = '-';
 const FIELDS_PER_LINE = 8;
 const NEVER = 'never';
@@ -77,14 +87,16 @@ export function* formatLockFile(locks: Iterable<SavedLock>, savedAt = new Date()
     `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}\n` +
     `# saved ${savedAt.toISOString()}; times left are frozen while the server is down\n` +
     `# key index owner priority ttl ttw role remaining-ms\n`;
+  let count = 0;
   for (const lock of locks) {
+    count++;
     chunk += formatLine(lock) + '\n';
     if (chunk.length >= WRITE_CHUNK_CHARS) {
       yield chunk;
       chunk = '';
     }
   }
-  if (chunk !== '') yield chunk;
+  yield chunk + `${END_WORD} ${count}\n`;
 }
 
 function parseInteger(text: string, max: number): number | undefined {
@@ -93,24 +105,45 @@ function parseInteger(text: string, max: number): number | undefined {
   return value <= max ? value : undefined;
 }
 
+export interface ParsedLockFile {
+  readonly version: number;
+  readonly locks: SavedLock[];
+  /** False for a version 1 file, which has no end line: it may have been cut at a line boundary. */
+  readonly verified: boolean;
+}
+
 /** Parses a lock file's text; any bad line is a FileFormatError naming `file` and the line. */
 export function parseLockFile(text: string, file: string): SavedLock[] {
+  return parseLockFileVersioned(text, file).locks;
+}
+
+/** parseLockFile, also telling which version the file was and whether its end line checked it. */
+export function parseLockFileVersioned(text: string, file: string): ParsedLockFile {
   const locks: SavedLock[] = [];
-  let sawHeader = false;
+  let version: number | undefined;
+  let ended = false;
+  let lastLine = 0;
   const seen = new Set<string>();
   const owned = new Set<string>();
   for (const { line, text: content } of meaningfulLines(text)) {
+    lastLine = line;
     const fail = (reason: string): never => {
       throw new FileFormatError(file, line, reason);
     };
-    if (!sawHeader) {
-      if (content !== `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}`) {
-        fail(`expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"; is this a lock file?`);
-      }
-      sawHeader = true;
+    if (version === undefined) {
+      version = parseHeader(content) ?? fail(`expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"; is this a lock file?`);
       continue;
     }
+    if (ended) fail(`nothing may follow the end line`);
     const fields = content.split(/[ \t]+/);
+    if (fields[0] === END_WORD && fields.length === 2) {
+      const count = parseInteger(fields[1]!, Number.MAX_SAFE_INTEGER) ?? fail(`bad entry count "${fields[1]}" in the end line`);
+      if (count !== locks.length) {
+        fail(`the end line says ${count} entries, but the file holds ${locks.length}; the file is damaged`);
+      }
+      ended = true;
+      continue;
+    }
     if (fields.length !== FIELDS_PER_LINE) fail(`expected ${FIELDS_PER_LINE} fields, found ${fields.length}`);
     const [keyField, indexField, ownerField, priorityField, ttlField, ttwField, role, remaining] = fields as [
       string, string, string, string, string, string, string, string,
@@ -135,11 +168,31 @@ export function parseLockFile(text: string, file: string): SavedLock[] {
     }
     locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', remainingMs });
   }
-  return locks;
+  if (version === undefined) {
+    throw new FileFormatError(file, 1, `the file is empty or holds only comments: expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"`);
+  }
+  if (!ended && version >= FIRST_VERSION_WITH_END_LINE) {
+    throw new FileFormatError(file, lastLine, `the file ends without its "${END_WORD} N" line after ${locks.length} entries: it was cut short`);
+  }
+  return { version, locks, verified: ended };
 }
 
-/** Reads the lock file; undefined when it does not exist. Other failures throw, naming the file. */
+/** The version of a header line this server reads, or undefined. */
+function parseHeader(content: string): number | undefined {
+  const [magic, versionText, ...rest] = content.split(/[ \t]+/);
+  if (magic !== LOCK_FILE_MAGIC || rest.length > 0) return undefined;
+  const version = READABLE_VERSIONS.find((readable) => String(readable) === versionText);
+  return version;
+}
+
+/**
+ * Reads the lock file; undefined when it does not exist. Other failures throw, naming the file.
+ */
 export async function loadLockFile(file: string): Promise<SavedLock[] | undefined> {
+  return (await loadLockFileVersioned(file))?.locks;
+}
+
+export async function loadLockFileVersioned(file: string): Promise<ParsedLockFile | undefined> {
   let text: string;
   try {
     text = await readFile(file, 'latin1');
@@ -147,7 +200,7 @@ export async function loadLockFile(file: string): Promise<SavedLock[] | undefine
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new Error(`cannot read lock file ${file}: ${(error as Error).message}`);
   }
-  return parseLockFile(text, file);
+  return parseLockFileVersioned(text, file);
 }
 
 export async function saveLockFile(file: string, locks: Iterable<SavedLock>): Promise<void> {

@@ -33,6 +33,16 @@ export function normalizeAddress(text: string): NormalizedAddress | undefined {
 interface Range {
   readonly family: 4 | 6;
   readonly cidr: IPCIDR;
+  /** The network (10.0.0.0/8) when the address as written has bits set beyond the prefix
+   *  (10.0.0.1/8): likely a mistake; undefined otherwise. */
+  readonly widenedTo: string | undefined;
+}
+
+/** Something in a hosts file that is accepted but probably not what was meant. */
+export interface HostsWarning {
+  /** 1-based line; undefined for the file as a whole. */
+  readonly line: number | undefined;
+  readonly reason: string;
 }
 
 /** Parses one hosts-file entry: an IPv4 or IPv6 address, or a CIDR range of either. */
@@ -57,24 +67,35 @@ function parseEntry(entry: string): Range | undefined {
   }
   const cidr = `${normalized.address}/${prefix}`;
   if (!IPCIDR.isValidCIDR(cidr)) return undefined;
-  return { family: normalized.family, cidr: new IPCIDR(cidr) };
+  const network = normalized.family === 4 ? new Address4(cidr).startAddress() : new Address6(cidr).startAddress();
+  const widenedTo = network.correctForm() === normalized.address ? undefined : `${network.correctForm()}/${prefix}`;
+  return { family: normalized.family, cidr: new IPCIDR(cidr), widenedTo };
 }
 
 /** The hosts allowlist: which peer addresses may connect. */
 export class AllowList {
-  private constructor(private readonly ranges: readonly Range[]) {}
+  private constructor(
+    private readonly ranges: readonly Range[],
+    /** Accepted lines that are probably mistakes, and an empty file (which refuses everyone). */
+    readonly warnings: readonly HostsWarning[],
+  ) {}
 
   /** Parses hosts-file text; a bad line is a FileFormatError naming `file` and the line. */
   static parse(text: string, file: string): AllowList {
     const ranges: Range[] = [];
+    const warnings: HostsWarning[] = [];
     for (const { line, text: content } of meaningfulLines(text)) {
       const range = parseEntry(content);
       if (range === undefined) {
         throw new FileFormatError(file, line, `"${content}" is not an IPv4 or IPv6 address or CIDR range`);
       }
+      if (range.widenedTo !== undefined) {
+        warnings.push({ line, reason: `"${content}" has host bits set; it allows the whole range ${range.widenedTo}` });
+      }
       ranges.push(range);
     }
-    return new AllowList(ranges);
+    if (ranges.length === 0) warnings.push({ line: undefined, reason: 'no entries: every connection will be refused' });
+    return new AllowList(ranges, warnings);
   }
 
   get size(): number {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { loadLockFile, saveLockFile } from '../files/lockFile.js';
+import { loadLockFileVersioned, saveLockFile } from '../files/lockFile.js';
 import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
@@ -9,6 +9,8 @@ import { startClusterService, type ClusterConfig } from '../cluster/startCluster
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
 import type { Logger } from './Logger.js';
+import type { PidFile } from '../files/PidFile.js';
+import { claimServerFiles } from './startupFiles.js';
 
 export interface DaemonConfig {
   readonly port: number;
@@ -49,14 +51,17 @@ export class StartupError extends Error {
   override name = 'StartupError';
 }
 
-export async function loadAllowList(file: string): Promise<AllowList> {
+/** Reads the hosts file; each warning (a likely mistake, an empty list) is logged `hosts-warning`. */
+export async function loadAllowList(file: string, logger?: Logger): Promise<AllowList> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
     throw new StartupError(`cannot read hosts file ${file}: ${(error as Error).message}`);
   }
-  return AllowList.parse(text, file);
+  const allowList = AllowList.parse(text, file);
+  for (const { line, reason } of allowList.warnings) logger?.event('hosts-warning', { file, line, reason });
+  return allowList;
 }
 
 /**
@@ -74,11 +79,24 @@ export class Daemon {
     readonly service: LockService,
     readonly server: LockServer,
     readonly address: AddressInfo,
+    private readonly pidFile: PidFile,
   ) {}
 
   static async start(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
+    const allowList = await loadAllowList(config.hostsFile, deps.logger);
+    const pidFile = await claimServerFiles(config, deps.logger).catch((error: Error) => {
+      throw new StartupError(error.message);
+    });
+    try {
+      return await Daemon.startServing(config, deps, allowList, pidFile);
+    } catch (error) {
+      await pidFile.release();
+      throw error;
+    }
+  }
+
+  private static async startServing(config: DaemonConfig, deps: DaemonDeps, allowList: AllowList, pidFile: PidFile): Promise<Daemon> {
     const { logger, clock } = deps;
-    const allowList = await loadAllowList(config.hostsFile);
     let service: LockService;
     let restored = 0;
     if (config.cluster === undefined) {
@@ -104,7 +122,7 @@ export class Daemon {
       await service.close();
       throw new StartupError(`cannot listen on ${config.listen ?? '*'}:${config.port}: ${(error as Error).message}`);
     }
-    daemon = new Daemon(config, deps, service, server, address);
+    daemon = new Daemon(config, deps, service, server, address, pidFile);
     if (deps.handleSignals === true) daemon.installSignalHandlers();
     logger.event('started', {
       address: address.address,
@@ -112,6 +130,7 @@ export class Daemon {
       hosts_file: config.hostsFile,
       hosts_entries: allowList.size,
       lock_file: config.lockFile,
+      stat_file: config.statFile,
       restored,
       pid: process.pid,
     });
@@ -149,7 +168,7 @@ export class Daemon {
   /** SIGHUP: re-read the hosts file; a broken file keeps the old list. */
   async reloadHosts(): Promise<void> {
     try {
-      const allowList = await loadAllowList(this.config.hostsFile);
+      const allowList = await loadAllowList(this.config.hostsFile, this.deps.logger);
       this.server.setAllowList(allowList);
       this.deps.logger.event('hosts-reloaded', { file: this.config.hostsFile, entries: allowList.size });
     } catch (error) {
@@ -204,6 +223,7 @@ export class Daemon {
       }
       this.server.closeConnections();
       await this.server.whenAllClosed(CLOSE_LIMIT_MS);
+      await this.pidFile.release();
       this.deps.logger.event('exit', { code });
       this.deps.exit(code);
     })();
@@ -230,8 +250,11 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
   });
   let restored = 0;
   try {
-    const saved = await loadLockFile(config.lockFile);
-    if (saved !== undefined) {
+    const file = await loadLockFileVersioned(config.lockFile);
+    const saved = file?.locks;
+    if (file !== undefined && saved !== undefined) {
+      // A version 1 file has no end line: loaded as before, but said out loud (README, Files).
+      if (!file.verified) logger.event('lock-file-unverified', { file: config.lockFile, version: file.version, entries: saved.length });
       if (saved.length > config.maxLocks) {
         throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
       }

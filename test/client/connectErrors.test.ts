@@ -13,6 +13,7 @@ import {
 import { LockClient } from '../../src/client/LockClient.js';
 import { connectClient } from '../helpers/lockClient.js';
 import { startServer } from '../helpers/serverProcess.js';
+import { stalledPort } from '../helpers/stalledListener.js';
 
 /**
  * A stand-in server on 127.0.0.1 that does whatever `onConnection` says (usually: too little).
@@ -37,7 +38,15 @@ test('a server that accepts the TCP connection but never greets: connect times o
   const port = await fakeServer(t, () => {});
   const error = await t.throwsAsync(LockClient.connect({ port, connectTimeoutMs: 200 }), { instanceOf: ConnectTimeoutError });
   t.true(error instanceof LockTimeoutError && error instanceof LockClientError);
-  t.regex(error.message, /no greeting from 127\.0\.0\.1:\d+ within 200 ms/);
+  t.is(error.stage, 'greeting');
+  t.is(error.message, `connected to 127.0.0.1:${port}, but no greeting within 200 ms`);
+});
+
+test('a TCP connection that never completes: connect times out, saying so (not "no greeting")', async (t) => {
+  const port = await stalledPort(t);
+  const error = await t.throwsAsync(LockClient.connect({ port, connectTimeoutMs: 200 }), { instanceOf: ConnectTimeoutError });
+  t.is(error.stage, 'tcp');
+  t.is(error.message, `no TCP connection to 127.0.0.1:${port} within 200 ms`);
 });
 
 test('a server that greets but never answers: the request times out and the connection closes', async (t) => {
@@ -52,15 +61,14 @@ test('a server that greets but never answers: the request times out and the conn
 });
 
 test('nothing listening: ConnectError with the system code', async (t) => {
-  const port = await fakeServer(t, () => {});
   // Find a port that is free by closing a listener we own; nothing else binds 127.0.0.1 ports here.
   const closed = createServer();
   await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
   const freePort = (closed.address() as { port: number }).port;
   await new Promise<void>((resolve) => closed.close(() => resolve()));
-  t.not(freePort, port);
   const error = await t.throwsAsync(LockClient.connect({ port: freePort }), { instanceOf: ConnectError });
   t.is(error.code, 'ECONNREFUSED');
+  t.regex(error.message, new RegExp(`^cannot connect to 127\\.0\\.0\\.1:${freePort}: .*ECONNREFUSED`));
 });
 
 test('greeting 0x00 from a peer not in the hosts file: ServerRefusedError naming both possible reasons', async (t) => {

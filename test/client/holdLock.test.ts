@@ -74,7 +74,8 @@ test('aborting the signal once held releases the lock', async (t) => {
   await holdLock(client, 'k', 'i', 'me', { signal: controller.signal });
   controller.abort();
   await pollUntil('the release', async () => ((await client.findOwner('k', 'i')).length === 0 ? true : undefined));
-  t.pass();
+  t.is(await client.location('k', 'i', 'me'), 0, 'no entry left, not even a waiting one');
+  t.like(await client.stats(), { owners: 0, contenders: 0, releases: 1 });
 });
 
 test('a draining server refuses the new entry: LockRefusedError', async (t) => {

@@ -1,4 +1,5 @@
 import test from 'ava';
+import { writeFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import { startServer } from '../helpers/serverProcess.js';
 import { ask, hex } from '../helpers/wire.js';
@@ -71,4 +72,24 @@ ipv6Test('an IPv6 entry admits the IPv6 loopback peer', async (t) => {
   const server = await startServer(t, { hosts: '::1\n', listen: '::1' });
   const six = await server.accepted({ host: '::1' });
   t.like(await ask.stats(six), { acceptedConnections: 1, activeConnections: 1 });
+});
+
+test('the log warns about a hosts line with host bits set and about an empty hosts file, at start and on reload', async (t) => {
+  const server = await startServer(t, { hosts: '127.0.0.1\n127.0.0.9/8\n' });
+  t.like((await server.event('hosts-warning')).fields, {
+    file: server.hostsFile,
+    line: '2',
+    reason: '"127.0.0.9/8" has host bits set; it allows the whole range 127.0.0.0/8',
+  });
+  await writeFile(server.hostsFile, '# nobody for now\n');
+  const warning = server.nextEvent('hosts-warning');
+  const reloaded = server.nextEvent('hosts-reloaded');
+  server.signal('SIGHUP');
+  t.deepEqual((await warning).fields, {
+    ts: (await warning).fields.ts!,
+    event: 'hosts-warning',
+    file: server.hostsFile,
+    reason: 'no entries: every connection will be refused',
+  });
+  t.is((await reloaded).fields.entries, '0');
 });

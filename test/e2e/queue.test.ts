@@ -186,3 +186,25 @@ test("a promoted waiter's TTL starts at promotion, not at its arrival", async (t
   await pollUntil('the marker to expire', async () => ((await ask.findOwner(c, 'k', 'marker')) === '' ? true : undefined));
   t.is(await ask.findOwner(c, 'k', '1'), 'bob');
 });
+
+test('list order is queue creation order, not sorted: indexes as first requested, each queue in its order', async (t) => {
+  const server = await startServer(t);
+  const c = await server.accepted();
+  // Created z, a, m, 0 — neither sorted nor reverse-sorted — with waiters interleaved.
+  t.deepEqual(await enqueue(c, ['k', 'z', 'u1'], ['k', 'a', 'u2'], ['k', 'z', 'u3'], ['k', 'm', 'u4'], ['k', 'a', 'u5'], ['k', '0', 'u6']), [
+    1, 1, 2, 1, 2, 1,
+  ]);
+  t.deepEqual(
+    (await ask.list(c, 'k')).map((e) => `${e.index}:${e.owner}`),
+    ['z:u1', 'z:u3', 'a:u2', 'a:u5', 'm:u4', '0:u6'],
+  );
+});
+
+test("an index that is literally '*' can be released only with '*', which takes every index of the key", async (t) => {
+  const server = await startServer(t);
+  const c = await server.accepted();
+  t.deepEqual(await enqueue(c, ['k', '*', 'alice'], ['k', 'x', 'alice']), [1, 1]);
+  t.is(await ask.release(c, 'k', '*', 'alice'), 2);
+  t.is(await ask.findOwner(c, 'k', '*'), '');
+  t.is(await ask.findOwner(c, 'k', 'x'), '');
+});

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import type { StatsReply } from '../../src/protocol/messages.js';
 import { parseLockFile } from '../../src/files/lockFile.js';
 import { startServer } from '../helpers/serverProcess.js';
 import { ask, hex, pipeline, req } from '../helpers/wire.js';
@@ -92,4 +93,78 @@ test('SIGUSR1 writes the stats, human-readable, to the stat file, saves the lock
   server.signal('SIGUSR1');
   await again;
   t.regex(await readFile(server.statFile, 'utf8'), /^owner lookups:\s+2$/m);
+});
+
+/** The stat file's labels, in the protocol document's words and order, and what each one is. */
+const STAT_LABELS: ReadonlyArray<[string, keyof StatsReply]> = [
+  ['uptime (seconds)', 'uptimeSeconds'],
+  ['lock requests', 'lockRequests'],
+  ['owner lookups', 'ownerLookups'],
+  ['contender lookups', 'contenderLookups'],
+  ['lock renewal requests', 'renewals'],
+  ['specific lock releases', 'releases'],
+  ['general lock releases', 'releaseAlls'],
+  ['lock dump requests', 'listRequests'],
+  ['statistics requests', 'statsRequests'],
+  ['accepted connections', 'acceptedConnections'],
+  ['rejected connections (not in hosts file)', 'rejectedNotInHosts'],
+  ['rejected connections (too busy)', 'rejectedTooBusy'],
+  ['current lock owners', 'owners'],
+  ['current lock contenders (non owners)', 'contenders'],
+  ['active connections', 'activeConnections'],
+];
+
+const times = <T>(n: number, make: (i: number) => T): T[] => Array.from({ length: n }, (_, i) => make(i));
+
+test('the stat file holds all 15 figures of the stats command, and is replaced whole (a new file each time)', async (t) => {
+  const server = await startServer(t, { hosts: '127.0.0.1\n', args: ['--max-connections', '3'] });
+  const client = await server.accepted();
+  // A distinct count for every counter, so a figure under the wrong label cannot pass.
+  await pipeline(
+    client,
+    ...times(6, (i) => req.request('k', '1', `waiter${i}`)),
+    ...times(14, (i) => req.request(`key${i}`, '1', 'o')),
+    ...times(16, () => req.findOwner('k', '1')),
+    ...times(17, () => req.location('k', '1', 'x')),
+    ...times(18, () => req.renew('k', '1', 'x')),
+    ...times(19, () => req.release('k', '1', 'x')),
+    ...times(21, () => req.releaseAll('x')),
+    ...times(22, () => req.list('k')),
+  );
+  for (let i = 0; i < 2; i++) t.is(hex(await (await server.connect({ localAddress: '127.0.0.2' })).readUntilClose()), '00');
+  await server.accepted();
+  await server.accepted();
+  t.is(hex(await (await server.connect()).readUntilClose()), '00', 'too busy');
+  const written = server.nextEvent('stats-written');
+  const firstSave = server.nextEvent('locks-saved');
+  server.signal('SIGUSR1');
+  await written;
+  // The lock save follows the stat file; wait for it, so the next locks-saved is the next signal's.
+  await firstSave;
+  const before = await stat(server.statFile);
+  const reply = await ask.stats(client);
+  const figures = new Map<string, number>();
+  for (const line of (await readFile(server.statFile, 'utf8')).split('\n').slice(1, -1)) {
+    const match = /^(.+):\s+(\d+)$/.exec(line);
+    if (match === null) return t.fail(`not a figure: ${line}`);
+    figures.set(match[1]!, Number(match[2]));
+  }
+  t.deepEqual([...figures.keys()], STAT_LABELS.map(([label]) => label));
+  for (const [label, field] of STAT_LABELS) {
+    const inFile = figures.get(label)!;
+    if (field === 'uptimeSeconds') t.true(inFile <= reply.uptimeSeconds);
+    // The stats request that fetched `reply` came after the file was written.
+    else if (field === 'statsRequests') t.is(inFile, reply.statsRequests - 1, label);
+    else t.is(inFile, reply[field], label);
+  }
+  t.like(reply, { lockRequests: 20, owners: 15, contenders: 5, ownerLookups: 16, releaseAlls: 21, rejectedNotInHosts: 2 });
+
+  // Replaced by rename, never rewritten in place: a reader holding the old file keeps it whole.
+  const again = server.nextEvent('stats-written');
+  const saved = server.nextEvent('locks-saved');
+  server.signal('SIGUSR1');
+  await again;
+  await saved;
+  t.not((await stat(server.statFile)).ino, before.ino);
+  t.deepEqual((await readdir(server.dir)).filter((name) => name.endsWith('.tmp')), []);
 });

@@ -2,11 +2,14 @@ import { createServer, type Socket } from 'node:net';
 import test from 'ava';
 import { lockctl } from '../helpers/lockctl.js';
 import { startServer } from '../helpers/serverProcess.js';
+import { stalledPort } from '../helpers/stalledListener.js';
 
 test('exit 2 on a bad command line, with a one-line message', async (t) => {
   for (const args of [
     ['--port', '70000', 'stats'],
     ['--port', 'x', 'stats'],
+    ['--port', '0', 'stats'],
+    ['--port', '-1', 'stats'],
     ['--timeout', '0', 'stats'],
     ['owner', 'only-a-key'],
     ['no-such-subcommand'],
@@ -21,6 +24,9 @@ test('exit 2 on a bad command line, with a one-line message', async (t) => {
     t.is(run.stdout, '');
     t.is(run.stderr.trimEnd().split('\n').length, 1, run.stderr);
   }
+  const ranges = await lockctl(['-p', '0', 'stats']);
+  t.regex(ranges.stderr, /0 is not between 1 and 65535/);
+  t.regex((await lockctl(['-p', '-1', 'stats'])).stderr, /-1 is not between 1 and 65535/);
   t.like(await lockctl(['--help']), { code: 0 });
   const help = await lockctl(['--help']);
   t.regex(help.stdout, /Exit codes:/);
@@ -67,5 +73,24 @@ test('exit 4 when the server does not answer within --timeout', async (t) => {
   t.regex(noReply.stderr, /no reply to stats within 200 ms/);
   const noGreeting = await lockctl(['-p', port(silent), '--timeout', '0.2', 'owner', 'k', 'i']);
   t.is(noGreeting.code, 4);
-  t.regex(noGreeting.stderr, /no greeting from 127\.0\.0\.1:\d+ within 200 ms/);
+  t.is(noGreeting.stderr, `lockctl: connected to 127.0.0.1:${port(silent)}, but no greeting within 200 ms\n`);
+});
+
+test('exit 4 when the TCP connection itself never completes, saying so', async (t) => {
+  const port = await stalledPort(t);
+  const run = await lockctl(['-p', String(port), '--timeout', '0.2', 'stats']);
+  t.is(run.code, 4);
+  t.is(run.stderr, `lockctl: no TCP connection to 127.0.0.1:${port} within 200 ms\n`);
+});
+
+test('lockctl with no subcommand: the usage line and a hint on stderr, exit 2, not the whole help', async (t) => {
+  for (const args of [[], ['--json'], ['-p', '7734']]) {
+    const run = await lockctl(args);
+    t.is(run.code, 2);
+    t.is(run.stdout, '');
+    t.is(
+      run.stderr,
+      "Usage: lockctl [options] <subcommand> …\nlockctl: no subcommand given; 'lockctl --help' lists them and the options\n",
+    );
+  }
 });

@@ -37,8 +37,31 @@ test('hold --wait gives up with exit 1 when the lock stays taken, leaving no wai
   t.is(await client.request('jobs', 'n', 'first'), 1);
   const run = await lockctl(['-p', String(server.port), 'hold', '--wait', '0', 'jobs', 'n', 'second', '--', node, '-e', '']);
   t.is(run.code, 1);
-  t.regex(run.stderr, /not ours within 0 ms/);
+  t.is(run.stderr, 'lockctl: jobs/n is taken (--wait 0: no waiting)\n');
   t.is(await client.location('jobs', 'n', 'second'), 0);
+  // A limit is told back in the seconds it was given in.
+  const later = await lockctl(['-p', String(server.port), 'hold', '--wait', '0.3', 'jobs', 'n', 'second', '--', node, '-e', '']);
+  t.is(later.code, 1);
+  t.is(later.stderr, 'lockctl: jobs/n was not ours within --wait 0.3 s\n');
+});
+
+test('hold --json prints that the lock was acquired, then the command\'s exit status', async (t) => {
+  const server = await startServer(t);
+  const run = await lockctl(['-p', String(server.port), '--json', 'hold', 'jobs', 'n', 'me', '--', node, '-e', 'process.exit(5)']);
+  t.is(run.code, 5, run.stderr);
+  t.deepEqual(run.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown), [
+    { acquired: true },
+    { exitCode: 5, lockLost: false },
+  ]);
+});
+
+test('hold --json says why the lock was not acquired', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const run = await lockctl(['-p', String(server.port), '--json', 'hold', '--wait', '0', 'jobs', 'n', 'me', '--', node, '-e', '']);
+  t.is(run.code, 1);
+  t.deepEqual(JSON.parse(run.stdout), { acquired: false, reason: 'timeout' });
 });
 
 test('Ctrl-C while waiting exits 130 and leaves no waiting entry', async (t) => {

@@ -72,3 +72,17 @@ test('normalizeAddress reduces every spelling to one family and one form', (t) =
   t.deepEqual(normalizeAddress('fe80::1%lo'), { family: 6, address: 'fe80::1' });
   t.is(normalizeAddress('not an address'), undefined);
 });
+
+test('warnings: a CIDR with host bits set (it still allows its whole range), and an empty list', (t) => {
+  const hosts = list('# x\n10.0.0.1/8\n10.0.0.0/8\n127.0.0.1\n::1/64\nfd00::/8\n::ffff:10.1.2.3/104\n127.0.0.1/32\n');
+  t.deepEqual(hosts.warnings, [
+    { line: 2, reason: '"10.0.0.1/8" has host bits set; it allows the whole range 10.0.0.0/8' },
+    { line: 5, reason: '"::1/64" has host bits set; it allows the whole range ::/64' },
+    { line: 7, reason: '"::ffff:10.1.2.3/104" has host bits set; it allows the whole range 10.0.0.0/8' },
+  ]);
+  t.true(hosts.allows('10.200.0.1'));
+  for (const text of ['', '# nobody\n\n']) {
+    t.deepEqual(list(text).warnings, [{ line: undefined, reason: 'no entries: every connection will be refused' }]);
+  }
+  t.deepEqual(list('127.0.0.1\n::1\n').warnings, []);
+});

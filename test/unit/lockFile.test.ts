@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { FileFormatError } from '../../src/files/FileFormatError.js';
-import { decodeField, encodeField, formatLockFile, loadLockFile, parseLockFile, saveLockFile } from '../../src/files/lockFile.js';
+import {
+  decodeField,
+  encodeField,
+  formatLockFile,
+  loadLockFile,
+  parseLockFile,
+  parseLockFileVersioned,
+  saveLockFile,
+} from '../../src/files/lockFile.js';
 import type { SavedLock } from '../../src/locks/LockService.js';
 
 const every = String.fromCharCode(...Array.from({ length: 255 }, (_, i) => i));
@@ -27,14 +35,65 @@ test('fields round-trip every byte; the text stays printable ASCII with no blank
 
 test('format then parse gives back every entry in order', (t) => {
   const text = [...formatLockFile(LOCKS, new Date(0))].join('');
-  t.true(text.startsWith('lockserver-locks 1\n'));
+  t.true(text.startsWith('lockserver-locks 2\n'));
   t.true(text.includes('\nusers 42 alice 10 30 60 owner 29500\n'));
-  t.deepEqual(parseLockFile(text, 'x'), LOCKS);
+  t.true(text.endsWith('\nend 4\n'));
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 2, locks: LOCKS, verified: true });
 });
 
-test('an empty table is a valid file with just the header', (t) => {
+test('an empty table is a valid file with the header and "end 0"', (t) => {
   const text = [...formatLockFile([])].join('');
+  t.true(text.endsWith('\nend 0\n'));
   t.deepEqual(parseLockFile(text, 'x'), []);
+});
+
+test('a file with no header (empty, or only comments and blanks) is refused at line 1', (t) => {
+  for (const text of ['', '\n\n', '# saved 2026-11-21\n# key index owner\n', '   \n# x\n']) {
+    const error = t.throws(() => parseLockFile(text, '/l'), { instanceOf: FileFormatError });
+    t.is(error?.line, 1, JSON.stringify(text));
+    t.regex(error!.message, /^\/l:1: .*empty or holds only comments/);
+  }
+});
+
+test('a version 2 file cut short, even exactly at a line boundary, is refused naming its last line', (t) => {
+  const whole = [...formatLockFile(LOCKS, new Date(0))].join('');
+  const lines = whole.split('\n');
+  // Drop the end line, then also entry lines, keeping every cut at a line boundary. The error
+  // names the last meaningful line (the header when only it and the two comment lines are left).
+  for (let keep = lines.length - 2; keep >= 1; keep--) {
+    const cut = lines.slice(0, keep).join('\n') + '\n';
+    const error = t.throws(() => parseLockFile(cut, '/l'), { instanceOf: FileFormatError });
+    t.is(error?.line, keep <= 3 ? 1 : keep, cut);
+    t.regex(error!.message, /cut short/);
+  }
+});
+
+test('an end line whose count does not match the entries is refused naming it', (t) => {
+  const header = 'lockserver-locks 2\n';
+  const entries = 'k 1 a 0 0 0 owner never\nk 1 b 0 0 0 waiter never\n';
+  for (const [end, reason] of [
+    ['end 3', /says 3 entries, but the file holds 2/],
+    ['end 1', /says 1 entries, but the file holds 2/],
+    ['end x', /bad entry count "x"/],
+  ] as const) {
+    const error = t.throws(() => parseLockFile(header + entries + end + '\n', '/l'), { instanceOf: FileFormatError });
+    t.is(error?.line, 4);
+    t.regex(error!.message, reason);
+  }
+  const after = t.throws(() => parseLockFile(header + entries + 'end 2\nk 2 c 0 0 0 owner never\n', '/l'), { instanceOf: FileFormatError });
+  t.is(after?.line, 5);
+  t.regex(after!.message, /nothing may follow the end line/);
+});
+
+test('a version 1 file (no end line) still loads, marked unverified; with an end line it is checked', (t) => {
+  const v1 = 'lockserver-locks 1\n# key index owner priority ttl ttw role remaining\nusers 42 alice 10 30 60 owner never\n';
+  const parsed = parseLockFileVersioned(v1, 'x');
+  t.is(parsed.version, 1);
+  t.false(parsed.verified);
+  t.deepEqual(parsed.locks.map((lock) => lock.owner), ['alice']);
+  t.true(parseLockFileVersioned(v1 + 'end 1\n', 'x').verified);
+  t.throws(() => parseLockFile(v1 + 'end 2\n', 'x'), { message: /says 2 entries/ });
+  t.throws(() => parseLockFile('lockserver-locks 3\nend 0\n', 'x'), { message: /x:1: expected the header/ });
 });
 
 test('every kind of bad line is named by file and line', (t) => {

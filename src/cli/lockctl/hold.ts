@@ -1,17 +1,27 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { holdLock, type HeldLock } from '../../client/holdLock.js';
+import { LockRefusedError, LockWaitTimeoutError } from '../../client/errors.js';
 import type { LockClient } from '../../client/LockClient.js';
 import type { LockRequest } from '../../locks/LockService.js';
 import { ExitCode } from './exitCodes.js';
 import { shown } from './render.js';
 
 export interface HoldSpec extends LockRequest {
-  /** Give up waiting after this long; undefined = wait until interrupted. */
-  readonly waitMs: number | undefined;
+  /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
+  readonly waitSeconds: number | undefined;
   /** The command and its arguments. */
   readonly command: readonly string[];
 }
+
+/** Where hold tells what happened: warnings on stderr, and with --json one object per step. */
+export interface HoldOutput {
+  readonly warn: (message: string) => void;
+  /** Set with --json: `{"acquired":true}`, then `{"exitCode":N,"lockLost":B}`; or `{"acquired":false,"reason":…}`. */
+  readonly json?: (value: unknown) => void;
+}
+
+const MS_PER_SECOND = 1000;
 
 /** Shell conventions for a command that could not be run. */
 const EXIT_NOT_FOUND = 127;
@@ -33,11 +43,30 @@ class Interrupted extends Error {
  * background, releases the lock when the command ends, and returns the command's exit status
  * (like flock(1) and `etcdctl lock`). If the lock is lost meanwhile, the command gets SIGTERM.
  */
-export async function runHold(client: LockClient, spec: HoldSpec, warn: (message: string) => void): Promise<number> {
-  const lock = await waitForLock(client, spec);
-  if (typeof lock === 'number') return lock;
+export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOutput): Promise<number> {
+  const { warn, json } = output;
+  const name = `${shown(spec.key)}/${shown(spec.index)}`;
+  let lock: HeldLock | number;
   try {
-    return await runWhileHeld(lock, spec, warn);
+    lock = await waitForLock(client, spec);
+  } catch (error) {
+    if (error instanceof LockWaitTimeoutError) {
+      json?.({ acquired: false, reason: 'timeout' });
+      warn(spec.waitSeconds === 0 ? `${name} is taken (--wait 0: no waiting)` : `${name} was not ours within --wait ${spec.waitSeconds} s`);
+      return ExitCode.No;
+    }
+    if (error instanceof LockRefusedError) json?.({ acquired: false, reason: 'refused' });
+    throw error;
+  }
+  if (typeof lock === 'number') {
+    json?.({ acquired: false, reason: 'interrupted' });
+    return lock;
+  }
+  json?.({ acquired: true });
+  try {
+    const exitCode = await runWhileHeld(lock, spec, warn);
+    json?.({ exitCode, lockLost: lock.signal.aborted });
+    return exitCode;
   } finally {
     await lock.release().catch((error: Error) => warn(`could not release the lock: ${error.message}`));
   }
@@ -55,7 +84,7 @@ async function waitForLock(client: LockClient, spec: HoldSpec): Promise<HeldLock
       ttl: spec.ttl,
       ttw: spec.ttw,
       priority: spec.priority,
-      waitTimeoutMs: spec.waitMs,
+      waitTimeoutMs: spec.waitSeconds === undefined ? undefined : spec.waitSeconds * MS_PER_SECOND,
       signal: interrupt.signal,
     });
   } catch (error) {

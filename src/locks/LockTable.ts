@@ -24,14 +24,7 @@ export interface LockTableOptions {
 }
 
 /** One entry of a replicated table as a snapshot holds it: everything apply depends on. */
-export interface ReplicaEntry {
-  readonly key: ByteString;
-  readonly index: ByteString;
-  readonly owner: ByteString;
-  readonly priority: number;
-  readonly ttl: number;
-  readonly ttw: number;
-  readonly isOwner: boolean;
+export interface ReplicaEntry extends Omit<SavedLock, 'remainingMs'> {
   /** The log position of the request that created it (its bakery ticket). */
   readonly ticket: number;
   /** The log position at which its current phase began. */
@@ -234,16 +227,8 @@ export class LockTable {
     if (!e.isOwner && queue.owner === undefined) throw new Error('a waiter in a queue without owner');
     const entry = new LockEntry(queue, e.owner, e.priority, e.ticket, e.ttl, e.ttw);
     entry.origin = e.origin;
-    this.ownerIndex.add(entry);
+    this.insertSaved(entry, e.isOwner);
     this.replica?.added(entry);
-    if (e.isOwner) {
-      entry.isOwner = true;
-      queue.owner = entry;
-      this.ownerCount++;
-    } else {
-      queue.addWaiter(entry);
-      this.waiterCount++;
-    }
     const position = this.position;
     this.position = e.version;
     this.restartTimer(entry);
@@ -255,18 +240,7 @@ export class LockTable {
   *replicaEntries(): IterableIterator<ReplicaEntry> {
     for (const queue of this.queues.all()) {
       for (const e of queue.entries()) {
-        yield {
-          key: queue.key,
-          index: queue.index,
-          owner: e.owner,
-          priority: e.priority,
-          ttl: e.ttl,
-          ttw: e.ttw,
-          isOwner: e.isOwner,
-          ticket: e.arrival,
-          version: e.version,
-          origin: e.origin,
-        };
+        yield { ...describeEntry(queue, e), ticket: e.arrival, version: e.version, origin: e.origin };
       }
     }
   }
@@ -316,16 +290,7 @@ export class LockTable {
     const now = this.clock.now();
     for (const queue of this.queues.all()) {
       for (const e of queue.entries()) {
-        yield {
-          key: queue.key,
-          index: queue.index,
-          owner: e.owner,
-          priority: e.priority,
-          ttl: e.ttl,
-          ttw: e.ttw,
-          isOwner: e.isOwner,
-          remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)),
-        };
+        yield { ...describeEntry(queue, e), remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)) };
       }
     }
   }
@@ -341,15 +306,7 @@ export class LockTable {
       if (queue.find(s.owner) !== undefined) throw new Error(`duplicate entry for owner in one queue`);
       if (s.isOwner && queue.owner !== undefined) throw new Error(`two owners for one lock`);
       const entry = new LockEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw);
-      this.ownerIndex.add(entry);
-      if (s.isOwner) {
-        entry.isOwner = true;
-        queue.owner = entry;
-        this.ownerCount++;
-      } else {
-        queue.addWaiter(entry);
-        this.waiterCount++;
-      }
+      this.insertSaved(entry, s.isOwner);
       entry.deadline = s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs;
       if (entry.deadline !== NO_DEADLINE) this.expiry.schedule(entry);
     }
@@ -359,6 +316,19 @@ export class LockTable {
     for (const queue of this.queues.all()) {
       if (queue.owner === undefined) this.promoteNext(queue);
       if (queue.isEmpty) this.queues.delete(queue);
+    }
+  }
+
+  /** Files a saved entry in its queue as it was (owner, or the next waiter in saved order). */
+  private insertSaved(entry: LockEntry, isOwner: boolean): void {
+    this.ownerIndex.add(entry);
+    if (isOwner) {
+      entry.isOwner = true;
+      entry.queue.owner = entry;
+      this.ownerCount++;
+    } else {
+      entry.queue.addWaiter(entry);
+      this.waiterCount++;
     }
   }
 
@@ -443,4 +413,9 @@ export class LockTable {
     if (vacantSince === undefined) this.queues.delete(queue);
     else this.queues.vacate(queue, vacantSince);
   }
+}
+
+/** The fields of an entry that the lock file and a replica snapshot both hold. */
+function describeEntry(queue: LockQueue, e: LockEntry): Omit<SavedLock, 'remainingMs'> {
+  return { key: queue.key, index: queue.index, owner: e.owner, priority: e.priority, ttl: e.ttl, ttw: e.ttw, isOwner: e.isOwner };
 }

@@ -30,6 +30,18 @@ const REPLY_BUFFER_RETAINED = 64 * 1024;
  * connection sent during one ~2–5 ms append) and small enough that the held answers stay cheap.
  */
 export const MAX_OUTSTANDING_ANSWERS = 1024;
+/**
+ * Most commands one connection runs in one turn of the event loop; then it yields (setImmediate)
+ * so other connections, timers and accepts get their turn, as Redis reads one bounded chunk per
+ * client per loop. About a millisecond of work for the local table; a pipelined client keeping 16
+ * requests in flight never reaches it, so it costs those no throughput.
+ */
+export const MAX_COMMANDS_PER_TURN = 1024;
+/**
+ * Most reply bytes one connection produces in one turn (Redis writes at most 64 KiB per client
+ * per event). One reply may be longer (a long list); the connection then yields after it.
+ */
+export const MAX_REPLY_BYTES_PER_TURN = 64 * 1024;
 
 /** Where a pending reply stands. */
 const WAITING = 0;
@@ -103,6 +115,11 @@ export class Connection {
   /** When the command being submitted started (only kept while metrics observe commands). */
   private submittedAt = 0;
   private running = false;
+  /** Waiting for its next turn of the event loop after using up one (MAX_*_PER_TURN). */
+  private yielding = false;
+  /** Reply bytes handed to the socket so far; the turn's share is measured against it. */
+  private bytesOut = 0;
+  private turnStartBytes = 0;
   private deliveryScheduled = false;
   private writeBlocked = false;
   private inputPaused = false;
@@ -117,6 +134,9 @@ export class Connection {
   /** True once every whole request received has been submitted and answered. */
   private caughtUp = true;
   private onQuiet: (() => void) | undefined;
+  /** Bytes came in or went out since housekeeping last looked (see idleFor). */
+  private stirred = false;
+  private quietSince: number;
   /** When the current incomplete frame began to arrive; undefined when none is pending. */
   partialSince: number | undefined;
 
@@ -125,6 +145,7 @@ export class Connection {
     readonly peer: string,
     private readonly host: ConnectionHost,
   ) {
+    this.quietSince = host.now();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
       this.peerEnded = true;
@@ -145,6 +166,7 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     if (this.finished || this.quiescing) return;
+    this.stirred = true;
     this.decoder.push(chunk);
     if (this.decoder.pendingBytes > MAX_PENDING_INPUT) this.pauseInput();
     this.pump();
@@ -167,13 +189,22 @@ export class Connection {
    * runs out, the socket stops taking writes, or MAX_OUTSTANDING_ANSWERS are outstanding.
    */
   private pump(): void {
-    if (this.running || this.finished) return;
+    if (this.running || this.yielding || this.finished) return;
     this.running = true;
+    this.turnStartBytes = this.bytesOut;
     let submitted = 0;
     let waitingForBytes = false;
     try {
       if (this.outstanding > 0) this.deliver();
-      while (!this.writeBlocked && !this.finished && !this.halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
+      while (!this.writeBlocked && !this.yielding && !this.finished && !this.halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
+        if (submitted === MAX_COMMANDS_PER_TURN || this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
+          if (this.decoder.pendingBytes === 0) {
+            waitingForBytes = true;
+          } else {
+            this.yieldTurn();
+          }
+          break;
+        }
         const request = this.decoder.next();
         if (request === undefined) {
           waitingForBytes = true;
@@ -197,6 +228,22 @@ export class Connection {
     this.settle(waitingForBytes, submitted);
   }
 
+  /** Reply bytes produced in this turn, written or not. */
+  private get turnBytes(): number {
+    return this.bytesOut - this.turnStartBytes + this.replies.length;
+  }
+
+  private yieldTurn(): void {
+    if (this.yielding) return;
+    this.yielding = true;
+    setImmediate(this.nextTurn);
+  }
+
+  private readonly nextTurn = (): void => {
+    this.yielding = false;
+    this.pump();
+  };
+
   /** After a pump: the frame timer, the end of a half-closed connection, reading again. */
   private settle(waitingForBytes: boolean, submitted: number): void {
     if (this.finished) return;
@@ -210,19 +257,20 @@ export class Connection {
       this.partialSince = undefined;
     }
     this.caughtUp = waitingForBytes && this.outstanding === 0 && !this.writeBlocked;
-    if (!this.caughtUp) return;
-    if (this.peerEnded) {
+    if (this.caughtUp && this.peerEnded) {
       // Half-closed by the client: every reply has been written; now close our side too.
       this.socket.end();
       this.finish();
       return;
     }
-    if (this.quiescing) this.notifyQuiet();
-    else if (this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
+    if (this.caughtUp && this.quiescing) this.notifyQuiet();
+    if (!this.writeBlocked && !this.halted && this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
   }
 
   private flush(): void {
     if (this.replies.length === 0 || this.closed) return;
+    this.bytesOut += this.replies.length;
+    this.stirred = true;
     if (this.socket.write(this.replies.flush()) || this.writeBlocked) return;
     this.writeBlocked = true;
     this.pauseInput();
@@ -231,6 +279,7 @@ export class Connection {
 
   private readonly onDrain = (): void => {
     this.writeBlocked = false;
+    this.stirred = true;
     this.pump();
   };
 
@@ -333,6 +382,10 @@ export class Connection {
     while (this.pendingHead < this.pending.length && !this.writeBlocked) {
       const next = this.pending[this.pendingHead]!;
       if (next.state === WAITING) break;
+      if (this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
+        this.yieldTurn();
+        break;
+      }
       if (next.state === ANSWERED) {
         this.pending[this.pendingHead++] = undefined;
         try {
@@ -409,6 +462,20 @@ export class Connection {
     const resolve = this.onQuiet;
     this.onQuiet = undefined;
     resolve?.();
+  }
+
+  /**
+   * Housekeeping's idle check: true once nothing has come in or gone out for `limitMs`, with no
+   * answer outstanding and no work of ours waiting. A client that stopped reading our replies
+   * counts as idle too (like Redis's `timeout`).
+   */
+  idleFor(limitMs: number, now: number): boolean {
+    if (this.stirred || this.running || this.yielding || this.outstanding > 0) {
+      this.stirred = false;
+      this.quietSince = now;
+      return false;
+    }
+    return now - this.quietSince >= limitMs;
   }
 
   /** Closes at once after what has been answered so far (bad input, frame timeout). */

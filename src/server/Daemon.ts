@@ -18,6 +18,8 @@ export interface DaemonConfig {
   readonly statFile: string;
   readonly maxConnections: number;
   readonly frameTimeoutSeconds: number;
+  /** Close connections with no traffic this long; 0 or absent = never. */
+  readonly idleTimeoutSeconds?: number;
   readonly maxLocks: number;
 }
 
@@ -104,6 +106,7 @@ export class Daemon {
       allowList,
       maxConnections: config.maxConnections,
       frameTimeoutMs: config.frameTimeoutSeconds * 1000,
+      idleTimeoutMs: (config.idleTimeoutSeconds ?? 0) * 1000,
       clock,
       logger,
       onDrained: () => void daemon?.nobleDeath('drained', 0),

@@ -46,6 +46,7 @@ const program = new Command()
   .option('--stat-file <file>', 'where SIGUSR1 writes the statistics', parseFileName, DEFAULT_STAT_FILE)
   .option('--max-connections <n>', 'above this, new connections are refused as too busy', integerIn(1, 1_000_000), DEFAULT_MAX_CONNECTIONS)
   .option('--frame-timeout <seconds>', 'close a connection whose request stays incomplete this long', integerIn(1, 86_400), DEFAULT_FRAME_TIMEOUT_SECONDS)
+  .option('--idle-timeout <seconds>', 'close a connection with no traffic this long (0 = never)', integerIn(0, 86_400 * 365), 0)
   .option('--max-locks <n>', 'most entries (owners + waiters) held; beyond, requests get position 0', integerIn(1, 100_000_000), DEFAULT_MAX_ENTRIES)
   .option('--metrics-port <n>', 'serve Prometheus metrics over HTTP on this port (default: off)', parsePort)
   .option('--metrics-listen <addr>', 'address the metrics endpoint binds', parseListenAddress, DEFAULT_METRICS_LISTEN)
@@ -70,6 +71,7 @@ interface CliOptions {
   statFile: string;
   maxConnections: number;
   frameTimeout: number;
+  idleTimeout: number;
   maxLocks: number;
   metricsPort?: number;
   metricsListen: string;
@@ -146,6 +148,7 @@ async function main(): Promise<void> {
         statFile: resolve(options.statFile),
         maxConnections: options.maxConnections,
         frameTimeoutSeconds: options.frameTimeout,
+        idleTimeoutSeconds: options.idleTimeout,
         maxLocks: options.maxLocks,
         cluster: await clusterConfig(options),
       },

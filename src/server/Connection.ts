@@ -22,6 +22,51 @@ const MAX_PENDING_INPUT = 64 * 1024;
 const FLUSH_THRESHOLD = 16 * 1024;
 const REPLY_BUFFER_INITIAL = 256;
 const REPLY_BUFFER_RETAINED = 64 * 1024;
+/**
+ * Most answers one connection may have outstanding (submitted to a service that answers later,
+ * reply not yet written). At the limit it stops decoding, and so, once MAX_PENDING_INPUT has
+ * arrived, stops reading: a client cannot make us hold more than this many answers for it. 1024
+ * is far above what one connection needs to fill a group commit (a batch gathers what every
+ * connection sent during one ~2–5 ms append) and small enough that the held answers stay cheap.
+ */
+export const MAX_OUTSTANDING_ANSWERS = 1024;
+/**
+ * Most commands one connection runs in one turn of the event loop; then it yields (setImmediate)
+ * so other connections, timers and accepts get their turn, as Redis reads one bounded chunk per
+ * client per loop. About a millisecond of work for the local table; a pipelined client keeping 16
+ * requests in flight never reaches it, so it costs those no throughput.
+ */
+export const MAX_COMMANDS_PER_TURN = 1024;
+/**
+ * Most reply bytes one connection produces in one turn (Redis writes at most 64 KiB per client
+ * per event). One reply may be longer (a long list); the connection then yields after it.
+ */
+export const MAX_REPLY_BYTES_PER_TURN = 64 * 1024;
+
+/** Where a pending reply stands. */
+const WAITING = 0;
+const ANSWERED = 1;
+const FAILED = 2;
+
+type Encode<T> = (out: BufferWriter, value: T) => void;
+
+/**
+ * A reply whose answer comes later, or one answered at once behind such a reply: replies leave in
+ * request order, so an answer that settles early waits for the ones before it. Only services that
+ * answer later ever make these; the local table's answers are encoded straight away.
+ */
+class PendingReply {
+  state = WAITING;
+  value: unknown = undefined;
+  error: unknown = undefined;
+
+  constructor(
+    readonly command: number,
+    readonly encode: Encode<never>,
+    /** When the command was submitted, if its time is being observed. */
+    readonly submittedAt: number | undefined,
+  ) {}
+}
 
 /** Told how long each command took (metrics); absent unless someone asked. */
 export interface CommandObserver {
@@ -45,56 +90,86 @@ export interface ConnectionHost {
   onClosed(connection: Connection): void;
 }
 
+/** Stands for "not a command" where one is named (a failure before any command was read). */
+const NO_COMMAND = 0;
+const NO_LOCKS: LockCounts = { owners: 0, waiters: 0 };
+
 /**
- * One accepted client: decodes its byte stream, runs each request against the lock service in
- * order, and writes the replies in the same order. Pipelined requests are answered in batches;
- * when the client stops reading, we stop reading from it (backpressure), so neither side can
- * make us buffer without bound.
+ * One accepted client: decodes its byte stream, submits each request to the lock service in
+ * order, and writes the replies in the same order.
+ *
+ * Answers given at once (the local table) are encoded at once. Answers that come later (a
+ * replicated core) do not hold up the requests behind them: those are submitted immediately, so
+ * the service can batch them, and their replies wait in a FIFO until every reply before them is
+ * written. A rejected answer closes the connection after the replies before it.
+ *
+ * Bounds: at most MAX_OUTSTANDING_ANSWERS answers outstanding; when the client stops reading, we
+ * stop reading from it (backpressure); neither side can make us buffer without bound.
  */
 export class Connection {
   private readonly decoder = new RequestDecoder();
   private readonly replies = new BufferWriter(REPLY_BUFFER_INITIAL, REPLY_BUFFER_RETAINED);
+  /** Replies not yet written because an answer (theirs or an earlier one) is outstanding. */
+  private pending: Array<PendingReply | undefined> = [];
+  private pendingHead = 0;
+  /** When the command being submitted started (only kept while metrics observe commands). */
+  private submittedAt = 0;
   private running = false;
+  /** Waiting for its next turn of the event loop after using up one (MAX_*_PER_TURN). */
+  private yielding = false;
+  /** Reply bytes handed to the socket so far; the turn's share is measured against it. */
+  private bytesOut = 0;
+  private turnStartBytes = 0;
+  private deliveryScheduled = false;
   private writeBlocked = false;
   private inputPaused = false;
   private peerEnded = false;
-  private stopped = false;
+  /** Shutting down: no more input is taken; what was received is still answered. */
+  private quiescing = false;
+  /** Hung up or ended: nothing more is taken or written. */
+  private finished = false;
   private closed = false;
+  /** Undecodable input or a failed command: decode no further, hang up once earlier replies are out. */
+  private halted = false;
+  /** True once every whole request received has been submitted and answered. */
+  private caughtUp = true;
+  private onQuiet: (() => void) | undefined;
+  /** Bytes came in or went out since housekeeping last looked (see idleFor). */
+  private stirred = false;
+  private quietSince: number;
   /** When the current incomplete frame began to arrive; undefined when none is pending. */
   partialSince: number | undefined;
-  /** Settles when the current batch of requests is done. */
-  private idle: Promise<void> = Promise.resolve();
 
   constructor(
     readonly socket: Socket,
     readonly peer: string,
     private readonly host: ConnectionHost,
   ) {
+    this.quietSince = host.now();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
       this.peerEnded = true;
-      this.kick();
+      this.pump();
     });
     socket.on('error', (error) => this.host.logger.debug?.(`${this.peer} went away badly: ${error.message}`));
     socket.on('close', () => {
       this.closed = true;
+      this.finish();
       this.host.onClosed(this);
     });
   }
 
-  private onData(chunk: Buffer): void {
-    if (this.stopped) return;
-    this.decoder.push(chunk);
-    if (this.decoder.pendingBytes > MAX_PENDING_INPUT) this.pauseInput();
-    this.kick();
+  /** Answers submitted whose replies are not written yet. */
+  get outstanding(): number {
+    return this.pending.length - this.pendingHead;
   }
 
-  private kick(): void {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    this.idle = this.run().finally(() => {
-      this.running = false;
-    });
+  private onData(chunk: Buffer): void {
+    if (this.finished || this.quiescing) return;
+    this.stirred = true;
+    this.decoder.push(chunk);
+    if (this.decoder.pendingBytes > MAX_PENDING_INPUT) this.pauseInput();
+    this.pump();
   }
 
   private pauseInput(): void {
@@ -104,109 +179,269 @@ export class Connection {
   }
 
   private resumeInput(): void {
-    if (!this.inputPaused || this.stopped) return;
+    if (!this.inputPaused || this.finished || this.quiescing) return;
     this.inputPaused = false;
     this.socket.resume();
   }
 
-  private async run(): Promise<void> {
-    let completed = 0;
+  /**
+   * Writes the replies whose turn has come, then decodes and submits requests until the input
+   * runs out, the socket stops taking writes, or MAX_OUTSTANDING_ANSWERS are outstanding.
+   */
+  private pump(): void {
+    if (this.running || this.yielding || this.finished) return;
+    this.running = true;
+    this.turnStartBytes = this.bytesOut;
+    let submitted = 0;
+    let waitingForBytes = false;
     try {
-      while (!this.writeBlocked && !this.stopped) {
+      if (this.outstanding > 0) this.deliver();
+      while (!this.writeBlocked && !this.yielding && !this.finished && !this.halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
+        if (submitted === MAX_COMMANDS_PER_TURN || this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
+          if (this.decoder.pendingBytes === 0) {
+            waitingForBytes = true;
+          } else {
+            this.yieldTurn();
+          }
+          break;
+        }
         const request = this.decoder.next();
-        if (request === undefined) break;
-        completed++;
+        if (request === undefined) {
+          waitingForBytes = true;
+          break;
+        }
+        submitted++;
         const observer = this.host.commandObserver;
         if (observer === undefined) {
-          const pending = this.execute(request);
-          if (pending !== undefined) await pending;
+          this.execute(request);
         } else {
-          const started = this.host.now();
-          const pending = this.execute(request);
-          if (pending !== undefined) await pending;
-          observer.commandDone(request.command, this.host.now() - started);
+          const started = (this.submittedAt = this.host.now());
+          if (this.execute(request)) observer.commandDone(request.command, this.host.now() - started);
         }
         if (this.replies.length >= FLUSH_THRESHOLD) this.flush();
       }
     } catch (error) {
-      this.flush();
-      if (error instanceof UnknownCommandError) {
-        this.host.logger.debug?.(`${this.peer} sent ${error.message}; hanging up on them`);
-      } else {
-        this.host.logger.event('connection-error', { peer: this.peer, error: (error as Error).message });
-      }
-      this.hangUp();
-      return;
+      this.fail(error);
     }
+    this.running = false;
     this.flush();
-    if (this.stopped || this.writeBlocked) return;
-    if (this.decoder.pendingBytes === 0) {
+    this.settle(waitingForBytes, submitted);
+  }
+
+  /** Reply bytes produced in this turn, written or not. */
+  private get turnBytes(): number {
+    return this.bytesOut - this.turnStartBytes + this.replies.length;
+  }
+
+  private yieldTurn(): void {
+    if (this.yielding) return;
+    this.yielding = true;
+    setImmediate(this.nextTurn);
+  }
+
+  private readonly nextTurn = (): void => {
+    this.yielding = false;
+    this.pump();
+  };
+
+  /** After a pump: the frame timer, the end of a half-closed connection, reading again. */
+  private settle(waitingForBytes: boolean, submitted: number): void {
+    if (this.finished) return;
+    if (waitingForBytes && this.decoder.pendingBytes > 0) {
+      // An incomplete frame is waiting for the client's bytes: that, and only that, is timed.
+      if (submitted > 0 || this.partialSince === undefined) {
+        this.partialSince = this.host.now();
+        this.host.onPartialFrame(this);
+      }
+    } else {
       this.partialSince = undefined;
-    } else if (completed > 0 || this.partialSince === undefined) {
-      this.partialSince = this.host.now();
-      this.host.onPartialFrame(this);
     }
-    if (this.peerEnded) {
+    this.caughtUp = waitingForBytes && this.outstanding === 0 && !this.writeBlocked;
+    if (this.caughtUp && this.peerEnded) {
       // Half-closed by the client: every reply has been written; now close our side too.
-      this.stopped = true;
       this.socket.end();
+      this.finish();
       return;
     }
-    if (this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
+    if (this.caughtUp && this.quiescing) this.notifyQuiet();
+    if (!this.writeBlocked && !this.halted && this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
   }
 
   private flush(): void {
     if (this.replies.length === 0 || this.closed) return;
-    if (this.socket.write(this.replies.flush())) return;
+    this.bytesOut += this.replies.length;
+    this.stirred = true;
+    if (this.socket.write(this.replies.flush()) || this.writeBlocked) return;
     this.writeBlocked = true;
     this.pauseInput();
-    this.socket.once('drain', () => {
-      this.writeBlocked = false;
-      this.kick();
-    });
+    this.socket.once('drain', this.onDrain);
   }
 
+  private readonly onDrain = (): void => {
+    this.writeBlocked = false;
+    this.stirred = true;
+    this.pump();
+  };
+
   /**
-   * Runs one request and writes its reply. Returns undefined when the service answered at once
-   * (the local table always does), else a promise that settles once the reply is written: a
-   * promise and an await per command cost the single node a third of its pipelined throughput.
+   * Runs one request. Returns true when its answer is known now (the local table always), false
+   * when it comes later; the reply is encoded at once when nothing before it is outstanding, else
+   * queued behind the outstanding ones. No promise or closure is made for an answer given at once.
    */
-  private execute(request: Request): Promise<void> | undefined {
+  private execute(request: Request): boolean {
     const { service, logger } = this.host;
     this.host.countCommand(request.command);
     logger.debug?.(`${this.peer} asks ${COMMAND_NAMES[request.command]} ${describe(request)}`);
     switch (request.command) {
       case Command.FindOwner:
-        return this.reply(service.findOwner(request.key, request.index), encodeOwnerReply);
+        return this.reply(request.command, service.findOwner(request.key, request.index), encodeOwnerReply);
       case Command.Request:
-        return this.reply(service.request(request, !this.host.draining), encodePositionReply);
+        return this.reply(request.command, service.request(request, !this.host.draining), encodePositionReply);
       case Command.FindLocation:
-        return this.reply(service.location(request.key, request.index, request.owner), encodePositionReply);
+        return this.reply(request.command, service.location(request.key, request.index, request.owner), encodePositionReply);
       case Command.Renew:
-        return this.reply(service.renew(request.key, request.index, request.owner), encodeSuccessReply);
+        return this.reply(request.command, service.renew(request.key, request.index, request.owner), encodeSuccessReply);
       case Command.Release:
         return this.reply(
+          request.command,
           request.index === ANY_INDEX
             ? service.releaseKey(request.key, request.owner)
             : service.release(request.key, request.index, request.owner),
           this.encodeRemoved,
         );
       case Command.ReleaseAll:
-        return this.reply(service.releaseAll(request.owner), this.encodeRemoved);
+        return this.reply(request.command, service.releaseAll(request.owner), this.encodeRemoved);
       case Command.List:
-        return this.reply(service.list(request.key, MAX_U16), encodeListReply);
-      case Command.Stats:
-        return this.reply(service.counts(), (out, counts) => encodeStatsReply(out, this.host.statsSnapshot(counts)));
+        return this.reply(request.command, service.list(request.key, MAX_U16), encodeListReply);
+      case Command.Stats: {
+        // The counters as of now (this request counted, later ones not); the lock gauges once known.
+        const stats = this.host.statsSnapshot(NO_LOCKS);
+        return this.reply(request.command, service.counts(), (out, locks) =>
+          encodeStatsReply(out, { ...stats, owners: locks.owners, contenders: locks.waiters }),
+        );
+      }
     }
   }
 
-  /** Encodes an answer now, or once it arrives when the service answered with a (native) promise. */
-  private reply<T>(answer: Answer<T>, encode: (out: BufferWriter, value: T) => void): Promise<void> | undefined {
-    if (!(answer instanceof Promise)) {
+  /** Encodes an answer given at once with nothing outstanding before it; otherwise queues its reply. */
+  private reply<T>(command: number, answer: Answer<T>, encode: Encode<T>): boolean {
+    const now = !(answer instanceof Promise);
+    if (now && this.outstanding === 0) {
       encode(this.replies, answer);
-      return undefined;
+      return true;
     }
-    return answer.then((value) => encode(this.replies, value));
+    const pending = new PendingReply(command, encode, this.host.commandObserver === undefined ? undefined : this.submittedAt);
+    this.pending.push(pending);
+    if (now) {
+      pending.state = ANSWERED;
+      pending.value = answer;
+    } else {
+      answer.then(
+        (value) => this.answered(pending, value),
+        (error: unknown) => this.rejected(pending, error),
+      );
+    }
+    return now;
+  }
+
+  private answered(pending: PendingReply, value: unknown): void {
+    if (this.finished) return;
+    pending.state = ANSWERED;
+    pending.value = value;
+    const observer = this.host.commandObserver;
+    if (observer !== undefined && pending.submittedAt !== undefined) {
+      observer.commandDone(pending.command, this.host.now() - pending.submittedAt);
+    }
+    this.deliverSoon(pending);
+  }
+
+  private rejected(pending: PendingReply, error: unknown): void {
+    if (this.finished) return;
+    pending.state = FAILED;
+    pending.error = error;
+    this.deliverSoon(pending);
+  }
+
+  /**
+   * A pump once the answers settling now have all settled: a batch that answers many requests at
+   * once becomes one write, not one per reply. Only the first reply in line can unblock any.
+   */
+  private deliverSoon(pending: PendingReply): void {
+    if (this.deliveryScheduled || pending !== this.pending[this.pendingHead]) return;
+    this.deliveryScheduled = true;
+    queueMicrotask(this.deliverNow);
+  }
+
+  private readonly deliverNow = (): void => {
+    this.deliveryScheduled = false;
+    this.pump();
+  };
+
+  /** Encodes the replies at the head of the line whose answers have come, in order. */
+  private deliver(): void {
+    while (this.pendingHead < this.pending.length && !this.writeBlocked) {
+      const next = this.pending[this.pendingHead]!;
+      if (next.state === WAITING) break;
+      if (this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
+        this.yieldTurn();
+        break;
+      }
+      if (next.state === ANSWERED) {
+        this.pending[this.pendingHead++] = undefined;
+        try {
+          next.encode(this.replies, next.value as never);
+        } catch (error) {
+          next.state = FAILED;
+          next.error = error;
+        }
+      }
+      if (next.state === FAILED) {
+        this.flush();
+        this.hangUpOn(next.error, next.command);
+        return;
+      }
+      if (this.replies.length >= FLUSH_THRESHOLD) this.flush();
+    }
+    if (this.pendingHead === this.pending.length) {
+      this.pending.length = 0;
+      this.pendingHead = 0;
+    } else if (this.pendingHead >= MAX_OUTSTANDING_ANSWERS) {
+      this.pending = this.pending.slice(this.pendingHead);
+      this.pendingHead = 0;
+    }
+  }
+
+  /**
+   * Bad input or a command that threw: hang up now if nothing is outstanding, else once the
+   * replies before it are written (a failed entry takes its place in line).
+   */
+  private fail(error: unknown): void {
+    this.halted = true;
+    this.pauseInput();
+    if (this.outstanding === 0) {
+      this.flush();
+      this.hangUpOn(error, NO_COMMAND);
+      return;
+    }
+    const failed = new PendingReply(NO_COMMAND, () => {}, undefined);
+    failed.state = FAILED;
+    failed.error = error;
+    this.pending.push(failed);
+  }
+
+  /** Logs why (naming the command whose answer failed, if any) and hangs up. */
+  private hangUpOn(error: unknown, command: number): void {
+    if (error instanceof UnknownCommandError) {
+      this.host.logger.debug?.(`${this.peer} sent ${error.message}; hanging up on them`);
+    } else {
+      const message = error instanceof Error ? error.message : String(error);
+      this.host.logger.event('connection-error', {
+        peer: this.peer,
+        command: COMMAND_NAMES[command],
+        error: message,
+      });
+    }
+    this.hangUp();
   }
 
   /** Releases (0x05, 0x06): the count, and a nudge to drain mode, which waits for an empty table. */
@@ -215,22 +450,54 @@ export class Connection {
     if (removed > 0) this.host.afterRemoval();
   };
 
+  /** No more input or output: later answers are dropped; a waiting quiesce() is released. */
+  private finish(): void {
+    this.finished = true;
+    this.pending = [];
+    this.pendingHead = 0;
+    this.notifyQuiet();
+  }
+
+  private notifyQuiet(): void {
+    const resolve = this.onQuiet;
+    this.onQuiet = undefined;
+    resolve?.();
+  }
+
+  /**
+   * Housekeeping's idle check: true once nothing has come in or gone out for `limitMs`, with no
+   * answer outstanding and no work of ours waiting. A client that stopped reading our replies
+   * counts as idle too (like Redis's `timeout`).
+   */
+  idleFor(limitMs: number, now: number): boolean {
+    if (this.stirred || this.running || this.yielding || this.outstanding > 0) {
+      this.stirred = false;
+      this.quietSince = now;
+      return false;
+    }
+    return now - this.quietSince >= limitMs;
+  }
+
   /** Closes at once after what has been answered so far (bad input, frame timeout). */
   hangUp(): void {
-    this.stopped = true;
+    this.finish();
     this.socket.destroySoon();
   }
 
-  /** Stops taking requests (shutdown); resolves when the batch under way has been answered. */
-  async quiesce(): Promise<void> {
-    this.stopped = true;
-    this.socket.pause();
-    await this.idle;
+  /**
+   * Stops taking input (shutdown); resolves once every request already received has been
+   * answered and its reply handed to the socket, or the connection has closed.
+   */
+  quiesce(): Promise<void> {
+    this.quiescing = true;
+    this.pauseInput();
+    if (this.finished || this.caughtUp) return Promise.resolve();
+    return new Promise((resolve) => (this.onQuiet = resolve));
   }
 
   /** Final close at shutdown: replies already written are delivered, then the socket ends. */
   end(): void {
-    this.stopped = true;
+    this.finish();
     this.socket.destroySoon();
   }
 }

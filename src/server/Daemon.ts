@@ -21,6 +21,8 @@ export interface DaemonConfig {
   readonly statFile: string;
   readonly maxConnections: number;
   readonly frameTimeoutSeconds: number;
+  /** Close connections with no traffic this long; 0 or absent = never. */
+  readonly idleTimeoutSeconds?: number;
   readonly maxLocks: number;
   /** Cluster mode (`--etcd`): the locks live in etcd, the lock file is only a backup. */
   readonly cluster?: ClusterConfig;
@@ -111,6 +113,7 @@ export class Daemon {
       allowList,
       maxConnections: config.maxConnections,
       frameTimeoutMs: config.frameTimeoutSeconds * 1000,
+      idleTimeoutMs: (config.idleTimeoutSeconds ?? 0) * 1000,
       clock,
       logger,
       onDrained: () => void daemon?.nobleDeath('drained', 0),

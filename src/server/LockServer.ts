@@ -5,13 +5,13 @@ import { GREETING_ACCEPTED, GREETING_REFUSED } from '../protocol/constants.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { AllowList } from './AllowList.js';
 import { Connection, type CommandObserver, type ConnectionHost } from './Connection.js';
-import type { Logger } from './Logger.js';
+import type { LogFields, Logger } from './Logger.js';
 import { EventThrottle } from './EventThrottle.js';
 import { ServerStats } from './ServerStats.js';
 
 const ACCEPTED = Buffer.from([GREETING_ACCEPTED]);
 const REFUSED = Buffer.from([GREETING_REFUSED]);
-/** How often frame timeouts and drain progress are checked. */
+/** How often frame timeouts, idle connections and drain progress are checked. */
 const HOUSEKEEPING_INTERVAL_MS = 250;
 /** Longest a shutdown waits for requests already being answered. */
 const QUIESCE_LIMIT_MS = 5_000;
@@ -24,6 +24,8 @@ export interface LockServerOptions {
   readonly maxConnections: number;
   /** An incomplete frame older than this closes its connection. */
   readonly frameTimeoutMs: number;
+  /** A connection with no traffic this long is closed; 0 or absent = never. */
+  readonly idleTimeoutMs?: number;
   readonly clock: Clock;
   readonly logger: Logger;
   /** Called once when drain mode finds the table empty. */
@@ -48,7 +50,8 @@ export class LockServer implements ConnectionHost {
   private checkingDrain = false;
   private drainReported: { readonly at: number; readonly counts: LockCounts } | undefined;
   private onAllClosed: (() => void) | undefined;
-  private readonly refusalLog: EventThrottle;
+  /** Caps the log lines of refusals, idle timeouts and connections lost before their greeting. */
+  private readonly eventLog: EventThrottle;
   /** Times each command when set (metrics); undefined keeps the command path free of timing. */
   commandObserver: CommandObserver | undefined;
 
@@ -57,7 +60,7 @@ export class LockServer implements ConnectionHost {
     this.logger = options.logger;
     this.allowList = options.allowList;
     this.stats = new ServerStats(options.clock);
-    this.refusalLog = new EventThrottle(options.clock);
+    this.eventLog = new EventThrottle(options.clock);
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.accept(socket));
     this.server.on('error', (error) => this.logger.event('server-error', { error: error.message }));
   }
@@ -89,9 +92,18 @@ export class LockServer implements ConnectionHost {
   }
 
   private accept(socket: Socket): void {
+    const peer = socket.remoteAddress;
+    if (peer === undefined) {
+      // Reset before we got to it: its address cannot be read, so the allowlist can neither admit
+      // nor refuse it. Not a refusal, not a connection; it is gone already.
+      socket.on('error', () => {});
+      socket.destroy();
+      this.logThrottled('connection-lost-before-greeting', 'lost-before-greeting', {});
+      this.logger.debug?.('someone knocked and ran off before we could see who it was');
+      return;
+    }
     socket.setNoDelay(true);
-    const peer = socket.remoteAddress ?? 'unknown';
-    if (!this.allowList.allows(socket.remoteAddress)) {
+    if (!this.allowList.allows(peer)) {
       this.stats.rejectedNotInHosts++;
       this.logRefusal(peer, 'not-in-hosts-file');
       this.logger.debug?.(`${peer} knocked, but is not on the guest list; showing them the door`);
@@ -113,16 +125,15 @@ export class LockServer implements ConnectionHost {
     this.logger.debug?.(`${peer} is in; ${this.connections.size} connection(s) now`);
   }
 
-  /** One log line per refusal, but a flood of refusals writes at most a few lines a second. */
   private logRefusal(peer: string, reason: 'not-in-hosts-file' | 'too-busy'): void {
-    const suppressed = this.refusalLog.admit(reason);
+    this.logThrottled('refused', reason, { peer, reason, active: reason === 'too-busy' ? this.connections.size : undefined });
+  }
+
+  /** One log line per event, but a flood of one kind writes at most a few lines a second. */
+  private logThrottled(event: string, kind: string, fields: LogFields): void {
+    const suppressed = this.eventLog.admit(kind);
     if (suppressed === undefined) return;
-    this.logger.event('refused', {
-      peer,
-      reason,
-      active: reason === 'too-busy' ? this.connections.size : undefined,
-      suppressed: suppressed > 0 ? suppressed : undefined,
-    });
+    this.logger.event(event, { ...fields, suppressed: suppressed > 0 ? suppressed : undefined });
   }
 
   private refuse(socket: Socket): void {
@@ -205,6 +216,15 @@ export class LockServer implements ConnectionHost {
 
   private housekeep(): void {
     const now = this.options.clock.now();
+    const idleLimit = this.options.idleTimeoutMs ?? 0;
+    if (idleLimit > 0) {
+      for (const connection of this.connections) {
+        if (!connection.idleFor(idleLimit, now)) continue;
+        this.logThrottled('idle-timeout', 'idle-timeout', { peer: connection.peer });
+        this.logger.debug?.(`${connection.peer} has said nothing for ${idleLimit / 1000} s; showing them out`);
+        connection.hangUp();
+      }
+    }
     for (const connection of this.partial) {
       if (connection.partialSince === undefined) {
         this.partial.delete(connection);

@@ -1,12 +1,16 @@
 import test, { type ExecutionContext } from 'ava';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { FakeClock } from '../../src/locks/Clock.js';
 import { LocalLockService, type Scheduler } from '../../src/locks/LocalLockService.js';
-import type { LockService } from '../../src/locks/LockService.js';
+import type { Answer, LockService } from '../../src/locks/LockService.js';
+import { Command } from '../../src/protocol/constants.js';
 import { AllowList } from '../../src/server/AllowList.js';
+import { MAX_OUTSTANDING_ANSWERS } from '../../src/server/Connection.js';
 import { LockServer } from '../../src/server/LockServer.js';
-import { silentLogger } from '../../src/server/Logger.js';
-import { RawClient } from '../helpers/rawClient.js';
-import { frames, req } from '../helpers/wire.js';
+import { silentLogger, type LogFields, type Logger } from '../../src/server/Logger.js';
+import { bounded } from '../helpers/bounded.js';
+import { CLIENT_WAIT_MS, RawClient } from '../helpers/rawClient.js';
+import { bytes, frames, hex, readReply, req } from '../helpers/wire.js';
 
 /** No sweeps: the test drives nothing by time. */
 const idleScheduler: Scheduler = { every: () => () => {}, soon: () => {} };
@@ -34,15 +38,19 @@ function later(local: LocalLockService): LockService {
   };
 }
 
-async function repliesFrom(t: ExecutionContext, service: LockService, batch: Buffer): Promise<Buffer> {
-  const clock = new FakeClock();
+/** A server on loopback around `service`, stopped when the test ends; and a greeted client of it. */
+async function serve(
+  t: ExecutionContext,
+  service: LockService,
+  { clock = new FakeClock(), logger = silentLogger }: { clock?: FakeClock; logger?: Logger } = {},
+): Promise<{ server: LockServer; client: RawClient }> {
   const server = new LockServer({
     service,
     allowList: AllowList.parse('127.0.0.1\n', 'test hosts'),
     maxConnections: 4,
     frameTimeoutMs: 10_000,
     clock,
-    logger: silentLogger,
+    logger,
   });
   const { port } = await server.listen(0, '127.0.0.1');
   t.teardown(async () => {
@@ -52,6 +60,11 @@ async function repliesFrom(t: ExecutionContext, service: LockService, batch: Buf
   });
   const client = await RawClient.connect(t, { port });
   t.deepEqual([...(await client.read(1))], [1], 'greeted');
+  return { server, client };
+}
+
+async function repliesFrom(t: ExecutionContext, service: LockService, batch: Buffer): Promise<Buffer> {
+  const { client } = await serve(t, service);
   client.sendAndEnd(batch);
   return client.readUntilClose();
 }
@@ -76,4 +89,173 @@ test('a service that answers later gets the same replies, in the same order, as 
   const deferred = await repliesFrom(t, later(new LocalLockService(new FakeClock(), idleScheduler)), batch);
   t.true(atOnce.length > 40, `a full set of replies (${atOnce.length} bytes)`);
   t.deepEqual(deferred.toString('hex'), atOnce.toString('hex'));
+});
+
+/** One command submitted to a GatedService: its answer is known, but handed over only when the test says. */
+interface Submission {
+  readonly command: string;
+  settled: boolean;
+  settle(): void;
+  fail(error: Error): void;
+}
+
+/**
+ * Answers each command with a promise the test settles (in any order, or never). The answer is
+ * worked out from the table at submission, as a replicated core applies commands in log order;
+ * only its delivery waits.
+ */
+class GatedService {
+  readonly submissions: Submission[] = [];
+  readonly service: LockService;
+  private waiters: Array<{ readonly count: number; readonly resolve: () => void }> = [];
+
+  constructor(readonly local = new LocalLockService(new FakeClock(), idleScheduler)) {
+    const gate =
+      <A extends unknown[], T>(command: string, run: (...args: A) => Answer<T>) =>
+      (...args: A): Promise<T> =>
+        new Promise<T>((resolve, reject) => {
+          const answer = run(...args);
+          const submission: Submission = {
+            command,
+            settled: false,
+            settle: () => {
+              submission.settled = true;
+              resolve(answer);
+            },
+            fail: (error) => {
+              submission.settled = true;
+              reject(error);
+            },
+          };
+          this.submissions.push(submission);
+          this.waiters = this.waiters.filter((w) => (this.submissions.length >= w.count ? (w.resolve(), false) : true));
+        });
+    this.service = {
+      findOwner: gate('find-owner', (key, index) => local.findOwner(key, index)),
+      request: gate('request', (r, allowCreate) => local.request(r, allowCreate)),
+      location: gate('location', (key, index, owner) => local.location(key, index, owner)),
+      renew: gate('renew', (key, index, owner) => local.renew(key, index, owner)),
+      release: gate('release', (key, index, owner) => local.release(key, index, owner)),
+      releaseKey: gate('release-key', (key, owner) => local.releaseKey(key, owner)),
+      releaseAll: gate('release-all', (owner) => local.releaseAll(owner)),
+      list: gate('list', (key, limit) => local.list(key, limit)),
+      counts: () => local.counts(),
+      snapshot: () => local.snapshot(),
+      restore: (saved) => local.restore(saved),
+      close: () => local.close(),
+    };
+  }
+
+  /** Resolves once `count` commands in all have been submitted (bounded). */
+  submitted(count: number): Promise<void> {
+    const reached = new Promise<void>((resolve) => {
+      if (this.submissions.length >= count) resolve();
+      else this.waiters.push({ count, resolve });
+    });
+    return bounded(reached, CLIENT_WAIT_MS, () => `${count} submissions (have ${this.submissions.length})`);
+  }
+}
+
+/** Events logged, by name and fields. */
+function recordingLogger(): { logger: Logger; events: Array<{ name: string; fields: LogFields }> } {
+  const events: Array<{ name: string; fields: LogFields }> = [];
+  return { logger: { event: (name, fields = {}) => events.push({ name, fields }), debug: undefined }, events };
+}
+
+const THREE_REQUESTS = frames(
+  req.request('k', '1', 'alice', { ttl: 30 }),
+  req.request('k', '1', 'bob', { ttl: 30 }),
+  req.request('k', '1', 'carol', { ttl: 30 }),
+);
+
+test('pipelined requests are all submitted before the first answer settles, then answered in order', async (t) => {
+  const gated = new GatedService();
+  const { client } = await serve(t, gated.service);
+  client.send(THREE_REQUESTS);
+  await gated.submitted(3);
+  t.deepEqual(
+    gated.submissions.map((s) => s.settled),
+    [false, false, false],
+    'requests 2 and 3 reached the service while answer 1 was outstanding',
+  );
+  for (const submission of gated.submissions) submission.settle();
+  t.is(hex(await client.read(6)), hex(bytes(0, 1, 0, 2, 0, 3)));
+});
+
+test('answers settling out of order still give replies in request order, each timed from submission to answer', async (t) => {
+  const gated = new GatedService();
+  const clock = new FakeClock();
+  const { server, client } = await serve(t, gated.service, { clock });
+  const timed: Array<[number, number]> = [];
+  server.commandObserver = { commandDone: (command, elapsedMs) => timed.push([command, elapsedMs]) };
+  client.send(frames(req.findOwner('k', '1'), req.request('k', '1', 'alice', { ttl: 30 }), req.list('k')));
+  await gated.submitted(3);
+  const [owner, request, list] = gated.submissions;
+  clock.advance(5);
+  list!.settle();
+  await nextTurn();
+  clock.advance(10);
+  request!.settle();
+  await nextTurn();
+  clock.advance(20);
+  owner!.settle();
+  t.is(hex(await client.read(1)), hex(bytes(0)), 'find owner: free when it was asked');
+  t.is(await readReply(client, Command.Request), 1);
+  t.like(await readReply(client, Command.List), [{ index: '1', owner: 'alice', isOwner: true }]);
+  t.deepEqual(
+    [...timed].sort((a, b) => a[0] - b[0]),
+    [
+      [Command.FindOwner, 35],
+      [Command.Request, 15],
+      [Command.List, 5],
+    ],
+  );
+});
+
+test('a rejected answer closes the connection after the replies before it, and is logged', async (t) => {
+  const gated = new GatedService();
+  const { logger, events } = recordingLogger();
+  const { client } = await serve(t, gated.service, { logger });
+  client.send(THREE_REQUESTS);
+  await gated.submitted(3);
+  const [first, second, third] = gated.submissions;
+  third!.settle();
+  second!.fail(new Error('commit timed out'));
+  first!.settle();
+  const received = await client.readUntilClose();
+  t.is(hex(received), hex(bytes(0, 1)), 'only the reply before the failed one');
+  t.like(events.find((e) => e.name === 'connection-error')?.fields, { command: 'request', error: 'commit timed out' });
+});
+
+test(`at most ${MAX_OUTSTANDING_ANSWERS} answers are outstanding per connection; each settled answer lets one more in`, async (t) => {
+  const gated = new GatedService();
+  const { client } = await serve(t, gated.service);
+  const sent = MAX_OUTSTANDING_ANSWERS + 500;
+  client.send(frames(...Array.from({ length: sent }, () => req.findOwner('k', '1'))));
+  await gated.submitted(MAX_OUTSTANDING_ANSWERS);
+  t.is(gated.submissions.length, MAX_OUTSTANDING_ANSWERS, 'no request beyond the limit was submitted');
+  gated.submissions[0]!.settle();
+  await gated.submitted(MAX_OUTSTANDING_ANSWERS + 1);
+  t.is(gated.submissions.length, MAX_OUTSTANDING_ANSWERS + 1, 'one answer out, one request in');
+  t.is(hex(await client.read(1)), '00');
+  for (let settled = 1; settled < sent; settled++) {
+    await gated.submitted(Math.min(sent, settled + MAX_OUTSTANDING_ANSWERS));
+    gated.submissions[settled]!.settle();
+  }
+  t.is((await client.read(sent - 1)).length, sent - 1, 'every request answered in the end');
+});
+
+test('shutdown waits for the answers to requests already received, and delivers them', async (t) => {
+  const gated = new GatedService();
+  const { server, client } = await serve(t, gated.service);
+  client.send(THREE_REQUESTS);
+  await gated.submitted(3);
+  let stopped = false;
+  const stopping = server.stopServing().then(() => (stopped = true));
+  await nextTurn();
+  t.false(stopped, 'still waiting for three answers');
+  for (const submission of gated.submissions) submission.settle();
+  await bounded(stopping, CLIENT_WAIT_MS, 'stopServing');
+  server.closeConnections();
+  t.is(hex(await client.readUntilClose()), hex(bytes(0, 1, 0, 2, 0, 3)));
 });

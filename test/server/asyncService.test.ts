@@ -140,6 +140,7 @@ class GatedService {
       releaseAll: gate('release-all', (owner) => local.releaseAll(owner)),
       list: gate('list', (key, limit) => local.list(key, limit)),
       counts: () => local.counts(),
+      drainCounts: () => local.drainCounts(),
       snapshot: () => local.snapshot(),
       restore: (saved) => local.restore(saved),
       close: () => local.close(),

@@ -37,6 +37,13 @@ export async function startClusterService(config: ClusterConfig, maxEntries: num
     // The incarnation only has to differ between a node's restarts: any random source will do.
     { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger },
   );
-  await service.start();
+  // The cluster's timers are unref'd and nothing listens yet: without this handle, a node waiting
+  // for its name or for etcd would find its event loop empty and exit 0 in silence.
+  const keepAlive = setInterval(() => {}, 60_000);
+  try {
+    await service.start();
+  } finally {
+    clearInterval(keepAlive);
+  }
   return service;
 }

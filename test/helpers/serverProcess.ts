@@ -161,7 +161,8 @@ function describeExit(exit: ProcessExit): string {
   return exit.signal !== null ? `signal ${exit.signal}` : `code ${exit.code}`;
 }
 
-function spawnLockserver(args: readonly string[], cwd: string): ChildProcess {
+/** Spawns the built CLI with these arguments (stderr piped for LoggedProcess). */
+export function spawnLockserver(args: readonly string[], cwd: string): ChildProcess {
   return spawn(process.execPath, [CLI_PATH, ...args], { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 

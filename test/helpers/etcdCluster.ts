@@ -1,0 +1,423 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, openSync, closeSync, statSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { ExecutionContext, Implementation, TestFn } from 'ava';
+import { bounded } from './bounded.js';
+import { LOOPBACK_HOSTS, ServerProcess, serverArgs, serverFiles, spawnLockserver } from './serverProcess.js';
+
+/** Longest a member, or the whole cluster, may take to report healthy. */
+export const ETCD_HEALTHY_MS = 30_000;
+/** Longest a lockserver node may take to log `event=ready` once etcd is healthy. */
+export const NODE_READY_MS = 30_000;
+const POLL_MS = 100;
+
+/** Where etcd-server comes from, for the skip note and the CI failure. */
+const INSTALL_HINT = 'install it with `apt-get install -y etcd-server` (Debian/Ubuntu) and run `npm test` again';
+
+/** Processes started by these helpers; killed if the worker ends without running teardowns. */
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+function track(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
+// Whether etcd can run here
+
+let etcdFound: boolean | undefined;
+
+export function etcdAvailable(): boolean {
+  etcdFound ??= spawnSync('etcd', ['--version'], { stdio: 'ignore' }).status === 0;
+  return etcdFound;
+}
+
+type EtcdImplementation = Implementation<[]>;
+
+/** `test`, or `test.serial`, for tests that need a real etcd. */
+export interface EtcdTestFn {
+  (title: string, implementation: EtcdImplementation): void;
+  serial(title: string, implementation: EtcdImplementation): void;
+}
+
+/**
+ * Wraps ava's `test` for tests that start real etcd members. With `etcd` on the PATH they run;
+ * without it they are skipped with a plain note saying how to install it (printed once per
+ * `npm test`), except under CI (CI=true), where each of them fails instead: CI must not pass
+ * with the cluster untested.
+ */
+export function needsEtcd(test: TestFn): EtcdTestFn {
+  if (etcdAvailable()) {
+    const run = ((title, implementation) => test(title, implementation)) as EtcdTestFn;
+    run.serial = (title, implementation) => test.serial(title, implementation);
+    return run;
+  }
+  if (process.env.CI === 'true') {
+    const fail = (title: string): void =>
+      test(title, (t) => t.fail(`etcd is not on the PATH and CI=true: the cluster tests cannot run; ${INSTALL_HINT}`));
+    const run = ((title: string) => fail(title)) as unknown as EtcdTestFn;
+    run.serial = (title) => fail(title);
+    return run;
+  }
+  printSkipNoteOnce();
+  const run = ((title, implementation) => test.skip(title, implementation)) as EtcdTestFn;
+  run.serial = (title, implementation) => test.serial.skip(title, implementation);
+  return run;
+}
+
+/**
+ * ava runs test files in worker threads of one process: a marker file named after that process
+ * lets the first file print the note and the others stay quiet.
+ */
+function printSkipNoteOnce(): void {
+  const marker = join(tmpdir(), `lockserver-etcd-skip-note-${process.pid}`);
+  try {
+    if (Date.now() - statSync(marker).mtimeMs < 3_600_000) return; // an earlier file printed it
+  } catch {
+    // no marker yet
+  }
+  try {
+    closeSync(openSync(marker, 'w'));
+  } catch {
+    // the note is printed anyway
+  }
+  console.log(`\n  Cluster tests SKIPPED: \`etcd\` is not on the PATH. To run them, ${INSTALL_HINT}.\n`);
+}
+
+// Ports
+
+/** `count` distinct free loopback ports (held together while chosen, then released). */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, () => {
+      const server = createServer();
+      return new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', () => resolve(server));
+      });
+    }),
+  );
+  const ports = servers.map((s) => (s.address() as AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  return ports;
+}
+
+// etcd members
+
+export interface EtcdMember {
+  readonly name: string;
+  readonly clientPort: number;
+  readonly peerPort: number;
+  readonly dataDir: string;
+  readonly logFile: string;
+  readonly clientUrl: string;
+  process: ChildProcess | undefined;
+  paused: boolean;
+}
+
+export interface EtcdClusterOptions {
+  /** Keep etcd's fsync (the full-restart durability test); --unsafe-no-fsync otherwise. */
+  readonly fsync?: boolean;
+  readonly members?: number;
+}
+
+interface MemberStatus {
+  readonly header: { readonly member_id: string };
+  readonly leader: string;
+}
+
+/**
+ * A real etcd cluster on loopback for one test: free ports, one data dir per member under a
+ * temp dir (removed at teardown), a unique cluster token. Members can be killed, paused,
+ * resumed and restarted; every member left is killed when the test ends, pass or fail. Each
+ * member's log is kept in its file and its tail is attached to a failing test.
+ */
+export class EtcdCluster {
+  private constructor(
+    private readonly t: ExecutionContext,
+    readonly dir: string,
+    readonly members: readonly EtcdMember[],
+    private readonly args: (member: EtcdMember) => string[],
+  ) {}
+
+  /** Starts the members and waits until all are healthy. */
+  static async start(t: ExecutionContext, options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+    const cluster = await EtcdCluster.create(t, options);
+    await cluster.launch();
+    return cluster;
+  }
+
+  /** Chooses ports and directories but starts no member yet (see launch()). */
+  static async create(t: ExecutionContext, options: EtcdClusterOptions = {}): Promise<EtcdCluster> {
+    const count = options.members ?? 3;
+    const dir = await mkdtemp(join(tmpdir(), 'lockserver-etcd-'));
+    const ports = await freePorts(count * 2);
+    const members: EtcdMember[] = Array.from({ length: count }, (_, i) => {
+      const clientPort = ports[2 * i]!;
+      return {
+        name: `m${i}`,
+        clientPort,
+        peerPort: ports[2 * i + 1]!,
+        dataDir: join(dir, `m${i}.etcd`),
+        logFile: join(dir, `m${i}.log`),
+        clientUrl: `http://127.0.0.1:${clientPort}`,
+        process: undefined,
+        paused: false,
+      };
+    });
+    const token = `lockserver-test-${randomBytes(6).toString('hex')}`;
+    const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
+    const args = (m: EtcdMember): string[] => [
+      '--name', m.name,
+      '--data-dir', m.dataDir,
+      '--listen-client-urls', m.clientUrl,
+      '--advertise-client-urls', m.clientUrl,
+      '--listen-peer-urls', `http://127.0.0.1:${m.peerPort}`,
+      '--initial-advertise-peer-urls', `http://127.0.0.1:${m.peerPort}`,
+      '--initial-cluster', initialCluster,
+      '--initial-cluster-token', token,
+      '--initial-cluster-state', 'new',
+      // Looser than the defaults (100/1000 ms): the test machine is small and shared.
+      '--heartbeat-interval', '200',
+      '--election-timeout', '2000',
+      '--logger', 'zap',
+      '--log-level', 'warn',
+      ...(options.fsync === true ? [] : ['--unsafe-no-fsync']),
+    ];
+    const cluster = new EtcdCluster(t, dir, members, args);
+    t.teardown(() => cluster.destroy());
+    return cluster;
+  }
+
+  /** Starts every member that is not running and waits until all are healthy. */
+  async launch(): Promise<void> {
+    for (const member of this.members) if (member.process === undefined) await this.spawn(member);
+    await this.waitHealthy();
+  }
+
+  /** Every member's client URL, comma-separated, as `--etcd` takes them. */
+  get endpoints(): string {
+    return this.members.map((m) => m.clientUrl).join(',');
+  }
+
+  private async spawn(member: EtcdMember): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    const log = createWriteStream(member.logFile, { flags: 'a' });
+    await new Promise((resolve) => log.once('open', resolve));
+    const child = track(spawn('etcd', this.args(member), { stdio: ['ignore', log, log] }));
+    child.once('exit', () => log.end());
+    member.process = child;
+    member.paused = false;
+  }
+
+  /** Resolves once every running member (or those given) reports healthy (bounded). */
+  async waitHealthy(which: readonly EtcdMember[] = this.members.filter((m) => m.process !== undefined), ms = ETCD_HEALTHY_MS): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (const member of which) {
+      for (;;) {
+        if (await healthy(member)) break;
+        if (member.process === undefined) throw new Error(`etcd member ${member.name} is not running`);
+        if (Date.now() >= deadline) throw new Error(`etcd member ${member.name} not healthy within ${ms} ms\n${await this.logTail(member)}`);
+        await delay(POLL_MS);
+      }
+    }
+  }
+
+  /** The member that leads the Raft group now (asked of the running, unpaused members; bounded). */
+  async leader(ms = ETCD_HEALTHY_MS): Promise<EtcdMember> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const live = this.members.filter((m) => m.process !== undefined && !m.paused);
+      const statuses = await Promise.all(live.map(async (m) => ({ member: m, status: await status(m) })));
+      const ids = new Map<string, EtcdMember>();
+      for (const { member, status: s } of statuses) if (s !== undefined) ids.set(s.header.member_id, member);
+      for (const { status: s } of statuses) {
+        const leader = s === undefined || s.leader === '0' ? undefined : ids.get(s.leader);
+        if (leader !== undefined) return leader;
+      }
+      if (Date.now() >= deadline) throw new Error(`no etcd leader among the running members within ${ms} ms`);
+      await delay(POLL_MS);
+    }
+  }
+
+  /** The running members other than `member`. */
+  others(member: EtcdMember): EtcdMember[] {
+    return this.members.filter((m) => m !== member && m.process !== undefined);
+  }
+
+  /** kill -9, awaited. */
+  async kill(member: EtcdMember): Promise<void> {
+    const child = member.process;
+    if (child === undefined) return;
+    member.process = undefined;
+    member.paused = false;
+    await killAndWait(child, 'SIGKILL');
+  }
+
+  /** SIGTERM, awaited (bounded): etcd stops cleanly. */
+  async stop(member: EtcdMember): Promise<void> {
+    const child = member.process;
+    if (child === undefined) return;
+    if (member.paused) this.resume(member);
+    member.process = undefined;
+    await killAndWait(child, 'SIGTERM');
+  }
+
+  pause(member: EtcdMember): void {
+    member.process?.kill('SIGSTOP');
+    member.paused = true;
+  }
+
+  resume(member: EtcdMember): void {
+    member.process?.kill('SIGCONT');
+    member.paused = false;
+  }
+
+  /** Starts a stopped or killed member again on its data dir, and waits until it is healthy. */
+  async restart(member: EtcdMember, wait = true): Promise<void> {
+    if (member.process !== undefined) throw new Error(`etcd member ${member.name} is still running`);
+    await this.spawn(member);
+    if (wait) await this.waitHealthy([member]);
+  }
+
+  async logTail(member: EtcdMember, lines = 15): Promise<string> {
+    const text = await readFile(member.logFile, 'utf8').catch(() => '');
+    return `--- etcd ${member.name} log (last ${lines} lines) ---\n${text.split('\n').slice(-lines - 1).join('\n')}`;
+  }
+
+  private async destroy(): Promise<void> {
+    const running = this.members.filter((m) => m.process !== undefined);
+    await Promise.all(running.map((m) => this.kill(m)));
+    if (!this.t.passed) for (const m of this.members) this.t.log(await this.logTail(m));
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function killAndWait(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill(signal);
+  if (signal === 'SIGTERM') child.kill('SIGCONT');
+  await bounded(exited, 10_000, `etcd pid ${child.pid} to exit on ${signal}`).catch(async () => {
+    child.kill('SIGKILL');
+    await exited;
+  });
+}
+
+async function post(member: EtcdMember, path: string, body: unknown, ms = 1_000): Promise<unknown> {
+  const response = await fetch(`${member.clientUrl}${path}`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(ms),
+  });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+async function healthy(member: EtcdMember): Promise<boolean> {
+  if (member.process === undefined) return false;
+  try {
+    const response = await fetch(`${member.clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
+    return response.ok && ((await response.json()) as { health?: string }).health === 'true';
+  } catch {
+    return false;
+  }
+}
+
+async function status(member: EtcdMember): Promise<MemberStatus | undefined> {
+  try {
+    return (await post(member, '/v3/maintenance/status', {})) as MemberStatus;
+  } catch {
+    return undefined;
+  }
+}
+
+// Lockserver nodes
+
+export interface NodeOptions {
+  /** --name; n1, n2, … by default. */
+  readonly name?: string;
+  /** Directory for the node's hosts, lock and stat files; a fresh one under the cluster's dir by default. */
+  readonly dir?: string;
+  /** Further CLI arguments (--commit-timeout, --candidate-priority, …). */
+  readonly args?: readonly string[];
+  /** Wait for `event=ready` (default) or return at once (a node that cannot become ready yet). */
+  readonly waitReady?: boolean;
+}
+
+/**
+ * The lockserver nodes of one cluster (a unique --cluster name per test) over an EtcdCluster.
+ * Each node has its own directory (hosts, lock and stat files) and its --name; restarting a
+ * node reuses both.
+ */
+export class LockCluster {
+  readonly name = `t${randomBytes(5).toString('hex')}`;
+  readonly nodes: ServerProcess[] = [];
+  private readonly names = new Map<ServerProcess, { name: string; args: readonly string[] }>();
+
+  constructor(
+    private readonly t: ExecutionContext,
+    readonly etcd: EtcdCluster,
+  ) {}
+
+  /** Starts `count` nodes n1…n<count> (in parallel) and waits for each to be ready. */
+  async startNodes(count: number, args: readonly string[] = []): Promise<ServerProcess[]> {
+    return Promise.all(Array.from({ length: count }, (_, i) => this.startNode({ name: `n${i + 1}`, args })));
+  }
+
+  async startNode(options: NodeOptions = {}): Promise<ServerProcess> {
+    const name = options.name ?? `n${this.nodes.length + 1}`;
+    const dir = options.dir ?? join(this.etcd.dir, `node-${name}-${this.nodes.length}`);
+    await mkdir(dir, { recursive: true });
+    const files = serverFiles(dir);
+    await writeFile(files.hostsFile, LOOPBACK_HOSTS);
+    const args = [...serverArgs(dir), '--etcd', this.etcd.endpoints, '--cluster', this.name, '--name', name, ...(options.args ?? [])];
+    const child = track(spawnLockserver(args, dir));
+    const node = new ServerProcess(child, this.t, dir, files.hostsFile, files.lockFile, files.statFile);
+    this.t.teardown(async () => {
+      await node.kill();
+      if (!this.t.passed) this.t.log(`--- node ${name} (pid ${child.pid}) ---\n${node.lines.slice(-30).join('\n')}`);
+    });
+    this.nodes.push(node);
+    this.names.set(node, { name, args: options.args ?? [] });
+    if (options.waitReady !== false) await this.ready(node);
+    return node;
+  }
+
+  /** Waits (bounded) for the node's `event=ready` and records its port. */
+  async ready(node: ServerProcess, ms = NODE_READY_MS): Promise<ServerProcess> {
+    const ready = await node.event('ready', () => true, ms);
+    node.port = Number(ready.fields.port);
+    if (!Number.isInteger(node.port) || node.port <= 0) throw new Error(`bad port in: ${ready.line}`);
+    return node;
+  }
+
+  /** The node's --name. */
+  nameOf(node: ServerProcess): string {
+    return this.names.get(node)!.name;
+  }
+
+  /** Starts a node again with the name, directory and arguments of one that ended. */
+  restart(node: ServerProcess, waitReady = true): Promise<ServerProcess> {
+    const { name, args } = this.names.get(node)!;
+    return this.startNode({ name, dir: node.dir, args, waitReady });
+  }
+}
+
+/** An etcd cluster and a lockserver cluster over it with `nodes` ready nodes. */
+export async function startCluster(
+  t: ExecutionContext,
+  { nodes = 3, args = [], fsync = false }: { nodes?: number; args?: readonly string[]; fsync?: boolean } = {},
+): Promise<{ etcd: EtcdCluster; cluster: LockCluster; nodes: ServerProcess[] }> {
+  const etcd = await EtcdCluster.start(t, { fsync });
+  const cluster = new LockCluster(t, etcd);
+  return { etcd, cluster, nodes: await cluster.startNodes(nodes, args) };
+}

@@ -1,7 +1,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'expiry', 'idle', 'redis', 'ceiling'] as const;
+export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** A load shape: how many connections, how many commands in flight on each. */
@@ -29,6 +29,9 @@ export interface BenchConfig {
   readonly heldLoads: readonly LoadShape[];
   readonly listEntries: number;
   readonly listCalls: number;
+  /** Fairness: entries under the listed key (200-byte owners) and list requests pipelined at once. */
+  readonly fairnessEntries: number;
+  readonly fairnessRequests: number;
   readonly expireCount: number;
   readonly idleConnections: number;
   readonly serverNodeFlags: readonly string[];
@@ -55,6 +58,8 @@ export const FULL_DEFAULTS = {
   held: [0, 100_000, 1_000_000],
   listEntries: 10_000,
   listCalls: 20,
+  fairnessEntries: 1_000,
+  fairnessRequests: 20_000,
   expireCount: 1_000_000,
   idleConnections: 10_000,
 };
@@ -70,6 +75,7 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   roundLimitMs: 20_000,
   held: [0, 100_000],
   listCalls: 5,
+  fairnessRequests: 2_000,
   expireCount: 100_000,
   idleConnections: 1_000,
 };

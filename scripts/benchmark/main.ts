@@ -23,6 +23,7 @@ import { runHeldLocks } from './scenarios/heldLocks.js';
 import { runIdleConnections } from './scenarios/idleConnections.js';
 import { runListKey } from './scenarios/listKey.js';
 import { runMatrix } from './scenarios/matrix.js';
+import { runPipelineFairness } from './scenarios/pipelineFairness.js';
 import { LockServerTarget } from './targets/LockServerTarget.js';
 import { NullServerTarget } from './targets/NullServerTarget.js';
 import { RedisTarget } from './targets/RedisTarget.js';
@@ -80,6 +81,7 @@ const program = new Command()
   .option('--held <list>', 'held-lock table sizes (default 0,100000,1000000; quick 0,100000)', list(count))
   .option('--held-load <shapes>', 'loads run at each table size, CONNECTIONSxDEPTH', list(loadShape), [loadShape('50x1'), loadShape('50x16')])
   .option('--list-entries <n>', 'entries under the listed key (default 10000)', positiveInteger)
+  .option('--fairness-requests <n>', 'list requests one client pipelines while another polls stats (default 20000, quick 2000)', positiveInteger)
   .option('--expire <n>', 'locks expiring in the same second (default 1000000, quick 100000)', positiveInteger)
   .option('--idle <n>', 'idle connections held open (default 10000, quick 1000)', positiveInteger)
   .option('--server-node-flags <flags>', 'extra node flags for our server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"', '')
@@ -106,6 +108,7 @@ interface CliOptions {
   held?: number[];
   heldLoad: LoadShape[];
   listEntries?: number;
+  fairnessRequests?: number;
   expire?: number;
   idle?: number;
   serverNodeFlags: string;
@@ -136,6 +139,8 @@ function configFrom(o: CliOptions): BenchConfig {
     heldLoads: o.heldLoad,
     listEntries: o.listEntries ?? d.listEntries,
     listCalls: d.listCalls,
+    fairnessEntries: d.fairnessEntries,
+    fairnessRequests: o.fairnessRequests ?? d.fairnessRequests,
     expireCount: o.expire ?? d.expireCount,
     idleConnections: o.idle ?? d.idleConnections,
     serverNodeFlags: o.serverNodeFlags.split(/\s+/).filter((f) => f !== ''),
@@ -196,6 +201,7 @@ async function main(): Promise<void> {
     ['contention', async () => void (results.contention = await runContention(ours, config, log))],
     ['held', async () => void (results.held = await runHeldLocks(ours, config, log))],
     ['list', async () => void (results.list = await runListKey(ours, config, log))],
+    ['fairness', async () => void (results.fairness = await runPipelineFairness(ours, config, log))],
     ['expiry', async () => void (results.expiry = await runExpiry(ours, config, log))],
     ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
   ];

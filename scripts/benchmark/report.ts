@@ -144,6 +144,13 @@ export function renderMarkdown(results: BenchResults): string {
       `List (0x07) of one key with ${num(l.entries)} entries (${num(l.indexes)} indexes): p50 ${num(l.ms.p50, 2)} ms, max ${num(l.ms.max, 2)} ms over ${l.calls} calls, reply ${num(l.replyBytes)} bytes.`,
     );
   }
+  if (results.fairness !== undefined) {
+    const f = results.fairness;
+    facts.push(
+      `Fairness: one connection pipelines ${num(f.listRequests)} lists of a ${num(f.entries)}-entry key (${num(f.listReplyBytes)} bytes each) in one write and reads at full speed (${num(f.heavyMs / 1000, 1)} s); ` +
+        `another sending stats every 10 ms waited p50 ${num(f.statsMs.p50, 2)} ms, p99 ${num(f.statsMs.p99, 2)} ms, worst ${num(f.statsMs.max, 2)} ms over ${num(f.statsCalls)} calls.`,
+    );
+  }
   if (results.expiry !== undefined) {
     const e = results.expiry;
     facts.push(
@@ -160,7 +167,7 @@ export function renderMarkdown(results: BenchResults): string {
     );
   }
   if (facts.length > 0) {
-    out.push('**Scale: list, mass expiry, idle connections**');
+    out.push('**Scale: list, fairness, mass expiry, idle connections**');
     out.push('');
     for (const f of facts) out.push(`- ${f}`);
     out.push('');

@@ -5,6 +5,7 @@ import type { HeldLocksRow } from './scenarios/heldLocks.js';
 import type { IdleResult } from './scenarios/idleConnections.js';
 import type { ListResult } from './scenarios/listKey.js';
 import type { RedisResult, ThroughputRow } from './scenarios/matrix.js';
+import type { PipelineFairnessResult } from './scenarios/pipelineFairness.js';
 
 export interface MachineInfo {
   readonly cpus: number;
@@ -37,6 +38,7 @@ export interface BenchResults {
   contention?: ContentionResult;
   held?: HeldLocksRow[];
   list?: ListResult;
+  fairness?: PipelineFairnessResult;
   expiry?: ExpiryResult;
   idle?: IdleResult;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { join, resolve } from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { systemClock } from '../locks/Clock.js';
 import { DEFAULT_MAX_ENTRIES } from '../locks/LockTable.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
@@ -59,6 +59,8 @@ const program = new Command()
   .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
+  // A tuning knob, kept out of --help: the leader snapshots after this many batches (default 10,000).
+  .addOption(new Option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches').argParser(integerIn(1, 1_000_000_000)).hideHelp())
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
@@ -84,13 +86,14 @@ interface CliOptions {
   etcdCert?: string;
   etcdKey?: string;
   etcdUser?: { username: string; password: string };
+  snapshotEvery?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
-    if (stray.length > 0) throw new StartupError('--name and the --etcd-* options need --etcd (cluster mode)');
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
+    if (stray.length > 0) throw new StartupError('--name, --snapshot-every and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
   }
   if ((options.etcdCert === undefined) !== (options.etcdKey === undefined)) {
@@ -119,6 +122,7 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
     nodeName: options.name ?? `${hostname()}:${options.port}`,
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
+    snapshotEveryBatches: options.snapshotEvery,
   };
 }
 

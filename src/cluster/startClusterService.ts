@@ -11,6 +11,8 @@ export interface ClusterConfig {
   readonly nodeName: string;
   readonly candidatePriority: number | undefined;
   readonly commitTimeoutSeconds: number;
+  /** The leader snapshots after this many batches (undefined: the default). */
+  readonly snapshotEveryBatches?: number;
 }
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
@@ -33,6 +35,7 @@ export async function startClusterService(config: ClusterConfig, maxEntries: num
       candidatePriority: config.candidatePriority,
       commitTimeoutMs: config.commitTimeoutSeconds * 1000,
       maxEntries,
+      snapshotEveryBatches: config.snapshotEveryBatches,
     },
     // The incarnation only has to differ between a node's restarts: any random source will do.
     { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger },

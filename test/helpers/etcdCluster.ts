@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ExecutionContext, Implementation, TestFn } from 'ava';
 import { bounded } from './bounded.js';
+import type { RawClient } from './rawClient.js';
 import { LOOPBACK_HOSTS, ServerProcess, serverArgs, serverFiles, spawnLockserver } from './serverProcess.js';
 
 /** Longest a member, or the whole cluster, may take to report healthy. */
@@ -420,4 +421,27 @@ export async function startCluster(
   const etcd = await EtcdCluster.start(t, { fsync });
   const cluster = new LockCluster(t, etcd);
   return { etcd, cluster, nodes: await cluster.startNodes(nodes, args) };
+}
+
+/**
+ * Runs `work` on a fresh connection to `node` until it succeeds, bounded: while etcd elects a
+ * leader or a member comes back, a node closes a connection whose command could not commit
+ * within --commit-timeout. Only that (a closed connection, a refused connect) is retried.
+ */
+export async function untilAnswered<T>(node: ServerProcess, work: (client: RawClient) => Promise<T>, ms = 60_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (let attempt = 1; ; attempt++) {
+    let client: RawClient | undefined;
+    try {
+      client = await node.accepted();
+      return await work(client);
+    } catch (error) {
+      const message = (error as Error).message;
+      const retriable = /closed|ECONNRESET|ECONNREFUSED|EPIPE|incomplete reply/.test(message);
+      if (!retriable || Date.now() >= deadline) throw new Error(`after ${attempt} attempt(s): ${message}`);
+      await delay(POLL_MS);
+    } finally {
+      client?.destroy();
+    }
+  }
 }

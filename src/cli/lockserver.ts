@@ -60,7 +60,7 @@ const program = new Command()
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
   // A tuning knob, kept out of --help: the leader snapshots after this many batches (default 10,000).
-  .addOption(new Option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches').argParser(integerIn(1, 1_000_000_000)).hideHelp())
+  .addOption(new Option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches (or 60 s with any change)').argParser(integerIn(1, 1_000_000_000)))
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 

@@ -64,6 +64,8 @@ export class ClusterLockService implements LockService {
   private closed = false;
   private ready = false;
   private reloading = false;
+  /** Where the watch resumes when history before it was compacted and held no batch of ours. */
+  private resumeFrom = 0;
   private dispatchScheduled = false;
   private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
 
@@ -185,7 +187,7 @@ export class ClusterLockService implements LockService {
   private follow(): void {
     if (this.closed) return;
     const generation = ++this.watchGeneration;
-    this.watch = this.deps.log.watch(this.state.position.revision + 1, {
+    this.watch = this.deps.log.watch(Math.max(this.state.position.revision + 1, this.resumeFrom), {
       onRecords: (records) => {
         if (generation === this.watchGeneration) this.onRecords(records);
       },
@@ -199,7 +201,7 @@ export class ClusterLockService implements LockService {
     this.watch?.close();
     this.watch = undefined;
     this.watchGeneration++;
-    this.deps.logger.event('log-watch-restart', { why, detail, from: this.state.position.revision + 1 });
+    this.deps.logger.event('log-watch-restart', { why, detail, from: Math.max(this.state.position.revision + 1, this.resumeFrom) });
     if (why === 'compacted') {
       void this.reloadThenFollow();
     } else {
@@ -207,14 +209,28 @@ export class ClusterLockService implements LockService {
     }
   }
 
+  /**
+   * The watch position was compacted away. A newer snapshot brings the replica past it. Without
+   * one: if the log has had no batch since ours (another cluster sharing the etcd compacted, or
+   * etcd's own auto-compaction), nothing was missed and the watch resumes from the store's
+   * current revision; otherwise the batches we lack are gone, and we wait for the leader's next
+   * snapshot rather than guess.
+   */
   private async reloadThenFollow(): Promise<void> {
     if (this.reloading) return;
     this.reloading = true;
     const before = this.state.position.version;
     try {
       await this.loadSnapshot();
-      // No newer snapshot yet (the leader compacts only after writing one): try again shortly.
-      if (this.state.position.version === before) await this.pause(RETRY_MS);
+      if (this.state.position.version === before) {
+        try {
+          const head = await this.deps.log.head(this.options.commitTimeoutMs);
+          if (head.version === this.state.position.version) this.resumeFrom = head.storeRevision + 1;
+          else await this.pause(RETRY_MS);
+        } catch {
+          await this.pause(RETRY_MS);
+        }
+      }
     } finally {
       this.reloading = false;
     }

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { Etcd3, type IOptions, type Lease, type Watcher } from 'etcd3';
 import type {
   Candidate,
+  LogHead,
   LogListener,
   LogPosition,
   LogRecord,
@@ -88,10 +89,13 @@ export class EtcdLog implements ReplicatedLog {
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
   }
 
-  async head(timeoutMs: number): Promise<LogPosition> {
+  async head(timeoutMs: number): Promise<LogHead> {
     const response = await within(timeoutMs, 'read barrier', this.client.kv.range({ key: this.logKey, keys_only: true }, deadline(timeoutMs)));
     const kv = response.kvs[0];
-    return kv === undefined ? { version: 0, revision: 0 } : { version: Number(kv.version), revision: Number(kv.mod_revision) };
+    const storeRevision = Number(response.header.revision);
+    return kv === undefined
+      ? { version: 0, revision: 0, storeRevision }
+      : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision };
   }
 
   watch(fromRevision: number, listener: LogListener): LogWatch {

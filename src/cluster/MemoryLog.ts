@@ -2,6 +2,7 @@ import type { Clock } from '../locks/Clock.js';
 import type { Random } from './random.js';
 import type {
   Candidate,
+  LogHead,
   LogListener,
   LogPosition,
   LogRecord,
@@ -488,8 +489,8 @@ export class MemoryStore {
   }
 
   /** @internal Linearizable read of the log key's version and mod revision. */
-  head(): LogPosition {
-    return this.logHead;
+  head(): LogHead {
+    return { ...this.logHead, storeRevision: this.revision };
   }
 
   /** @internal The name claim: one txn, "if the name key is absent, put it (and the candidate key) under a new lease". */
@@ -763,7 +764,7 @@ export class MemoryLog implements ReplicatedLog {
     });
   }
 
-  head(timeoutMs: number): Promise<LogPosition> {
+  head(timeoutMs: number): Promise<LogHead> {
     return this.call('head', timeoutMs, () => this.store.head());
   }
 

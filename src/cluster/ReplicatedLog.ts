@@ -17,6 +17,16 @@ export interface LogPosition {
   readonly revision: number;
 }
 
+/** The log's last batch, and the store's revision when it was read. */
+export interface LogHead extends LogPosition {
+  /**
+   * The store-wide revision at the read. When the log has had no batch since a follower's last
+   * one, nothing it could miss lies before this: a follower whose watch position was compacted
+   * away (another cluster's compaction on a shared etcd, or etcd's own) resumes from here.
+   */
+  readonly storeRevision: number;
+}
+
 /** One appended batch, as a follower receives it. */
 export interface LogRecord extends LogPosition {
   readonly value: Uint8Array;
@@ -74,7 +84,7 @@ export interface ReplicatedLog {
   /** Appends one batch; resolves with its position once a quorum committed it. */
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
   /** The last committed batch, read linearizably (a quorum confirms it): the read barrier. */
-  head(timeoutMs: number): Promise<LogPosition>;
+  head(timeoutMs: number): Promise<LogHead>;
   /** Delivers every batch from `fromRevision` on, in order, until closed or ended. */
   watch(fromRevision: number, listener: LogListener): LogWatch;
   /** The newest complete snapshot, or undefined when none was ever written. */

@@ -34,7 +34,7 @@ test('a connection reset before its greeting is logged as lost, not counted or l
 });
 
 test('--idle-timeout closes a connection with no traffic for that long, and not a busy one', async (t) => {
-  const server = await startServer(t, { hosts: '127.0.0.0/8\n', args: ['--idle-timeout', '1'] });
+  const server = await startServer(t, { hosts: '127.0.0.0/8\n', args: ['--idle-timeout', '2'] });
   const idleTimedOut = server.nextEvent('idle-timeout', (e) => e.fields.peer === '127.0.0.2');
   const idle = await server.accepted({ localAddress: '127.0.0.2' });
   await ask.findOwner(idle, 'k', '1');

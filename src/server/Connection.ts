@@ -471,12 +471,19 @@ export class Connection {
    * counts as idle too (like Redis's `timeout`).
    */
   idleFor(limitMs: number, now: number): boolean {
+    if (this.finished) return false;
     if (this.stirred || this.running || this.yielding || this.outstanding > 0) {
       this.stirred = false;
       this.quietSince = now;
       return false;
     }
     return now - this.quietSince >= limitMs;
+  }
+
+  /** Closes at once, dropping replies not yet taken by a client that stopped reading (idle timeout). */
+  drop(): void {
+    this.finish();
+    this.socket.destroy();
   }
 
   /** Closes at once after what has been answered so far (bad input, frame timeout). */

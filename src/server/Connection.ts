@@ -244,18 +244,9 @@ export class Connection {
     this.pump();
   };
 
-  /** After a pump: the frame timer, the end of a half-closed connection, reading again. */
+  /** After a pump: reading again, the end of a half-closed connection, the frame timer. */
   private settle(waitingForBytes: boolean, submitted: number): void {
     if (this.finished) return;
-    if (waitingForBytes && this.decoder.pendingBytes > 0) {
-      // An incomplete frame is waiting for the client's bytes: that, and only that, is timed.
-      if (submitted > 0 || this.partialSince === undefined) {
-        this.partialSince = this.host.now();
-        this.host.onPartialFrame(this);
-      }
-    } else {
-      this.partialSince = undefined;
-    }
     this.caughtUp = waitingForBytes && this.outstanding === 0 && !this.writeBlocked;
     if (this.caughtUp && this.peerEnded) {
       // Half-closed by the client: every reply has been written; now close our side too.
@@ -265,6 +256,16 @@ export class Connection {
     }
     if (this.caughtUp && this.quiescing) this.notifyQuiet();
     if (!this.writeBlocked && !this.halted && this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
+    if (waitingForBytes && this.decoder.pendingBytes > 0 && !this.inputPaused) {
+      // An incomplete frame waits for bytes we are reading: that, and only that, is timed. Not
+      // while replies back up (we are not reading then) nor while whole requests wait their turn.
+      if (submitted > 0 || this.partialSince === undefined) {
+        this.partialSince = this.host.now();
+        this.host.onPartialFrame(this);
+      }
+    } else {
+      this.partialSince = undefined;
+    }
   }
 
   private flush(): void {
@@ -470,12 +471,19 @@ export class Connection {
    * counts as idle too (like Redis's `timeout`).
    */
   idleFor(limitMs: number, now: number): boolean {
+    if (this.finished) return false;
     if (this.stirred || this.running || this.yielding || this.outstanding > 0) {
       this.stirred = false;
       this.quietSince = now;
       return false;
     }
     return now - this.quietSince >= limitMs;
+  }
+
+  /** Closes at once, dropping replies not yet taken by a client that stopped reading (idle timeout). */
+  drop(): void {
+    this.finish();
+    this.socket.destroy();
   }
 
   /** Closes at once after what has been answered so far (bad input, frame timeout). */

@@ -222,7 +222,7 @@ export class LockServer implements ConnectionHost {
         if (!connection.idleFor(idleLimit, now)) continue;
         this.logThrottled('idle-timeout', 'idle-timeout', { peer: connection.peer });
         this.logger.debug?.(`${connection.peer} has said nothing for ${idleLimit / 1000} s; showing them out`);
-        connection.hangUp();
+        connection.drop();
       }
     }
     for (const connection of this.partial) {

@@ -3,7 +3,7 @@ import { connect } from 'node:net';
 import { bounded } from '../helpers/bounded.js';
 import { CLIENT_WAIT_MS } from '../helpers/rawClient.js';
 import { startServer } from '../helpers/serverProcess.js';
-import { ask } from '../helpers/wire.js';
+import { ask, frames, pipeline, req } from '../helpers/wire.js';
 
 // Issue 8: defect 3 (a reset before the greeting is no refusal) and --idle-timeout.
 
@@ -34,7 +34,7 @@ test('a connection reset before its greeting is logged as lost, not counted or l
 });
 
 test('--idle-timeout closes a connection with no traffic for that long, and not a busy one', async (t) => {
-  const server = await startServer(t, { hosts: '127.0.0.0/8\n', args: ['--idle-timeout', '1'] });
+  const server = await startServer(t, { hosts: '127.0.0.0/8\n', args: ['--idle-timeout', '2'] });
   const idleTimedOut = server.nextEvent('idle-timeout', (e) => e.fields.peer === '127.0.0.2');
   const idle = await server.accepted({ localAddress: '127.0.0.2' });
   await ask.findOwner(idle, 'k', '1');
@@ -55,4 +55,20 @@ test('--idle-timeout closes a connection with no traffic for that long, and not 
     server.eventsNamed('idle-timeout').map((e) => e.fields.peer),
     ['127.0.0.2'],
   );
+});
+
+test('--idle-timeout also closes a client that stopped reading its replies, at once', async (t) => {
+  const server = await startServer(t, { args: ['--idle-timeout', '1'] });
+  const stalled = await server.accepted();
+  await pipeline(stalled, ...Array.from({ length: 40 }, (_, n) => req.request('K', '1', String(n).padStart(200, 'o'))));
+  stalled.socket.pause();
+  const timedOut = server.nextEvent('idle-timeout');
+  // ~17 MB of list replies: far more than the socket buffers hold while nobody reads them.
+  stalled.send(frames(...Array.from({ length: 2_000 }, () => req.list('K'))));
+  await timedOut;
+  const checker = await server.accepted();
+  t.like(await ask.stats(checker), { activeConnections: 1 }, 'closed at once, its unread replies dropped');
+  stalled.socket.resume();
+  await stalled.waitForClose();
+  t.is(server.eventsNamed('idle-timeout').length, 1);
 });

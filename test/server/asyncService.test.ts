@@ -42,7 +42,7 @@ function later(local: LocalLockService): LockService {
 async function serve(
   t: ExecutionContext,
   service: LockService,
-  { clock = new FakeClock(), logger = silentLogger }: { clock?: FakeClock; logger?: Logger } = {},
+  { clock = new FakeClock(), logger = silentLogger, onDrained }: { clock?: FakeClock; logger?: Logger; onDrained?: () => void } = {},
 ): Promise<{ server: LockServer; client: RawClient }> {
   const server = new LockServer({
     service,
@@ -51,6 +51,7 @@ async function serve(
     frameTimeoutMs: 10_000,
     clock,
     logger,
+    onDrained,
   });
   const { port } = await server.listen(0, '127.0.0.1');
   t.teardown(async () => {
@@ -259,4 +260,17 @@ test('shutdown waits for the answers to requests already received, and delivers 
   await bounded(stopping, CLIENT_WAIT_MS, 'stopServing');
   server.closeConnections();
   t.is(hex(await client.readUntilClose()), hex(bytes(0, 1, 0, 2, 0, 3)));
+});
+
+test('drain mode still learns of removals answered later, and stats counts itself', async (t) => {
+  let drained!: () => void;
+  const whenDrained = new Promise<void>((resolve) => (drained = resolve));
+  const { server, client } = await serve(t, later(new LocalLockService(new FakeClock(), idleScheduler)), { onDrained: () => drained() });
+  client.send(frames(req.request('k', '1', 'alice', { ttl: 30 })));
+  t.is(await readReply(client, Command.Request), 1);
+  server.startDrain();
+  client.send(frames(req.stats(), req.release('k', '1', 'alice')));
+  t.like(await readReply(client, Command.Stats), { statsRequests: 1, releases: 0, owners: 1 });
+  t.is(await readReply(client, Command.Release), 1);
+  await bounded(whenDrained, CLIENT_WAIT_MS, 'onDrained');
 });

@@ -156,12 +156,16 @@ async function main(): Promise<void> {
         maxLocks: options.maxLocks,
         cluster: await clusterConfig(options),
       },
-      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired },
+      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired, clusterObserver: metrics },
     );
     metrics?.attach(daemon);
     if (metrics !== undefined && daemon.service instanceof ClusterLockService) {
       const cluster = daemon.service;
-      metrics.setCluster({ role: () => (cluster.isLeader ? 'leader' : 'follower'), leaderChanges: () => cluster.leaderChanges });
+      metrics.setCluster({
+        role: () => (cluster.isLeader ? 'leader' : 'follower'),
+        leaderChanges: () => cluster.leaderChanges,
+        figures: () => cluster.figures(),
+      });
     }
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {

@@ -32,8 +32,31 @@ export interface ClusterDeps {
   readonly timers: Timers;
   readonly random: Random;
   readonly logger: Logger;
-  /** Told of every entry expiry the leader proposed (metrics). */
-  readonly onExpiryProposed?: (count: number) => void;
+  /** Told of each batch applied here (metrics): commit latency and size. */
+  readonly observer?: ClusterObserver;
+}
+
+/** What the metrics hear as it happens; everything else they read when scraped (ClusterFigures). */
+export interface ClusterObserver {
+  /** One of this node's batches came back applied, `ms` after it was sent, with `commands` commands. */
+  batchCommitted(ms: number, commands: number): void;
+  /** The leader proposed this many expiries. */
+  expiriesProposed?(count: number): void;
+}
+
+/** This node's standing in the cluster, read when metrics are scraped. */
+export interface ClusterFigures {
+  readonly ready: boolean;
+  /** Whether the last call to etcd succeeded. */
+  readonly etcdReachable: boolean;
+  /** The last batch applied here. */
+  readonly appliedVersion: number;
+  /** Batches etcd is known to hold that this node has not applied yet. */
+  readonly lagBatches: number;
+  /** Seconds since this node last wrote or loaded a snapshot; undefined if never. */
+  readonly snapshotAgeSeconds: number | undefined;
+  readonly snapshotBytes: number | undefined;
+  readonly expiriesProposed: number;
 }
 
 /** How often deadlines, leadership and round timeouts are looked at. */
@@ -68,6 +91,9 @@ export class ClusterLockService implements LockService {
   private resumeFrom = 0;
   private dispatchScheduled = false;
   private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
+  /** The highest log version etcd has told us of (appends, read barriers). */
+  private knownHead = 0;
+  private reachable = false;
 
   constructor(
     private readonly options: ClusterOptions,
@@ -99,6 +125,27 @@ export class ClusterLockService implements LockService {
     return this.ready;
   }
 
+  /** For metrics, read when scraped. */
+  figures(): ClusterFigures {
+    const applied = this.state.position.version;
+    const snapshotAt = this.leadership.lastSnapshotAt;
+    return {
+      ready: this.ready,
+      etcdReachable: this.reachable,
+      appliedVersion: applied,
+      lagBatches: Math.max(0, this.knownHead - applied),
+      snapshotAgeSeconds: snapshotAt === undefined ? undefined : (this.deps.clock.now() - snapshotAt) / 1000,
+      snapshotBytes: this.leadership.lastSnapshotBytes,
+      expiriesProposed: this.leadership.expiriesProposed,
+    };
+  }
+
+  /** Notes what a store call said of the store's reachability and of the log's head. */
+  private heard(ok: boolean, headVersion = 0): void {
+    this.reachable = ok;
+    if (headVersion > this.knownHead) this.knownHead = headVersion;
+  }
+
   /**
    * Joins the cluster: takes the node name, loads the newest snapshot, follows the log and
    * catches up with its head. Retries while the store is unreachable; resolves once this node
@@ -115,9 +162,11 @@ export class ClusterLockService implements LockService {
       if (this.closed) return;
       try {
         const head = await this.deps.log.head(this.options.commitTimeoutMs);
+        this.heard(true, head.version);
         await this.appliedThrough(head.version);
         break;
       } catch (error) {
+        this.heard(false);
         logger.event('cluster-catch-up-retry', { error: (error as Error).message });
         await this.pause(RETRY_MS);
       }
@@ -158,6 +207,7 @@ export class ClusterLockService implements LockService {
         if (snapshot !== undefined && snapshot.position.version > this.state.position.version) {
           const started = clock.now();
           this.replaceState(ReplicaState.decode(snapshot.bytes, clock));
+          this.leadership.snapshotLoaded(snapshot.bytes.length);
           logger.event('snapshot-loaded', {
             version: snapshot.position.version,
             entries: this.state.table.size,
@@ -242,6 +292,7 @@ export class ClusterLockService implements LockService {
   }
 
   private onRecords(records: readonly LogRecord[]): void {
+    this.heard(true, records[records.length - 1]?.version);
     for (const record of records) {
       if (record.version <= this.state.position.version) continue; // delivered again after a restart
       try {
@@ -276,6 +327,7 @@ export class ClusterLockService implements LockService {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {
       round.settle(results);
+      this.deps.observer?.batchCommitted(this.deps.clock.now() - round.sentAt, round.writes.length);
       this.finishRound(round);
     }
   }
@@ -344,6 +396,7 @@ export class ClusterLockService implements LockService {
     const round = this.queued.shift();
     if (round === undefined) return;
     this.inFlight = round;
+    round.sentAt = this.deps.clock.now();
     if (round.writes.length > 0) {
       round.seq = this.nextSeq++;
       const bytes = this.encoder.encode({
@@ -365,9 +418,11 @@ export class ClusterLockService implements LockService {
       const left = round.deadline - clock.now();
       if (left <= 0) break;
       try {
-        await log.append(bytes, left);
+        const position = await log.append(bytes, left);
+        this.heard(true, position.version);
         return; // answered when the watch brings the batch back
       } catch (error) {
+        this.heard(false);
         this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
         await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
       }
@@ -381,11 +436,13 @@ export class ClusterLockService implements LockService {
       if (left <= 0) return;
       try {
         const head = await log.head(left);
+        this.heard(true, head.version);
         if (this.inFlight !== round) return;
         round.barrier = head.version;
         this.answerReadBarrier();
         return;
       } catch (error) {
+        this.heard(false);
         this.deps.logger.debug?.(`read barrier failed: ${(error as Error).message}`);
         await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
       }

@@ -36,6 +36,8 @@ export class Round {
   seq = 0;
   /** Read-only rounds: the log version the barrier returned; answered once applied. */
   barrier: number | undefined;
+  /** Clock time the round was sent (its commit latency runs from here). */
+  sentAt = 0;
 
   constructor(
     /** When the first command arrived plus the commit timeout: the round fails after this. */

@@ -36,10 +36,13 @@ export class Leadership {
   private checking = false;
   private snapshotting = false;
   private lastSnapshotVersion = 0;
-  private lastSnapshotAt: number;
+  /** When this node last wrote or loaded a snapshot (its clock); undefined if never. */
+  lastSnapshotAt: number | undefined;
+  /** When the leader last considered the age rule (a node that never snapshotted counts from start). */
+  private snapshotClock: number;
   changes = 0;
   snapshotsWritten = 0;
-  lastSnapshotBytes = 0;
+  lastSnapshotBytes: number | undefined;
   expiriesProposed = 0;
 
   constructor(
@@ -47,7 +50,12 @@ export class Leadership {
     private readonly deps: ClusterDeps,
     private readonly host: LeadershipHost,
   ) {
-    this.lastSnapshotAt = deps.clock.now();
+    this.snapshotClock = deps.clock.now();
+  }
+
+  snapshotLoaded(bytes: number): void {
+    this.lastSnapshotAt = this.deps.clock.now();
+    this.lastSnapshotBytes = bytes;
   }
 
   get isLeader(): boolean {
@@ -149,7 +157,7 @@ export class Leadership {
     }
     if (proposed > 0) {
       this.expiriesProposed += proposed;
-      this.deps.onExpiryProposed?.(proposed);
+      this.deps.observer?.expiriesProposed?.(proposed);
     }
   }
 
@@ -158,7 +166,7 @@ export class Leadership {
     const state = this.host.state();
     const behind = state.position.version - this.lastSnapshotVersion;
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
-    if (behind <= 0 || (behind < every && now - this.lastSnapshotAt < SNAPSHOT_MAX_AGE_MS)) return;
+    if (behind <= 0 || (behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS)) return;
     this.snapshotting = true;
     void this.writeSnapshot(state).finally(() => {
       this.snapshotting = false;
@@ -170,12 +178,13 @@ export class Leadership {
     const started = clock.now();
     const position = state.position;
     const bytes = state.encode();
-    this.lastSnapshotAt = started;
+    this.snapshotClock = started;
     try {
       await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS);
       await log.compact(position.revision, STORE_CALL_TIMEOUT_MS);
       this.lastSnapshotVersion = Math.max(this.lastSnapshotVersion, position.version);
       this.snapshotsWritten++;
+      this.lastSnapshotAt = started;
       this.lastSnapshotBytes = bytes.length;
       logger.event('snapshot-written', {
         version: position.version,

@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
 import type { Clock } from '../locks/Clock.js';
 import type { Logger } from '../server/Logger.js';
-import { ClusterLockService } from './ClusterLockService.js';
+import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
 import { EtcdLog, type EtcdConnection } from './EtcdLog.js';
 import { realTimers } from './Timers.js';
 
@@ -22,7 +22,13 @@ export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
  * Joins the cluster through etcd and resolves once this node has caught up with the log, so the
  * lock port opens only then. While etcd is unreachable it keeps trying and says so in the log.
  */
-export async function startClusterService(config: ClusterConfig, maxEntries: number, clock: Clock, logger: Logger): Promise<ClusterLockService> {
+export async function startClusterService(
+  config: ClusterConfig,
+  maxEntries: number,
+  clock: Clock,
+  logger: Logger,
+  observer?: ClusterObserver,
+): Promise<ClusterLockService> {
   logger.event('cluster-starting', {
     etcd: config.etcd.endpoints.join(','),
     cluster: config.etcd.cluster,
@@ -38,7 +44,7 @@ export async function startClusterService(config: ClusterConfig, maxEntries: num
       snapshotEveryBatches: config.snapshotEveryBatches,
     },
     // The incarnation only has to differ between a node's restarts: any random source will do.
-    { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger },
+    { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
   );
   // The cluster's timers are unref'd and nothing listens yet: without this handle, a node waiting
   // for its name or for etcd would find its event loop empty and exit 0 in silence.

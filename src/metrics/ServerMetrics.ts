@@ -1,13 +1,15 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterLockService.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';
 import type { ServerStats } from '../server/ServerStats.js';
 
-/** What the cluster core will report; a single node is "standalone" and never changes leader. */
+/** What the cluster core reports; a single node is "standalone", never changes leader, has no figures. */
 export interface ClusterStatus {
   role(): string;
   leaderChanges(): number;
+  figures?(): ClusterFigures;
 }
 
 export const STANDALONE: ClusterStatus = { role: () => 'standalone', leaderChanges: () => 0 };
@@ -32,13 +34,15 @@ const REJECTION_REASONS = { 'not-in-hosts-file': 'rejectedNotInHosts', 'too-busy
  * figures, the lock gauges) is read when scraped, so serving costs nothing per command; only
  * the latency histograms and the expiry counter are fed as things happen, through narrow hooks.
  */
-export class ServerMetrics implements CommandObserver {
+export class ServerMetrics implements CommandObserver, ClusterObserver {
   readonly registry = new Registry();
   private source: MetricsSource | undefined;
   private cluster: ClusterStatus = STANDALONE;
   /** Latency histogram children by command byte, resolved once so an observation does no label lookup. */
   private readonly latency: Array<Histogram.Internal<'command'> | undefined> = [];
   private readonly expiries: Counter;
+  private readonly commitLatency: Histogram;
+  private readonly batchSize: Histogram;
 
   constructor() {
     const registers = [this.registry];
@@ -139,6 +143,31 @@ export class ServerMetrics implements CommandObserver {
     counter('lockserver_cluster_leader_changes_total', 'Times the cluster leader changed (always 0 for a single node)', () =>
       cluster().leaderChanges(),
     );
+    // Cluster mode only: a single node has no figures, so these gauges have no sample.
+    const figure = (pick: (f: ClusterFigures) => number | boolean | undefined): (() => number | undefined) => () => {
+      const figures = cluster().figures?.();
+      const value = figures === undefined ? undefined : pick(figures);
+      return typeof value === 'boolean' ? (value ? 1 : 0) : value;
+    };
+    gauge('lockserver_cluster_ready', 'Cluster mode: 1 once this node has caught up with the log and serves', figure((f) => f.ready));
+    gauge('lockserver_cluster_etcd_reachable', 'Cluster mode: 1 if the last call to etcd succeeded', figure((f) => f.etcdReachable));
+    gauge('lockserver_cluster_applied_version', 'Cluster mode: the last log batch applied here', figure((f) => f.appliedVersion));
+    gauge('lockserver_cluster_lag_batches', 'Cluster mode: batches etcd holds that this node has not applied yet', figure((f) => f.lagBatches));
+    gauge('lockserver_cluster_snapshot_age_seconds', 'Cluster mode: seconds since this node wrote or loaded a snapshot', figure((f) => f.snapshotAgeSeconds));
+    gauge('lockserver_cluster_snapshot_bytes', 'Cluster mode: size of the snapshot this node last wrote or loaded', figure((f) => f.snapshotBytes));
+    counter('lockserver_cluster_expiries_proposed_total', 'Cluster mode: expiry commands this node proposed as leader', figure((f) => f.expiriesProposed));
+    this.commitLatency = new Histogram({
+      name: 'lockserver_cluster_commit_duration_seconds',
+      help: 'Cluster mode: time from sending a batch to etcd to having applied it here',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers,
+    });
+    this.batchSize = new Histogram({
+      name: 'lockserver_cluster_batch_commands',
+      help: 'Cluster mode: commands per batch this node appended (group commit)',
+      buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096],
+      registers,
+    });
     collectDefaultMetrics({ register: this.registry });
   }
 
@@ -155,6 +184,11 @@ export class ServerMetrics implements CommandObserver {
 
   commandDone(command: number, elapsedMs: number): void {
     this.latency[command]?.observe(elapsedMs / MS_PER_SECOND);
+  }
+
+  batchCommitted(ms: number, commands: number): void {
+    this.commitLatency.observe(ms / MS_PER_SECOND);
+    this.batchSize.observe(commands);
   }
 
   /** Fed by the lock service's expiry sweep. */

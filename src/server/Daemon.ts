@@ -5,6 +5,7 @@ import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
 import type { LockService } from '../locks/LockService.js';
+import type { ClusterObserver } from '../cluster/ClusterLockService.js';
 import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
@@ -41,6 +42,8 @@ export interface DaemonDeps {
   readonly handleSignals?: boolean;
   /** Told how many entries each expiry sweep removed (metrics). */
   readonly onExpired?: (count: number) => void;
+  /** Cluster mode: told of each batch committed (metrics). */
+  readonly clusterObserver?: ClusterObserver;
 }
 
 /** Exit code after a fatal internal error (sysexits EX_SOFTWARE). */
@@ -104,7 +107,7 @@ export class Daemon {
     if (config.cluster === undefined) {
       ({ service, restored } = await startLocal(config, deps));
     } else {
-      service = await startClusterService(config.cluster, config.maxLocks, clock, logger);
+      service = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
     }
     let daemon: Daemon | undefined;

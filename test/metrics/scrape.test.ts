@@ -1,34 +1,8 @@
-import { request } from 'node:http';
 import test from 'ava';
-import { bounded } from '../helpers/bounded.js';
+import { get, sample } from '../helpers/metrics.js';
 import { connectClient } from '../helpers/lockClient.js';
 import { pollUntil } from '../helpers/poll.js';
 import { startServer, type ServerProcess } from '../helpers/serverProcess.js';
-
-interface Scrape {
-  readonly status: number;
-  readonly contentType: string;
-  readonly body: string;
-}
-
-function get(port: number, path: string, method = 'GET'): Promise<Scrape> {
-  const response = new Promise<Scrape>((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (text: string) => (body += text));
-      res.on('end', () => resolve({ status: res.statusCode!, contentType: String(res.headers['content-type']), body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-  return bounded(response, 10_000, `GET ${path}`);
-}
-
-/** The value of one sample line, e.g. `lockserver_commands_total{command="request"}`. */
-function sample(body: string, series: string): number | undefined {
-  const line = body.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
 
 async function startWithMetrics(t: Parameters<typeof startServer>[0]): Promise<{ server: ServerProcess; metricsPort: number }> {
   const server = await startServer(t, { args: ['--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });

@@ -1,0 +1,115 @@
+import { OrderedSet } from 'js-sdsl';
+import type { Clock } from '../locks/Clock.js';
+import type { Timers } from './Timers.js';
+
+interface Task {
+  readonly at: number;
+  /** Scheduling order: tasks due at the same time run first-scheduled first, as setTimeout's do. */
+  readonly seq: number;
+  readonly run: () => void;
+}
+
+/** Tasks waiting at most, by default: a simulation that schedules more is running away. */
+export const DEFAULT_MAX_TASKS = 1_000_000;
+
+/**
+ * Virtual time for the seeded simulation: both the Timers the cluster code waits on and the Clock
+ * it reads, so the two always agree. Time moves only when the simulation says so (`step`,
+ * `runUntil`, `advance`), jumping straight to the next due task: an hour of simulated leases
+ * costs what its events cost, and one seed replays the same run exactly.
+ *
+ * Promise continuations are not timers: after a task resolves a promise, the code awaiting it
+ * runs in a microtask. The async `advance`/`advanceTo` let those run (one `setImmediate` turn,
+ * which drains every microtask) after each task and before the next, so the cluster code sees
+ * the same interleaving on every run. `setImmediate` is used only for that, never to measure time.
+ */
+export class VirtualTimers implements Timers, Clock {
+  private time: number;
+  private seq = 0;
+  private readonly tasks = new OrderedSet<Task>([], (a, b) => a.at - b.at || a.seq - b.seq);
+
+  constructor(
+    start = 0,
+    private readonly maxTasks = DEFAULT_MAX_TASKS,
+  ) {
+    this.time = start;
+  }
+
+  now(): number {
+    return this.time;
+  }
+
+  /** Tasks scheduled and not yet run or cancelled. */
+  get pending(): number {
+    return this.tasks.size();
+  }
+
+  /** When the next task is due, if any. */
+  nextAt(): number | undefined {
+    return this.tasks.front()?.at;
+  }
+
+  after(ms: number, task: () => void): () => void {
+    if (this.tasks.size() >= this.maxTasks) throw new RangeError(`more than ${this.maxTasks} virtual timers pending`);
+    // As setTimeout: a negative or NaN delay means "as soon as possible".
+    const entry: Task = { at: this.time + (ms > 0 ? ms : 0), seq: this.seq++, run: task };
+    this.tasks.insert(entry);
+    return () => {
+      this.tasks.eraseElementByKey(entry);
+    };
+  }
+
+  /** Runs the earliest task, moving time to when it was due. False when nothing is scheduled. */
+  step(): boolean {
+    const next = this.tasks.front();
+    if (next === undefined) return false;
+    this.tasks.eraseElementByKey(next);
+    if (next.at > this.time) this.time = next.at;
+    next.run();
+    return true;
+  }
+
+  /**
+   * Runs every task due at or before `until` (including those they schedule), in order, then sets
+   * the time to `until`. Synchronous: promise continuations run only after it returns. At most
+   * `maxSteps` tasks, so a task that keeps rescheduling itself at once cannot hang the test.
+   */
+  runUntil(until: number, maxSteps = this.maxTasks): number {
+    let steps = 0;
+    for (;;) {
+      const next = this.tasks.front();
+      if (next === undefined || next.at > until) break;
+      if (steps >= maxSteps) throw new RangeError(`more than ${maxSteps} tasks before t=${until}`);
+      this.step();
+      steps++;
+    }
+    if (until > this.time) this.time = until;
+    return steps;
+  }
+
+  /** Lets every pending promise continuation run (one macrotask turn; no time passes). */
+  async settle(): Promise<void> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+
+  /** As runUntil, but settles promise continuations before the first task and after each one. */
+  async advanceTo(until: number, maxSteps = this.maxTasks): Promise<number> {
+    await this.settle();
+    let steps = 0;
+    for (;;) {
+      const next = this.tasks.front();
+      if (next === undefined || next.at > until) break;
+      if (steps >= maxSteps) throw new RangeError(`more than ${maxSteps} tasks before t=${until}`);
+      this.step();
+      steps++;
+      await this.settle();
+    }
+    if (until > this.time) this.time = until;
+    return steps;
+  }
+
+  /** advanceTo(now + ms). */
+  advance(ms: number, maxSteps = this.maxTasks): Promise<number> {
+    return this.advanceTo(this.time + ms, maxSteps);
+  }
+}

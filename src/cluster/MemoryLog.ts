@@ -1,0 +1,887 @@
+import type { Clock } from '../locks/Clock.js';
+import type { Random } from './random.js';
+import type {
+  Candidate,
+  LogListener,
+  LogPosition,
+  LogRecord,
+  LogWatch,
+  MemberSession,
+  NameClaim,
+  ReplicatedLog,
+  StoredSnapshot,
+  WatchEnd,
+} from './ReplicatedLog.js';
+import type { Timers } from './Timers.js';
+
+/**
+ * ReplicatedLog in memory, with etcd's semantics and faults, for the seeded simulation of several
+ * cluster nodes in one process (see /work/shared/design/cluster-on-etcd.md).
+ *
+ * `MemoryStore` is the whole etcd cluster: one store revision raised by every write, keys with
+ * version / create_revision / mod_revision, the log key's history (kept until compacted), leases
+ * that expire on the injected clock unless kept alive, snapshot chunks and their pointer.
+ * `MemoryLog` is one node's client of it. Every call travels: it reaches the store after a
+ * latency, is executed there at once (the store is one atomic step, as a Raft commit is), and its
+ * answer travels back after another latency. Everything asynchronous goes through the injected
+ * Timers and every latency or fault is drawn from the injected Random, in an order fixed by the
+ * program: the same seed replays the same run (compare `store.trace`).
+ *
+ * Faults (all off by default):
+ * - `setQuorum(false)`: calls reach no leader; they neither succeed nor fail until their timeout,
+ *   then reject ('timeout'); one still waiting when quorum returns is executed then. Watches
+ *   deliver nothing. Leases are not renewed and do not expire either: nobody leads to expire them.
+ *   When quorum returns every lease gets its full TTL afresh, as etcd's new leader does
+ *   (lessor.Promote), so a live client's keep-alives catch up.
+ * - `client.setPartitioned(true)`: the same, for one client only, while the rest of the cluster
+ *   carries on: its leases do expire (it cannot keep them alive), and it notices that itself once
+ *   a TTL has passed without an answer to a keep-alive (its session is lost).
+ * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
+ *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
+ * - `faults.appendRejected`: an append is refused and does not commit.
+ * - `faults.watchBreak`: per delivery, the watch ends 'broken' instead of delivering.
+ * - `faults.watchSilentGap`: per delivery, the first record is skipped silently (etcd3 trap 1);
+ *   only the listener's version check can notice.
+ * - `faults.watchRepeat`: per delivery, the last record already delivered is delivered again.
+ * - `latencyMs`, `client.extraDelayMs`: delays, per hop.
+ * - `client.crash()` (= close): every pending call rejects ('closed'), its watches stop silently,
+ *   its leases are no longer kept alive and expire after their TTL. A request already on its way
+ *   still reaches the store and may commit, as a put sent just before a crash does.
+ * Watches end 'compacted' when a record they still have to deliver was compacted away, and at once
+ * when created at a revision below the compacted one (etcd cancels such a watcher). etcd spares a
+ * caught-up watcher whose events are already queued in its stream; ours ends in that case too,
+ * which only exercises the listener's reload path more.
+ */
+
+/** Why a store call failed. Cluster code must not rely on the kind: EtcdLog has other errors. */
+export type MemoryLogErrorKind =
+  | 'timeout'
+  | 'unknown-outcome'
+  | 'rejected'
+  | 'closed'
+  | 'compacted'
+  | 'future-revision'
+  | 'too-large'
+  | 'no-space'
+  | 'busy';
+
+export class MemoryLogError extends Error {
+  override name = 'MemoryLogError';
+
+  constructor(
+    readonly kind: MemoryLogErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Probabilities (0–1) of the faults the simulation can switch on; see the file comment. */
+export interface MemoryFaults {
+  appendUnknownOutcome: number;
+  appendRejected: number;
+  watchBreak: number;
+  watchSilentGap: number;
+  watchRepeat: number;
+}
+
+export interface MemoryStoreOptions {
+  readonly timers: Timers;
+  /** Must show the same time as `timers` (a VirtualTimers is both). Leases are measured on it. */
+  readonly clock: Clock;
+  readonly random: Random;
+  /** One hop's latency, drawn uniformly from [min, max] ms. Default [0.5, 3]. */
+  readonly latencyMs?: readonly [number, number];
+  /** etcd's --max-request-bytes: a bigger append or chunk is refused ('too-large'). */
+  readonly maxRequestBytes?: number;
+  /** etcd's backend quota: puts are refused ('no-space') while values held would exceed it. */
+  readonly quotaBytes?: number;
+  /** Snapshot chunk size (a put each). */
+  readonly snapshotChunkBytes?: number;
+  /** Most records in one onRecords call. */
+  readonly maxRecordsPerDelivery?: number;
+  /** Calls in flight per client; more reject at once ('busy'). */
+  readonly maxPendingCalls?: number;
+  /** Watches open per client; more is a listener leak (watch() throws). */
+  readonly maxWatches?: number;
+  /** Leases alive in the store; more claims are refused ('no-space'). */
+  readonly maxLeases?: number;
+  /** Trace lines kept (the oldest half goes when full). */
+  readonly traceLimit?: number;
+  /** Bound of MemberSession.release(), which takes no timeout of its own. */
+  readonly releaseTimeoutMs?: number;
+}
+
+/** The key holding the log: each append is one put of it. */
+export const LOG_KEY = 'log';
+const NAME_PREFIX = 'names/';
+const CANDIDATE_PREFIX = 'candidates/';
+const SNAPSHOT_POINTER = 'snap/pointer';
+/** Chunk keys: `snap/chunk/<version>/<save id>/<index>`. */
+const CHUNK_PREFIX = 'snap/chunk/';
+
+export interface KeyInfo {
+  readonly key: string;
+  readonly value: Uint8Array;
+  /** Puts since the key was created (1 for the first). */
+  readonly version: number;
+  readonly createRevision: number;
+  readonly modRevision: number;
+  /** The lease holding the key, 0 for none. */
+  readonly lease: number;
+}
+
+interface Lease {
+  readonly id: number;
+  readonly ttlMs: number;
+  expiresAt: number;
+  readonly keys: Set<string>;
+  cancelCheck: (() => void) | undefined;
+}
+
+interface SnapshotPointer {
+  readonly version: number;
+  readonly revision: number;
+  readonly id: string;
+  readonly chunks: number;
+}
+
+/** A call of a client, from its start to its answer or its timeout. */
+interface PendingCall {
+  settled: boolean;
+  fail(error: Error): void;
+}
+
+/** A request that reached no leader; sent again when quorum (or the client's link) returns. */
+interface Parked {
+  readonly client: MemoryLog;
+  readonly call: PendingCall;
+  readonly arrive: () => void;
+}
+
+type Mutation = { readonly key: string; readonly value: Uint8Array; readonly lease?: number } | { readonly key: string; readonly delete: true };
+
+export class MemoryStore {
+  readonly timers: Timers;
+  readonly clock: Clock;
+  readonly random: Random;
+  latencyMs: readonly [number, number];
+  readonly faults: MemoryFaults = { appendUnknownOutcome: 0, appendRejected: 0, watchBreak: 0, watchSilentGap: 0, watchRepeat: 0 };
+  readonly maxRequestBytes: number;
+  readonly quotaBytes: number;
+  readonly snapshotChunkBytes: number;
+  readonly maxRecordsPerDelivery: number;
+  readonly maxPendingCalls: number;
+  readonly maxWatches: number;
+  readonly maxLeases: number;
+  readonly releaseTimeoutMs: number;
+  private readonly traceLimit: number;
+
+  /** The store revision: 1 for an empty store, +1 per write (a txn is one write), as etcd counts. */
+  private rev = 1;
+  private compacted = 0;
+  private quorum = true;
+  private readonly kv = new Map<string, KeyInfo>();
+  /** The log key's puts since the compacted revision, in revision order. */
+  private history: LogRecord[] = [];
+  /** Bytes of every value held (keys and history), against the quota. */
+  private bytes = 0;
+  private readonly leases = new Map<number, Lease>();
+  private nextLeaseId = 1;
+  private nextClientId = 1;
+  /** @internal Every open watch of every client, in creation order. */
+  readonly watches = new Set<MemoryWatch>();
+  private parked: Parked[] = [];
+  private readonly lines: string[] = [];
+
+  constructor(options: MemoryStoreOptions) {
+    this.timers = options.timers;
+    this.clock = options.clock;
+    this.random = options.random;
+    this.latencyMs = options.latencyMs ?? [0.5, 3];
+    this.maxRequestBytes = options.maxRequestBytes ?? 1_572_864;
+    this.quotaBytes = options.quotaBytes ?? 64 * 1024 * 1024;
+    this.snapshotChunkBytes = options.snapshotChunkBytes ?? 1024 * 1024;
+    this.maxRecordsPerDelivery = options.maxRecordsPerDelivery ?? 64;
+    this.maxPendingCalls = options.maxPendingCalls ?? 10_000;
+    this.maxWatches = options.maxWatches ?? 64;
+    this.maxLeases = options.maxLeases ?? 10_000;
+    this.traceLimit = options.traceLimit ?? 10_000;
+    this.releaseTimeoutMs = options.releaseTimeoutMs ?? 5_000;
+  }
+
+  /** A new client (one per simulated node process). `label` names it in traces and as a name's holder. */
+  client(label: string): MemoryLog {
+    return new MemoryLog(this, label, this.nextClientId++);
+  }
+
+  // ---- inspection, for tests ----
+
+  get revision(): number {
+    return this.rev;
+  }
+
+  get compactedRevision(): number {
+    return this.compacted;
+  }
+
+  get hasQuorum(): boolean {
+    return this.quorum;
+  }
+
+  /** The log's last batch (version 0 when empty). */
+  get logHead(): LogPosition {
+    const kv = this.kv.get(LOG_KEY);
+    return { version: kv?.version ?? 0, revision: kv?.modRevision ?? 0 };
+  }
+
+  /** Log records still in history (not compacted), oldest first. */
+  get logHistory(): readonly LogRecord[] {
+    return this.history;
+  }
+
+  get liveLeases(): number {
+    return this.leases.size;
+  }
+
+  /** Keys under `prefix`, sorted as etcd ranges them. */
+  keys(prefix = ''): KeyInfo[] {
+    return [...this.kv.values()].filter((k) => k.key.startsWith(prefix)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** What happened, one line per event, with the virtual time: equal traces mean equal runs. */
+  get trace(): readonly string[] {
+    return this.lines;
+  }
+
+  // ---- faults ----
+
+  /** Loses (false) or restores (true) the quorum; see the file comment. */
+  setQuorum(on: boolean): void {
+    if (on === this.quorum) return;
+    this.quorum = on;
+    this.note(on ? 'quorum restored' : 'quorum lost');
+    if (!on) return;
+    const now = this.clock.now();
+    for (const lease of this.leases.values()) {
+      lease.expiresAt = now + lease.ttlMs;
+      this.armLease(lease);
+    }
+    this.kick();
+  }
+
+  // ---- the machinery the clients use (@internal) ----
+
+  /** @internal */
+  note(line: string): void {
+    if (this.lines.length >= this.traceLimit) this.lines.splice(0, this.lines.length >> 1);
+    this.lines.push(`${this.clock.now().toFixed(3)} ${line}`);
+  }
+
+  /** @internal A draw that happens only when the fault is on, so a fault left off changes no run. */
+  chance(probability: number): boolean {
+    return probability > 0 && this.random() < probability;
+  }
+
+  /** @internal One hop's delay for `client`. */
+  latency(client: MemoryLog): number {
+    const [min, max] = this.latencyMs;
+    return min + this.random() * (max - min) + client.extraDelayMs;
+  }
+
+  /** @internal Whether `client` reaches a leader now. */
+  reachable(client: MemoryLog): boolean {
+    return this.quorum && !client.partitioned;
+  }
+
+  /**
+   * @internal A request of `client` travels to the store; `arrive` executes it there. One that finds
+   * no leader waits (parked) until one is reachable again, or until its caller gave up.
+   */
+  send(client: MemoryLog, call: PendingCall, arrive: () => void): void {
+    this.timers.after(this.latency(client), () => {
+      if (this.reachable(client)) arrive();
+      else if (!call.settled) this.parked.push({ client, call, arrive });
+    });
+  }
+
+  /** @internal An answer travels back; a client cut off meanwhile never gets it (its call times out). */
+  reply(client: MemoryLog, deliver: () => void): void {
+    this.timers.after(this.latency(client), () => {
+      if (!client.partitioned) deliver();
+    });
+  }
+
+  /** @internal Resends parked requests and resumes watches, after quorum or a client's link returned. */
+  kick(): void {
+    const parked = this.parked;
+    this.parked = [];
+    for (const p of parked) {
+      if (p.call.settled) continue;
+      if (this.reachable(p.client)) this.send(p.client, p.call, p.arrive);
+      else this.parked.push(p);
+    }
+    for (const w of this.watches) this.schedulePump(w);
+  }
+
+  /**
+   * Applies mutations as one write (one etcd txn): one new revision shared by all of them, or none
+   * when nothing changes (deleting absent keys). Returns the revision of the write.
+   */
+  private write(mutations: readonly Mutation[]): number {
+    let grow = 0;
+    for (const m of mutations) {
+      if (!('value' in m)) continue;
+      grow += m.value.length - (this.kv.get(m.key)?.value.length ?? 0);
+      if (m.key === LOG_KEY) grow += m.value.length; // its history keeps a copy too
+    }
+    if (grow > 0 && this.bytes + grow > this.quotaBytes) {
+      throw new MemoryLogError('no-space', `etcdserver: mvcc: database space exceeded (${this.bytes} + ${grow} > ${this.quotaBytes})`);
+    }
+    if (!mutations.some((m) => 'value' in m || this.kv.has(m.key))) return this.rev;
+    const revision = ++this.rev;
+    let logWritten = false;
+    for (const m of mutations) {
+      const old = this.kv.get(m.key);
+      if (old !== undefined) {
+        this.bytes -= old.value.length;
+        if (old.lease !== 0) this.leases.get(old.lease)?.keys.delete(m.key);
+      }
+      if (!('value' in m)) {
+        this.kv.delete(m.key);
+        continue;
+      }
+      const lease = m.lease ?? 0;
+      const info: KeyInfo = {
+        key: m.key,
+        value: m.value,
+        version: (old?.version ?? 0) + 1,
+        createRevision: old?.createRevision ?? revision,
+        modRevision: revision,
+        lease,
+      };
+      this.kv.set(m.key, info);
+      this.bytes += m.value.length;
+      if (lease !== 0) this.leases.get(lease)!.keys.add(m.key);
+      if (m.key === LOG_KEY) {
+        this.history.push({ version: info.version, revision, value: m.value });
+        this.bytes += m.value.length;
+        logWritten = true;
+      }
+    }
+    for (const w of this.watches) {
+      if (!this.caughtUp(w)) {
+        if (logWritten) this.schedulePump(w);
+      } else if (w.cursor <= revision) {
+        // A watch with nothing left to deliver follows the store revision, as etcd's synced
+        // watchers do: a compaction it has nothing to lose to does not end it.
+        w.cursor = revision + 1;
+      }
+    }
+    return revision;
+  }
+
+  /** @internal The put of one batch. */
+  appendLog(value: Uint8Array): LogPosition {
+    if (value.length > this.maxRequestBytes) {
+      throw new MemoryLogError('too-large', `etcdserver: request is too large (${value.length} bytes)`);
+    }
+    const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
+    return { version: this.kv.get(LOG_KEY)!.version, revision };
+  }
+
+  /** @internal */
+  compactTo(revision: number): void {
+    if (!Number.isInteger(revision) || revision > this.rev) {
+      throw new MemoryLogError('future-revision', `mvcc: required revision ${revision} is a future revision`);
+    }
+    if (revision <= this.compacted) {
+      throw new MemoryLogError('compacted', `mvcc: required revision ${revision} has been compacted (at ${this.compacted})`);
+    }
+    this.compacted = revision;
+    const keep = this.firstAtOrAfter(revision);
+    for (let i = 0; i < keep; i++) this.bytes -= this.history[i]!.value.length;
+    this.history = this.history.slice(keep);
+    for (const w of this.watches) if (w.cursor < revision) this.schedulePump(w);
+  }
+
+  /** Index in history of the first record at or after `revision`. */
+  private firstAtOrAfter(revision: number): number {
+    let lo = 0;
+    let hi = this.history.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.history[mid]!.revision < revision) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  private caughtUp(w: MemoryWatch): boolean {
+    return (this.kv.get(LOG_KEY)?.modRevision ?? 0) < w.cursor;
+  }
+
+  /** @internal A new watch is positioned: before the compacted revision it will end at once. */
+  openWatch(w: MemoryWatch): void {
+    if (w.cursor >= this.compacted && this.caughtUp(w)) w.cursor = Math.max(w.cursor, this.rev + 1);
+    this.watches.add(w);
+    this.schedulePump(w);
+  }
+
+  /** @internal */
+  closeWatch(w: MemoryWatch): void {
+    this.watches.delete(w);
+  }
+
+  private schedulePump(w: MemoryWatch): void {
+    if (w.scheduled || w.ended) return;
+    w.scheduled = true;
+    this.timers.after(this.latency(w.client), () => this.pump(w));
+  }
+
+  /** One delivery to a watch: the next few records, or its end. */
+  private pump(w: MemoryWatch): void {
+    w.scheduled = false;
+    if (w.ended || !this.reachable(w.client)) return; // kick() resumes it
+    if (w.cursor < this.compacted) {
+      this.endWatch(w, 'compacted', `etcdserver: mvcc: required revision ${w.cursor} has been compacted (at ${this.compacted})`);
+      return;
+    }
+    const from = this.firstAtOrAfter(w.cursor);
+    const available = Math.min(this.history.length - from, this.maxRecordsPerDelivery);
+    if (available === 0) {
+      w.cursor = Math.max(w.cursor, this.rev + 1);
+      return;
+    }
+    if (this.chance(this.faults.watchBreak)) {
+      this.endWatch(w, 'broken', 'stream reset (simulated)');
+      return;
+    }
+    const count = 1 + Math.floor(this.random() * available);
+    const records = this.history.slice(from, from + count);
+    let out: LogRecord[] = records;
+    if (this.chance(this.faults.watchSilentGap)) {
+      out = records.slice(1);
+      this.note(`watch ${w.client.label} skips v${records[0]!.version} silently`);
+    }
+    if (w.last !== undefined && this.chance(this.faults.watchRepeat)) {
+      out = [w.last, ...out];
+      this.note(`watch ${w.client.label} repeats v${w.last.version}`);
+    }
+    const last = records[records.length - 1]!;
+    w.last = last;
+    w.cursor = last.revision + 1;
+    if (this.caughtUp(w)) w.cursor = Math.max(w.cursor, this.rev + 1);
+    else this.schedulePump(w);
+    if (out.length === 0) return;
+    this.note(`watch ${w.client.label} gets v${out[0]!.version}..v${out[out.length - 1]!.version}`);
+    // A listener that throws ends the simulation step: the error surfaces from the timers' step().
+    w.listener.onRecords(out);
+  }
+
+  private endWatch(w: MemoryWatch, why: WatchEnd, detail: string): void {
+    w.ended = true;
+    this.watches.delete(w);
+    w.client.forgetWatch(w);
+    this.note(`watch ${w.client.label} ends ${why}`);
+    w.listener.onEnd(why, detail);
+  }
+
+  /** @internal Linearizable read of the log key's version and mod revision. */
+  head(): LogPosition {
+    return this.logHead;
+  }
+
+  /** @internal The name claim: one txn, "if the name key is absent, put it (and the candidate key) under a new lease". */
+  claim(client: MemoryLog, name: string, priority: number | undefined, ttlMs: number): { leaseId: number } | { holder: string } {
+    const nameKey = NAME_PREFIX + name;
+    const current = this.kv.get(nameKey);
+    if (current !== undefined) return { holder: Buffer.from(current.value).toString('latin1') };
+    if (this.leases.size >= this.maxLeases) throw new MemoryLogError('no-space', `more than ${this.maxLeases} leases`);
+    const lease: Lease = { id: this.nextLeaseId++, ttlMs, expiresAt: this.clock.now() + ttlMs, keys: new Set(), cancelCheck: undefined };
+    this.leases.set(lease.id, lease);
+    const mutations: Mutation[] = [{ key: nameKey, value: Buffer.from(client.label, 'latin1'), lease: lease.id }];
+    if (priority !== undefined) mutations.push({ key: CANDIDATE_PREFIX + name, value: Buffer.from(String(priority)), lease: lease.id });
+    try {
+      this.write(mutations);
+    } catch (error) {
+      this.leases.delete(lease.id);
+      throw error;
+    }
+    this.armLease(lease);
+    this.note(`${client.label} claims ${name} (lease ${lease.id})`);
+    return { leaseId: lease.id };
+  }
+
+  /** @internal A keep-alive; false when the lease is gone. */
+  keepAlive(leaseId: number): boolean {
+    const lease = this.leases.get(leaseId);
+    if (lease === undefined) return false;
+    lease.expiresAt = this.clock.now() + lease.ttlMs;
+    return true;
+  }
+
+  /** @internal Revokes a lease and deletes its keys (one write). */
+  revoke(leaseId: number, why: string): void {
+    const lease = this.leases.get(leaseId);
+    if (lease === undefined) return;
+    lease.cancelCheck?.();
+    this.leases.delete(leaseId);
+    this.write([...lease.keys].map((key) => ({ key, delete: true as const })));
+    this.note(`lease ${leaseId} ${why}`);
+  }
+
+  /** The leader's expiry check; with no quorum there is no leader, and setQuorum(true) re-arms it. */
+  private armLease(lease: Lease): void {
+    lease.cancelCheck?.();
+    lease.cancelCheck = this.timers.after(lease.expiresAt - this.clock.now(), () => {
+      lease.cancelCheck = undefined;
+      if (!this.leases.has(lease.id) || !this.quorum) return;
+      if (this.clock.now() < lease.expiresAt) this.armLease(lease);
+      else this.revoke(lease.id, 'expired');
+    });
+  }
+
+  /** @internal */
+  candidates(): Candidate[] {
+    return this.keys(CANDIDATE_PREFIX).map((k) => ({
+      name: k.key.slice(CANDIDATE_PREFIX.length),
+      priority: Number(Buffer.from(k.value).toString('latin1')),
+      since: k.createRevision,
+    }));
+  }
+
+  /** @internal */
+  putChunk(version: number, saveId: string, index: number, bytes: Uint8Array): void {
+    if (bytes.length > this.maxRequestBytes) throw new MemoryLogError('too-large', `etcdserver: request is too large (${bytes.length} bytes)`);
+    this.write([{ key: `${CHUNK_PREFIX}${version}/${saveId}/${index}`, value: new Uint8Array(bytes) }]);
+  }
+
+  /**
+   * @internal The pointer txn: points to the new snapshot if it is newer than the one pointed to
+   * (two leaders saving at once never move the pointer backwards) and all its chunks are there.
+   * Returns whether it moved.
+   */
+  pointTo(pointer: SnapshotPointer): boolean {
+    const current = this.readPointer();
+    if (current !== undefined && current.version >= pointer.version) return false;
+    for (let i = 0; i < pointer.chunks; i++) {
+      if (!this.kv.has(`${CHUNK_PREFIX}${pointer.version}/${pointer.id}/${i}`)) return false;
+    }
+    this.write([{ key: SNAPSHOT_POINTER, value: Buffer.from(JSON.stringify(pointer)) }]);
+    this.note(`snapshot v${pointer.version} saved (${pointer.chunks} chunks)`);
+    return true;
+  }
+
+  /** @internal Deletes every chunk of a snapshot no newer than the one pointed to, but its own (one txn). */
+  dropOldChunks(): void {
+    const current = this.readPointer();
+    if (current === undefined) return;
+    const own = `${CHUNK_PREFIX}${current.version}/${current.id}/`;
+    const drop: Mutation[] = [];
+    for (const k of this.kv.keys()) {
+      if (!k.startsWith(CHUNK_PREFIX) || k.startsWith(own)) continue;
+      const version = Number(k.slice(CHUNK_PREFIX.length, k.indexOf('/', CHUNK_PREFIX.length)));
+      if (version <= current.version) drop.push({ key: k, delete: true });
+    }
+    this.write(drop);
+  }
+
+  /** @internal One consistent read of the pointer and its chunks. */
+  readSnapshot(): StoredSnapshot | undefined {
+    const pointer = this.readPointer();
+    if (pointer === undefined) return undefined;
+    const parts: Uint8Array[] = [];
+    for (let i = 0; i < pointer.chunks; i++) {
+      const chunk = this.kv.get(`${CHUNK_PREFIX}${pointer.version}/${pointer.id}/${i}`);
+      // pointTo checked the chunks and dropOldChunks spares them: a hole is a bug of this file.
+      if (chunk === undefined) throw new Error(`snapshot v${pointer.version} lost chunk ${i}`);
+      parts.push(chunk.value);
+    }
+    return { position: { version: pointer.version, revision: pointer.revision }, bytes: new Uint8Array(Buffer.concat(parts)) };
+  }
+
+  private readPointer(): SnapshotPointer | undefined {
+    const kv = this.kv.get(SNAPSHOT_POINTER);
+    return kv === undefined ? undefined : (JSON.parse(Buffer.from(kv.value).toString()) as SnapshotPointer);
+  }
+}
+
+/** @internal A watch of one client. */
+class MemoryWatch implements LogWatch {
+  /** The next revision to deliver from. */
+  cursor: number;
+  ended = false;
+  scheduled = false;
+  last: LogRecord | undefined;
+
+  constructor(
+    readonly client: MemoryLog,
+    readonly listener: LogListener,
+    fromRevision: number,
+  ) {
+    this.cursor = fromRevision;
+  }
+
+  close(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.client.store.closeWatch(this);
+    this.client.forgetWatch(this);
+  }
+}
+
+class MemorySession implements MemberSession {
+  lost = false;
+  private released = false;
+  private readonly handlers: Array<(why: string) => void> = [];
+  /** When the last answered keep-alive (or the claim) was sent: the store renewed at or after it. */
+  renewedAt: number;
+  private cancelTick: (() => void) | undefined;
+
+  constructor(
+    private readonly client: MemoryLog,
+    readonly leaseId: number,
+    private readonly ttlMs: number,
+    sentAt: number,
+  ) {
+    this.renewedAt = sentAt;
+    this.schedule();
+  }
+
+  onLost(handler: (why: string) => void): void {
+    if (this.handlers.length >= 16) throw new RangeError('more than 16 onLost handlers');
+    this.handlers.push(handler);
+    if (this.lost && !this.released) this.client.store.timers.after(0, () => handler('lost before the handler was set'));
+  }
+
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    this.stop();
+    this.lost = true;
+    await this.client.call('release', this.client.store.releaseTimeoutMs, () => this.client.store.revoke(this.leaseId, 'revoked'));
+  }
+
+  /** Keeps the lease alive: a keep-alive every third of the TTL, as etcd3's Lease does. */
+  private schedule(): void {
+    const store = this.client.store;
+    this.cancelTick = store.timers.after(this.ttlMs / 3, () => {
+      this.cancelTick = undefined;
+      if (this.lost) return;
+      const now = store.clock.now();
+      if (now - this.renewedAt >= this.ttlMs) {
+        this.lose(`no keep-alive answered for ${this.ttlMs} ms`);
+        return;
+      }
+      if (!this.client.partitioned) {
+        store.timers.after(store.latency(this.client), () => {
+          if (!store.reachable(this.client)) return;
+          const alive = store.keepAlive(this.leaseId);
+          store.reply(this.client, () => {
+            if (this.lost || this.client.closed) return;
+            if (!alive) this.lose('lease expired');
+            else this.renewedAt = Math.max(this.renewedAt, now);
+          });
+        });
+      }
+      this.schedule();
+    });
+  }
+
+  stop(): void {
+    this.cancelTick?.();
+    this.cancelTick = undefined;
+  }
+
+  private lose(why: string): void {
+    if (this.lost) return;
+    this.lost = true;
+    this.stop();
+    this.client.forgetSession(this);
+    this.client.store.note(`${this.client.label} lost lease ${this.leaseId}: ${why}`);
+    for (const h of this.handlers) h(why);
+  }
+}
+
+/** One node's client of a MemoryStore; see the file comment. */
+export class MemoryLog implements ReplicatedLog {
+  /** Extra delay (ms) on every hop of this client: a slow node or a slow link. */
+  extraDelayMs = 0;
+  private cut = false;
+  private isClosed = false;
+  private readonly pending = new Set<PendingCall>();
+  private readonly watches = new Set<MemoryWatch>();
+  private readonly sessions = new Set<MemorySession>();
+  private saves = 0;
+
+  constructor(
+    readonly store: MemoryStore,
+    readonly label: string,
+    /** Unique per store: names this client's snapshot chunks. */
+    readonly id: number,
+  ) {}
+
+  get partitioned(): boolean {
+    return this.cut;
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Cuts (true) or restores (false) this client's link to the store; see the file comment. */
+  setPartitioned(on: boolean): void {
+    if (on === this.cut) return;
+    this.cut = on;
+    this.store.note(`${this.label} ${on ? 'partitioned' : 'reconnected'}`);
+    if (!on) this.store.kick();
+  }
+
+  /** Ends every open watch of this client with 'broken' (a reconnect of its streams). */
+  breakWatches(): void {
+    for (const w of [...this.watches]) {
+      w.close();
+      w.listener.onEnd('broken', 'stream reset (simulated)');
+    }
+  }
+
+  append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+    const store = this.store;
+    return this.call('append', timeoutMs, () => {
+      if (store.chance(store.faults.appendRejected)) {
+        store.note(`${this.label} append refused`);
+        throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
+      }
+      const position = store.appendLog(value);
+      store.note(`${this.label} appends v${position.version} at r${position.revision}`);
+      if (store.chance(store.faults.appendUnknownOutcome)) {
+        store.note(`${this.label} loses the answer of v${position.version}`);
+        throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
+      }
+      return position;
+    });
+  }
+
+  head(timeoutMs: number): Promise<LogPosition> {
+    return this.call('head', timeoutMs, () => this.store.head());
+  }
+
+  /** Positions are revisions, 1 or more; etcd's "0 = from now" is not offered (a trap, not a feature). */
+  watch(fromRevision: number, listener: LogListener): LogWatch {
+    if (!Number.isInteger(fromRevision) || fromRevision < 1) throw new RangeError(`watch from revision ${fromRevision}`);
+    const w = new MemoryWatch(this, listener, fromRevision);
+    if (this.isClosed) {
+      w.ended = true;
+      return w;
+    }
+    if (this.watches.size >= this.store.maxWatches) throw new RangeError(`more than ${this.store.maxWatches} watches open`);
+    this.watches.add(w);
+    this.store.openWatch(w);
+    return w;
+  }
+
+  loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined> {
+    return this.call('load snapshot', timeoutMs, () => this.store.readSnapshot());
+  }
+
+  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+    const store = this.store;
+    const deadline = store.clock.now() + timeoutMs;
+    const left = (): number => deadline - store.clock.now();
+    const saveId = `${this.id}.${++this.saves}`;
+    const { version, revision } = snapshot.position;
+    const size = store.snapshotChunkBytes;
+    const chunks = Math.ceil(snapshot.bytes.length / size);
+    for (let i = 0; i < chunks; i++) {
+      const bytes = snapshot.bytes.subarray(i * size, (i + 1) * size);
+      await this.call('snapshot chunk', left(), () => store.putChunk(version, saveId, i, bytes));
+    }
+    await this.call('snapshot pointer', left(), () => store.pointTo({ version, revision, id: saveId, chunks }));
+    await this.call('snapshot cleanup', left(), () => store.dropOldChunks());
+  }
+
+  compact(revision: number, timeoutMs: number): Promise<void> {
+    return this.call('compact', timeoutMs, () => {
+      this.store.compactTo(revision);
+      this.store.note(`${this.label} compacts to r${revision}`);
+    });
+  }
+
+  async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim> {
+    if (!(leaseSeconds > 0)) throw new RangeError(`lease of ${leaseSeconds} s`);
+    const ttlMs = leaseSeconds * 1000;
+    const sentAt = this.store.clock.now();
+    const outcome = await this.call('claim name', timeoutMs, () => this.store.claim(this, name, priority, ttlMs));
+    if ('holder' in outcome) return { taken: false, holder: outcome.holder };
+    // Closed meanwhile: call() would have rejected, so the client is open here.
+    const session = new MemorySession(this, outcome.leaseId, ttlMs, sentAt);
+    this.sessions.add(session);
+    return { taken: true, session };
+  }
+
+  candidates(timeoutMs: number): Promise<Candidate[]> {
+    return this.call('candidates', timeoutMs, () => this.store.candidates());
+  }
+
+  /** A crash: see the file comment. Leases are not revoked (etcd3's close does not either). */
+  crash(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.store.note(`${this.label} closed`);
+    for (const call of [...this.pending]) call.fail(new MemoryLogError('closed', 'client closed'));
+    for (const w of [...this.watches]) w.close();
+    for (const s of this.sessions) s.stop();
+    this.sessions.clear();
+  }
+
+  close(): Promise<void> {
+    this.crash();
+    return Promise.resolve();
+  }
+
+  /** @internal */
+  forgetWatch(w: MemoryWatch): void {
+    this.watches.delete(w);
+  }
+
+  /** @internal */
+  forgetSession(s: MemorySession): void {
+    this.sessions.delete(s);
+  }
+
+  /**
+   * @internal One call: travels to the store, runs `execute` there (a throw is the store's
+   * refusal), travels back. Rejects 'timeout' after `timeoutMs` whatever happened meanwhile.
+   */
+  call<T>(what: string, timeoutMs: number, execute: () => T): Promise<T> {
+    if (this.isClosed) return Promise.reject(new MemoryLogError('closed', `${what}: client closed`));
+    if (!(timeoutMs > 0)) return Promise.reject(new MemoryLogError('timeout', `${what}: no time left (${timeoutMs} ms)`));
+    if (this.pending.size >= this.store.maxPendingCalls) {
+      return Promise.reject(new MemoryLogError('busy', `${what}: more than ${this.store.maxPendingCalls} calls in flight`));
+    }
+    const store = this.store;
+    return new Promise<T>((resolve, reject) => {
+      const settle = (finish: () => void): void => {
+        if (call.settled) return;
+        call.settled = true;
+        this.pending.delete(call);
+        cancelTimeout();
+        finish();
+      };
+      const call: PendingCall = { settled: false, fail: (error) => settle(() => reject(error)) };
+      const cancelTimeout = store.timers.after(timeoutMs, () => call.fail(new MemoryLogError('timeout', `${what}: deadline of ${timeoutMs} ms exceeded`)));
+      this.pending.add(call);
+      store.send(this, call, () => {
+        let answer: () => void;
+        try {
+          const value = execute();
+          answer = () => resolve(value);
+        } catch (error) {
+          answer = () => reject(error);
+        }
+        store.reply(this, () => settle(answer));
+      });
+    });
+  }
+}

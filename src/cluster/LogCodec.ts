@@ -6,7 +6,7 @@ import { BufferWriter } from '../protocol/BufferWriter.js';
  * and incarnation), its sequence number (so a retried append applies once), and the mutating
  * commands its clients sent meanwhile. Keys, indexes and owners travel as raw bytes, never text.
  *
- * Layout (big-endian): 'B' format(1) name(str) incarnation(u32 u32) seq(u32) count(u16) command*
+ * Layout (big-endian): 'B' format(1) name(str) incarnation(u32) reserved(u32, 0) seq(u32) count(u16) command*
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
  */
 export const LogOp = {
@@ -82,8 +82,14 @@ export class BatchEncoder {
 
   encode(batch: Batch): Buffer {
     const out = this.out;
-    out.u8(BATCH_MAGIC).u8(FORMAT).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
-    for (const c of batch.commands) writeCommand(out, c);
+    try {
+      out.u8(BATCH_MAGIC).u8(FORMAT).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
+      for (const c of batch.commands) writeCommand(out, c);
+    } catch (error) {
+      // The writer is reused: what a failed batch wrote must not lead the next one.
+      out.flush();
+      throw error;
+    }
     return out.flush();
   }
 }

@@ -63,7 +63,12 @@ export class ReplicaState {
     return this.proposers.get(proposerKey(proposer, incarnation)) ?? 0;
   }
 
-  /** Whether the batch is a copy of one already applied (a retried append). */
+  /**
+   * Whether the batch is a copy of one already applied (a retried append). A node keeps one batch
+   * in flight and retries it with the same seq; a batch it gave up on (commit timeout: its clients'
+   * connections were closed unanswered) that lands after a later one is skipped here, which is
+   * safe: nobody was told its outcome.
+   */
   isDuplicate(batch: Batch): boolean {
     const last = this.proposers.get(proposerKey(batch.proposer, batch.incarnation));
     return last !== undefined && batch.seq <= last;

@@ -76,15 +76,17 @@ export class VirtualTimers implements Timers, Clock {
    */
   runUntil(until: number, maxSteps = this.maxTasks): number {
     let steps = 0;
-    for (;;) {
-      const next = this.tasks.front();
-      if (next === undefined || next.at > until) break;
-      if (steps >= maxSteps) throw new RangeError(`more than ${maxSteps} tasks before t=${until}`);
-      this.step();
-      steps++;
-    }
+    while (this.due(until, steps++, maxSteps)) this.step();
     if (until > this.time) this.time = until;
-    return steps;
+    return steps - 1;
+  }
+
+  /** Whether a task is due at or before `until`; throws once `steps` tasks reached `maxSteps`. */
+  private due(until: number, steps: number, maxSteps: number): boolean {
+    const next = this.tasks.front();
+    if (next === undefined || next.at > until) return false;
+    if (steps >= maxSteps) throw new RangeError(`more than ${maxSteps} tasks before t=${until}`);
+    return true;
   }
 
   /** Lets every pending promise continuation run (one macrotask turn; no time passes). */
@@ -96,16 +98,12 @@ export class VirtualTimers implements Timers, Clock {
   async advanceTo(until: number, maxSteps = this.maxTasks): Promise<number> {
     await this.settle();
     let steps = 0;
-    for (;;) {
-      const next = this.tasks.front();
-      if (next === undefined || next.at > until) break;
-      if (steps >= maxSteps) throw new RangeError(`more than ${maxSteps} tasks before t=${until}`);
+    while (this.due(until, steps++, maxSteps)) {
       this.step();
-      steps++;
       await this.settle();
     }
     if (until > this.time) this.time = until;
-    return steps;
+    return steps - 1;
   }
 
   /** advanceTo(now + ms). */

@@ -1,0 +1,180 @@
+import test from 'ava';
+import {
+  BatchEncoder,
+  commandPosition,
+  commandSize,
+  decodeBatch,
+  LogFormatError,
+  LogOp,
+  type Batch,
+  type LogCommand,
+} from '../../src/cluster/LogCodec.js';
+import { mulberry32, type Random } from '../../src/cluster/random.js';
+
+const int = (random: Random, below: number): number => Math.floor(random() * below);
+
+/** Any byte string the wire can carry: every byte value, lengths 0–255 with both ends often. */
+function byteString(random: Random): string {
+  const pick = random();
+  const length = pick < 0.15 ? 0 : pick < 0.3 ? 255 : int(random, 256);
+  let s = '';
+  for (let i = 0; i < length; i++) s += String.fromCharCode(int(random, 256));
+  return s;
+}
+
+function command(random: Random): LogCommand {
+  const key = byteString(random);
+  const index = byteString(random);
+  const owner = byteString(random);
+  switch (1 + int(random, 6)) {
+    case LogOp.Request:
+      return {
+        op: LogOp.Request,
+        key,
+        index,
+        owner,
+        ttl: int(random, 65_536),
+        ttw: int(random, 65_536),
+        priority: int(random, 256),
+        allowCreate: random() < 0.5,
+        maxEntries: int(random, 2 ** 32),
+      };
+    case LogOp.Renew:
+      return { op: LogOp.Renew, key, index, owner };
+    case LogOp.Release:
+      return { op: LogOp.Release, key, index, owner };
+    case LogOp.ReleaseKey:
+      return { op: LogOp.ReleaseKey, key, owner };
+    case LogOp.ReleaseAll:
+      return { op: LogOp.ReleaseAll, owner };
+    default:
+      return { op: LogOp.Expire, key, index, owner, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)) };
+  }
+}
+
+function batch(random: Random, commands: number): Batch {
+  return {
+    proposer: byteString(random),
+    incarnation: int(random, 2 ** 32),
+    seq: int(random, 2 ** 32),
+    commands: Array.from({ length: commands }, () => command(random)),
+  };
+}
+
+/** Only LogFormatError may come out of decoding, whatever the bytes. */
+function decodeOrFormatError(bytes: Uint8Array): Batch | LogFormatError {
+  try {
+    return decodeBatch(bytes);
+  } catch (error) {
+    if (error instanceof LogFormatError) return error;
+    throw new Error(`decodeBatch threw ${String(error)} for ${Buffer.from(bytes).toString('hex')}`);
+  }
+}
+
+test('every command round-trips, with any bytes in its strings (empty and 255 long included)', (t) => {
+  const random = mulberry32(1);
+  const encoder = new BatchEncoder();
+  const ops = new Set<number>();
+  let longest = 0;
+  let empties = 0;
+  for (let i = 0; i < 300; i++) {
+    const b = batch(random, int(random, 12));
+    for (const c of b.commands) {
+      ops.add(c.op);
+      longest = Math.max(longest, c.owner.length);
+      if (c.owner.length === 0) empties++;
+    }
+    t.deepEqual(decodeBatch(encoder.encode(b)), b);
+  }
+  t.is(ops.size, 6, 'every op was tried');
+  t.is(longest, 255);
+  t.true(empties > 0);
+});
+
+test('the encoder hands out independent buffers: a later batch does not overwrite an earlier one', (t) => {
+  const random = mulberry32(2);
+  const encoder = new BatchEncoder();
+  const first = batch(random, 5);
+  const firstBytes = encoder.encode(first);
+  const copy = Buffer.from(firstBytes);
+  encoder.encode(batch(random, 50));
+  t.deepEqual(firstBytes, copy);
+  t.deepEqual(decodeBatch(firstBytes), first);
+});
+
+test('commandSize is the encoded size of each command', (t) => {
+  const random = mulberry32(3);
+  const encoder = new BatchEncoder();
+  for (let i = 0; i < 500; i++) {
+    const c = command(random);
+    const header = { proposer: 'node', incarnation: 7, seq: i };
+    const withIt = encoder.encode({ ...header, commands: [c] }).length;
+    const without = encoder.encode({ ...header, commands: [] }).length;
+    t.is(withIt - without, commandSize(c), `op ${c.op}`);
+  }
+});
+
+test('a batch cut at any byte, or with a byte more, is a LogFormatError', (t) => {
+  const random = mulberry32(4);
+  const encoder = new BatchEncoder();
+  for (let round = 0; round < 6; round++) {
+    const bytes = encoder.encode(batch(random, 8));
+    for (let cut = 0; cut < bytes.length; cut++) {
+      const result = decodeOrFormatError(bytes.subarray(0, cut));
+      if (!(result instanceof LogFormatError)) return t.fail(`a batch cut at ${cut} of ${bytes.length} bytes decoded`);
+    }
+    t.true(decodeOrFormatError(Buffer.concat([bytes, Buffer.from([0])])) instanceof LogFormatError);
+  }
+  t.pass();
+});
+
+test('an unknown magic, format or op is refused', (t) => {
+  const encoder = new BatchEncoder();
+  const bytes = encoder.encode({ proposer: 'n', incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
+  const opAt = 2 + 2 + 12 + 2; // magic, format, name "n", incarnation, reserved, seq, count
+  t.is(bytes[opAt], LogOp.ReleaseAll);
+  const altered = (at: number, value: number): Buffer => {
+    const copy = Buffer.from(bytes);
+    copy[at] = value;
+    return copy;
+  };
+  t.throws(() => decodeBatch(altered(0, 0x53)), { instanceOf: LogFormatError, message: /not a batch/ });
+  t.throws(() => decodeBatch(altered(1, 2)), { instanceOf: LogFormatError, message: /format 2/ });
+  for (const op of [0, 7, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
+});
+
+test('garbage and damaged batches never throw anything but LogFormatError', (t) => {
+  const random = mulberry32(5);
+  const encoder = new BatchEncoder();
+  let refused = 0;
+  for (let i = 0; i < 3_000; i++) {
+    let bytes: Buffer;
+    if (i % 2 === 0) {
+      bytes = Buffer.from(Array.from({ length: int(random, 64) }, () => int(random, 256)));
+      if (bytes.length > 1 && random() < 0.5) [bytes[0], bytes[1]] = [0x42, 1]; // get past the magic sometimes
+    } else {
+      bytes = Buffer.from(encoder.encode(batch(random, 3)));
+      for (let flips = 1 + int(random, 3); flips > 0; flips--) bytes[int(random, bytes.length)] = int(random, 256);
+    }
+    if (decodeOrFormatError(bytes) instanceof LogFormatError) refused++;
+  }
+  t.true(refused > 1_500);
+});
+
+test('a command position leaves room for every command of a batch', (t) => {
+  t.is(commandPosition(1, 0), 65_536);
+  t.true(commandPosition(1, 65_535) < commandPosition(2, 0));
+  t.true(Number.isSafeInteger(commandPosition(2 ** 36, 65_535)));
+});
+
+// Known bug, reported rather than fixed (LogCodec is not this branch's file): when encode() throws
+// half-way (a string above 255 bytes), the reused writer keeps the bytes already written, and the
+// next batch comes out with them in front: a corrupt value that every replica would refuse.
+test('an encode that threw leaves nothing behind for the next batch', (t) => {
+  const encoder = new BatchEncoder();
+  t.throws(() => encoder.encode({ proposer: 'n', incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'x'.repeat(256) }] }), {
+    instanceOf: RangeError,
+  });
+  const next: Batch = { proposer: 'n', incarnation: 1, seq: 2, commands: [] };
+  t.deepEqual(decodeOrFormatError(encoder.encode(next)), next);
+});

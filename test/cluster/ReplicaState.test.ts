@@ -1,0 +1,273 @@
+import test from 'ava';
+import { commandPosition, LogFormatError, LogOp, type Batch, type LogCommand } from '../../src/cluster/LogCodec.js';
+import { mulberry32, type Random } from '../../src/cluster/random.js';
+import { LogGapError, ReplicaState } from '../../src/cluster/ReplicaState.js';
+import { FakeClock } from '../../src/locks/Clock.js';
+
+const int = (random: Random, below: number): number => Math.floor(random() * below);
+const pick = <T>(random: Random, items: readonly T[]): T => items[int(random, items.length)]!;
+
+function request(key: string, index: string, owner: string, fields: Partial<Extract<LogCommand, { op: 1 }>> = {}): LogCommand {
+  return { op: LogOp.Request, key, index, owner, ttl: 30, ttw: 60, priority: 0, allowCreate: true, maxEntries: 1_000, ...fields };
+}
+
+const at = (version: number) => ({ version, revision: 10 * version + 3 });
+
+/** Feeds batches at consecutive versions, each proposer's seq counting up unless told. */
+class Feed {
+  version = 0;
+  private readonly seqs = new Map<string, number>();
+
+  batch(proposer: string, commands: readonly LogCommand[], incarnation = 1, seq?: number): Batch {
+    const id = `${proposer}/${incarnation}`;
+    const next = seq ?? (this.seqs.get(id) ?? 0) + 1;
+    this.seqs.set(id, Math.max(next, this.seqs.get(id) ?? 0));
+    return { proposer, incarnation, seq: next, commands };
+  }
+
+  apply(state: ReplicaState, batch: Batch): number[] | undefined {
+    return state.apply(batch, at(++this.version));
+  }
+}
+
+const KEYS = ['k0', 'k1', '\x00\xff'];
+const INDEXES = ['i0', ''];
+const OWNERS = ['o0', 'o1', 'o2', '\xfe'];
+const NODES = ['A', 'B', 'C'];
+
+/** A random batch on a small key space, so that commands meet: promotions, stale expiries, renewals. */
+function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, number>): Batch {
+  const proposer = pick(random, NODES);
+  const incarnation = 1 + int(random, 2);
+  const id = `${proposer}/${incarnation}`;
+  const last = seqs.get(id) ?? 0;
+  // now and then a retried copy of a batch already applied
+  const seq = last > 0 && random() < 0.1 ? last - int(random, Math.min(last, 2)) : last + 1;
+  seqs.set(id, Math.max(seq, last));
+  const entries = [...view.table.replicaEntries()];
+  const commands: LogCommand[] = [];
+  for (let n = int(random, 7); n > 0; n--) {
+    const key = pick(random, KEYS);
+    const index = pick(random, INDEXES);
+    const owner = pick(random, OWNERS);
+    const roll = random();
+    if (roll < 0.55) {
+      commands.push(
+        request(key, index, owner, { ttl: int(random, 3), ttw: int(random, 3), priority: int(random, 3), allowCreate: random() < 0.9, maxEntries: 4 + int(random, 20) }),
+      );
+    } else if (roll < 0.62) commands.push({ op: LogOp.Renew, key, index, owner });
+    else if (roll < 0.7) commands.push({ op: LogOp.Release, key, index, owner });
+    else if (roll < 0.73) commands.push({ op: LogOp.ReleaseKey, key, owner });
+    else if (roll < 0.75) commands.push({ op: LogOp.ReleaseAll, owner });
+    else if (entries.length > 0) {
+      const e = pick(random, entries);
+      const version = random() < 0.7 ? e.version : e.version - 1;
+      commands.push({ op: LogOp.Expire, key: e.key, index: e.index, owner: e.owner, version });
+    }
+  }
+  return { proposer, incarnation, seq, commands };
+}
+
+/** Everything a client could ask of the table, plus per-node counts: two equal answers agree on all. */
+function answers(state: ReplicaState): unknown {
+  return {
+    lists: KEYS.map((k) => state.table.list(k)),
+    owners: KEYS.flatMap((k) => INDEXES.map((i) => state.table.findOwner(k, i))),
+    locations: KEYS.flatMap((k) => INDEXES.flatMap((i) => OWNERS.map((o) => state.table.location(k, i, o)))),
+    counts: state.counts(),
+    origins: NODES.map((n) => [state.entriesFrom(n), state.countsFrom(n)]),
+    position: state.position,
+  };
+}
+
+test('two replicas fed the same batches hold the same state (digest and answers), whatever their clocks say', (t) => {
+  const random = mulberry32(21);
+  const clockA = new FakeClock(0);
+  const clockB = new FakeClock(5e9);
+  const a = new ReplicaState(clockA);
+  const b = new ReplicaState(clockB);
+  const seqs = new Map<string, number>();
+  let duplicates = 0;
+  let changes = 0;
+  let mostWaiters = 0;
+  for (let version = 1; version <= 400; version++) {
+    const batch = randomBatch(random, a, seqs);
+    const before = a.digest();
+    const ra = a.apply(batch, at(version));
+    const rb = b.apply(batch, at(version));
+    if (ra === undefined) duplicates++;
+    t.deepEqual(ra, rb);
+    t.is(a.digest(), b.digest());
+    if (a.digest() !== before) changes++;
+    mostWaiters = Math.max(mostWaiters, a.counts().waiters);
+    clockA.advance(int(random, 3_000));
+    clockB.advance(int(random, 10));
+  }
+  t.deepEqual(answers(a), answers(b));
+  t.true(duplicates > 10 && changes > 300);
+  t.true(mostWaiters > 2, 'locks had waiters to promote');
+  const c = new ReplicaState(new FakeClock());
+  c.apply({ proposer: 'A', incarnation: 9, seq: 1, commands: [request('k0', 'i0', 'other')] }, at(1));
+  t.not(c.digest(), a.digest());
+});
+
+test('encode then decode gives the same digest and answers, and the copy goes on exactly as the original', (t) => {
+  const random = mulberry32(22);
+  const original = new ReplicaState(new FakeClock(0));
+  const seqs = new Map<string, number>();
+  let version = 0;
+  for (; version < 200; version++) original.apply(randomBatch(random, original, seqs), at(version + 1));
+  t.true(original.table.size > 3);
+  const copy = ReplicaState.decode(original.encode(), new FakeClock(123_456));
+  t.is(copy.digest(), original.digest());
+  t.deepEqual(answers(copy), answers(original));
+  t.deepEqual(copy.encode(), original.encode());
+  for (; version < 400; version++) {
+    const batch = randomBatch(random, original, seqs);
+    t.deepEqual(copy.apply(batch, at(version + 1)), original.apply(batch, at(version + 1)));
+  }
+  t.is(copy.digest(), original.digest());
+  t.deepEqual(answers(copy), answers(original));
+});
+
+test('damaged snapshots are LogFormatErrors', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b')]));
+  const bytes = state.encode();
+  for (let cut = 0; cut < bytes.length; cut++) {
+    t.throws(() => ReplicaState.decode(bytes.subarray(0, cut), new FakeClock()), { instanceOf: LogFormatError });
+  }
+  t.throws(() => ReplicaState.decode(Buffer.concat([bytes, Buffer.from([0])]), new FakeClock()), { instanceOf: LogFormatError });
+  // the waiter's "is owner" flag set too: two owners for one lock
+  const twoOwners = Buffer.from(bytes);
+  twoOwners[bytes.length - 1 - 1 - 8 - 8 - 1] = 1;
+  t.throws(() => ReplicaState.decode(twoOwners, new FakeClock()), { instanceOf: LogFormatError, message: /two owners/ });
+});
+
+test('a copy of a batch already applied (same proposer and incarnation, seq not above the last) changes nothing but the position', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  const first = feed.batch('A', [request('k', 'i', 'a')]);
+  t.deepEqual(feed.apply(state, first), [1]);
+  const second = feed.batch('A', [request('k', 'i', 'b')]);
+  t.deepEqual(feed.apply(state, second), [2]);
+  const listed = state.table.list('k');
+  for (const again of [first, second, { ...second, commands: [request('k', 'i', 'c')] }]) {
+    const steps: number[] = [];
+    t.is(state.apply(again, at(++feed.version), (i) => steps.push(i)), undefined);
+    t.deepEqual(state.position, at(feed.version));
+    t.deepEqual(state.table.list('k'), listed);
+    t.deepEqual(steps, []);
+  }
+  // another incarnation of the same node, or a higher seq, is new
+  t.deepEqual(feed.apply(state, feed.batch('A', [request('k', 'i', 'c')], 2, 1)), [3]);
+  t.deepEqual(feed.apply(state, feed.batch('A', [request('k', 'i', 'd')], 1, 3)), [4]);
+  t.true(state.isDuplicate({ proposer: 'A', incarnation: 1, seq: 3, commands: [] }));
+  t.false(state.isDuplicate({ proposer: 'A', incarnation: 1, seq: 4, commands: [] }));
+});
+
+test('a batch that is not the next version throws LogGapError and changes nothing', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a')]));
+  const digest = state.digest();
+  const next = feed.batch('A', [request('k', 'i', 'b')]);
+  for (const version of [3, 10, 1, 0]) {
+    t.throws(() => state.apply(next, at(version)), { instanceOf: LogGapError });
+    t.is(state.digest(), digest);
+  }
+  t.deepEqual(state.apply(next, at(2)), [2]);
+});
+
+test('an expiry naming a stale phase does nothing; the current one removes the owner and promotes the next waiter', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b'), request('k', 'i', 'c', { priority: 5 })]));
+  const entry = (owner: string) => [...state.table.replicaEntries()].find((e) => e.owner === owner)!;
+  const firstPhase = entry('a').version;
+  t.is(firstPhase, commandPosition(1, 0));
+  t.is(entry('b').ticket, commandPosition(1, 1));
+  feed.apply(state, feed.batch('B', [{ op: LogOp.Renew, key: 'k', index: 'i', owner: 'a' }]));
+  const renewed = entry('a').version;
+  t.is(renewed, commandPosition(2, 0));
+  const expire = (owner: string, version: number): LogCommand => ({ op: LogOp.Expire, key: 'k', index: 'i', owner, version });
+  t.deepEqual(feed.apply(state, feed.batch('L', [expire('a', firstPhase), expire('nobody', renewed)])), [0, 0]);
+  t.is(state.table.findOwner('k', 'i'), 'a');
+  t.deepEqual(feed.apply(state, feed.batch('L', [expire('a', renewed)])), [1]);
+  t.is(state.table.findOwner('k', 'i'), 'c', 'the waiter with the higher priority goes first');
+  t.is(entry('c').version, commandPosition(4, 0), 'its owner phase began at the expiry');
+  t.deepEqual(feed.apply(state, feed.batch('L', [expire('c', entry('c').version - 1), expire('b', entry('b').version)])), [0, 1]);
+  t.deepEqual(
+    state.table.list('k').map((c) => c.owner),
+    ['c'],
+  );
+});
+
+test('entries are counted per origin node through requests, releases, expiries and promotions', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'j', 'a'), request('k', 'i', 'w1')]));
+  feed.apply(state, feed.batch('B', [request('k', 'i', 'w2'), request('x', 'i', 'b')]));
+  // a renewing request through another node does not move the entry's origin
+  feed.apply(state, feed.batch('C', [request('k', 'i', 'a')]));
+  t.deepEqual([state.entriesFrom('A'), state.entriesFrom('B'), state.entriesFrom('C')], [3, 2, 0]);
+  t.deepEqual(state.countsFrom('A'), { owners: 2, waiters: 1 });
+  t.deepEqual(state.countsFrom('C'), { owners: 0, waiters: 0 });
+  // release through C of an entry requested through A: A's count goes down; w1 (A's) is promoted
+  feed.apply(state, feed.batch('C', [{ op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }]));
+  t.deepEqual(state.countsFrom('A'), { owners: 2, waiters: 0 });
+  t.deepEqual(state.countsFrom('B'), { owners: 1, waiters: 1 });
+  const w1 = [...state.table.replicaEntries()].find((e) => e.owner === 'w1')!;
+  feed.apply(state, feed.batch('L', [{ op: LogOp.Expire, key: 'k', index: 'i', owner: 'w1', version: w1.version }]));
+  t.deepEqual(state.countsFrom('A'), { owners: 1, waiters: 0 });
+  t.deepEqual(state.countsFrom('B'), { owners: 2, waiters: 0 }, 'w2 promoted, still B’s');
+  feed.apply(state, feed.batch('A', [{ op: LogOp.ReleaseAll, owner: 'a' }, { op: LogOp.ReleaseKey, key: 'x', owner: 'b' }]));
+  t.deepEqual([state.entriesFrom('A'), state.entriesFrom('B')], [0, 1]);
+  t.is(state.table.size, 1);
+});
+
+test('allowCreate=false refuses a new entry (0) but renews an existing one', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b')]));
+  const before = [...state.table.replicaEntries()].find((e) => e.owner === 'b')!;
+  const results = feed.apply(state, feed.batch('A', [request('k', 'i', 'c', { allowCreate: false }), request('k', 'i', 'b', { allowCreate: false, ttw: 7 })]));
+  t.deepEqual(results, [0, 2]);
+  const after = [...state.table.replicaEntries()].find((e) => e.owner === 'b')!;
+  t.is(after.ttw, 7);
+  t.is(after.version, commandPosition(2, 1));
+  t.not(after.version, before.version);
+  t.is(state.table.location('k', 'i', 'c'), 0);
+});
+
+test('the table limit is the one carried in each request', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  const results = feed.apply(state, feed.batch('A', [
+    request('k', '1', 'a', { maxEntries: 2 }),
+    request('k', '2', 'a', { maxEntries: 2 }),
+    request('k', '3', 'a', { maxEntries: 2 }),
+    request('k', '3', 'a', { maxEntries: 3 }),
+    request('k', '1', 'a', { maxEntries: 0 }), // a renewal is not refused by the limit
+  ]));
+  t.deepEqual(results, [1, 1, 0, 1, 1]);
+  t.is(state.table.size, 3);
+});
+
+test('ApplyStep runs before each command and once after the last, each seeing the commands before it', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  const seen: Array<[number, string, number]> = [];
+  const commands = [request('k', 'i', 'a'), request('k', 'i', 'b'), { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' } as const];
+  state.apply(feed.batch('A', commands), at(++feed.version), (i) => seen.push([i, state.table.findOwner('k', 'i'), state.table.location('k', 'i', 'b')]));
+  t.deepEqual(seen, [
+    [0, '', 0],
+    [1, 'a', 0],
+    [2, 'a', 2],
+    [3, 'b', 1],
+  ]);
+  const empty: number[] = [];
+  state.apply(feed.batch('A', []), at(++feed.version), (i) => empty.push(i));
+  t.deepEqual(empty, [0]);
+});

@@ -59,6 +59,7 @@ const program = new Command()
   .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
+  .option('--import-lock-file <file>', 'cluster mode: seed an empty cluster from a single node\'s lock file (refused if it holds entries)', parseFileName)
   // A tuning knob, kept out of --help: the leader snapshots after this many batches (default 10,000).
   .addOption(new Option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches (or 60 s with any change)').argParser(integerIn(1, 1_000_000_000)))
   .exitOverride()
@@ -86,14 +87,15 @@ interface CliOptions {
   etcdCert?: string;
   etcdKey?: string;
   etcdUser?: { username: string; password: string };
+  importLockFile?: string;
   snapshotEvery?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
-    if (stray.length > 0) throw new StartupError('--name, --snapshot-every and the --etcd-* options need --etcd (cluster mode)');
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
+    if (stray.length > 0) throw new StartupError('--name, --snapshot-every, --import-lock-file and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
   }
   if ((options.etcdCert === undefined) !== (options.etcdKey === undefined)) {
@@ -123,6 +125,7 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
     snapshotEveryBatches: options.snapshotEvery,
+    importLockFile: options.importLockFile === undefined ? undefined : resolve(options.importLockFile),
   };
 }
 

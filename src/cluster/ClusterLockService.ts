@@ -5,7 +5,12 @@ import type { Contender } from '../protocol/messages.js';
 import type { Logger } from '../server/Logger.js';
 import { CommitTimeoutError, Round, type PendingWrite } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
-import { BatchEncoder, decodeBatch, LogOp, type LogCommand } from './LogCodec.js';
+import { BatchEncoder, decodeBatch, LogOp, NO_REMAINING, type LogCommand } from './LogCodec.js';
+
+/** `--import-lock-file` into a cluster that already holds entries. */
+export class ImportRefusedError extends Error {
+  override name = 'ImportRefusedError';
+}
 import { LogGapError, ReplicaState } from './ReplicaState.js';
 import type { LogRecord, LogWatch, ReplicatedLog, WatchEnd } from './ReplicatedLog.js';
 import type { Random } from './random.js';
@@ -529,6 +534,40 @@ export class ClusterLockService implements LockService {
   /** Drain of this node waits for the entries requested through it, wherever they are released. */
   drainCounts(): Promise<LockCounts> {
     return this.read(() => this.state.countsFrom(this.options.nodeName));
+  }
+
+  /**
+   * `--import-lock-file`: seeds an empty cluster with a single node's saved entries, in their
+   * order (queue order, priorities, TTL/TTW, remaining times). Refused, writing nothing, when the
+   * cluster already holds entries; the first batch re-checks that as it is applied, so two
+   * importers racing cannot both succeed. Resolves with the number of entries imported.
+   */
+  async importLocks(saved: readonly SavedLock[]): Promise<number> {
+    const held = await this.counts();
+    if (held.owners + held.waiters > 0) {
+      throw new ImportRefusedError(`the cluster already holds ${held.owners + held.waiters} entries; nothing was imported`);
+    }
+    if (saved.length === 0) return 0;
+    // A fresh round, so that the first entry opens its batch (the emptiness check rides on it).
+    this.queued.push(new Round(this.deps.clock.now() + this.options.commitTimeoutMs));
+    this.scheduleDispatch();
+    const answers = saved.map((s, i) =>
+      this.submit({
+        op: LogOp.Import,
+        key: s.key,
+        index: s.index,
+        owner: s.owner,
+        ttl: s.ttl,
+        ttw: s.ttw,
+        priority: s.priority,
+        isOwner: s.isOwner,
+        remainingMs: s.remainingMs === null ? NO_REMAINING : Math.min(s.remainingMs, NO_REMAINING - 1),
+        first: i === 0,
+      }),
+    );
+    const results = await Promise.all(answers);
+    if (results[0] === 0) throw new ImportRefusedError('another node wrote to the cluster first; nothing was imported');
+    return results.reduce((sum, r) => sum + r, 0);
   }
 
   /** This node's view of the table, for the lock-file backup (never loaded back in cluster mode). */

@@ -16,7 +16,12 @@ export const LogOp = {
   ReleaseKey: 4,
   ReleaseAll: 5,
   Expire: 6,
+  /** `--import-lock-file`: one saved entry; the first of a batch is refused unless the table is empty. */
+  Import: 7,
 } as const;
+
+/** An imported entry's remaining time when its phase never expires. */
+export const NO_REMAINING = 0xffffffff;
 
 export type LogCommand =
   | {
@@ -47,6 +52,20 @@ export type LogCommand =
       readonly owner: ByteString;
       /** The phase the leader saw run out; a newer phase makes the command a no-op. */
       readonly version: number;
+    }
+  | {
+      readonly op: typeof LogOp.Import;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+      readonly ttl: number;
+      readonly ttw: number;
+      readonly priority: number;
+      readonly isOwner: boolean;
+      /** Milliseconds its phase had left in the lock file, or NO_REMAINING (each node counts them from its apply). */
+      readonly remainingMs: number;
+      /** Set on the first entry of an import: it (and the batch) only applies to an empty table. */
+      readonly first: boolean;
     };
 
 export interface BatchHeader {
@@ -108,6 +127,8 @@ export function commandSize(c: LogCommand): number {
       return 1 + 1 + c.owner.length;
     case LogOp.Expire:
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 8;
+    case LogOp.Import:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1;
   }
 }
 
@@ -129,6 +150,10 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       return;
     case LogOp.Expire:
       out.string(c.key).string(c.index).string(c.owner).f64(c.version);
+      return;
+    case LogOp.Import:
+      out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.isOwner ? 1 : 0);
+      out.u32(c.remainingMs).u8(c.first ? 1 : 0);
       return;
   }
 }
@@ -237,6 +262,17 @@ function readCommand(r: CheckedReader): LogCommand {
       const index = r.string();
       const owner = r.string();
       return { op, key, index, owner, version: r.f64() };
+    }
+    case LogOp.Import: {
+      const key = r.string();
+      const index = r.string();
+      const owner = r.string();
+      const ttl = r.u16();
+      const ttw = r.u16();
+      const priority = r.u8();
+      const isOwner = r.u8() !== 0;
+      const remainingMs = r.u32();
+      return { op, key, index, owner, ttl, ttw, priority, isOwner, remainingMs, first: r.u8() !== 0 };
     }
     default:
       throw new LogFormatError(`unknown command ${op}`);

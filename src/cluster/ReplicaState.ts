@@ -4,7 +4,7 @@ import type { Clock } from '../locks/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { LockTable, type ReplicaEntry } from '../locks/LockTable.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
-import { CheckedReader, commandPosition, LogFormatError, LogOp, type Batch, type LogCommand } from './LogCodec.js';
+import { CheckedReader, commandPosition, LogFormatError, LogOp, NO_REMAINING, type Batch, type LogCommand } from './LogCodec.js';
 import type { LogPosition } from './ReplicatedLog.js';
 
 /** Proposers (node incarnations) whose last sequence number is remembered; the oldest is forgotten past this. */
@@ -90,10 +90,12 @@ export class ReplicaState {
     if (this.proposers.size > MAX_REMEMBERED_PROPOSERS) this.proposers.delete(this.proposers.keys().next().value!);
     const results: number[] = new Array(batch.commands.length);
     const commands = batch.commands;
+    // An import whose first entry finds the table in use is refused whole (every result 0).
+    const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;
     for (let i = 0; i < commands.length; i++) {
       step?.(i);
       this.table.position = commandPosition(at.version, i);
-      results[i] = this.execute(commands[i]!, batch.proposer);
+      results[i] = refusedImport ? 0 : this.execute(commands[i]!, batch.proposer);
     }
     step?.(commands.length);
     return results;
@@ -114,6 +116,8 @@ export class ReplicaState {
         return table.releaseAll(c.owner);
       case LogOp.Expire:
         return table.expireVersion(c.key, c.index, c.owner, c.version);
+      case LogOp.Import:
+        return table.importEntry(c, c.remainingMs === NO_REMAINING ? null : c.remainingMs, origin);
     }
   }
 

@@ -11,6 +11,8 @@ export interface ClusterConfig {
   readonly nodeName: string;
   readonly candidatePriority: number | undefined;
   readonly commitTimeoutSeconds: number;
+  /** `--import-lock-file`: a single node's lock file to seed an empty cluster with, once caught up. */
+  readonly importLockFile?: string;
   /** The leader snapshots after this many batches (undefined: the default). */
   readonly snapshotEveryBatches?: number;
 }

@@ -236,6 +236,25 @@ export class LockTable {
     return entry;
   }
 
+  /**
+   * Cluster mode, `--import-lock-file`: adds one saved entry at the current position (its ticket),
+   * in the order given. It owns its lock if the queue has no owner yet, else it waits. Its deadline
+   * (this node's clock) is what the file said was left, counted from this apply. 1 if added, 0 if
+   * the owner already has an entry there.
+   */
+  importEntry(s: Omit<SavedLock, 'remainingMs'>, remainingMs: number | null, origin: ByteString): number {
+    const queue = this.queues.getOrCreate(s.key, s.index);
+    if (queue.find(s.owner) !== undefined) return 0;
+    const entry = new LockEntry(queue, s.owner, s.priority, this.position, s.ttl, s.ttw);
+    entry.origin = origin;
+    this.insertSaved(entry, queue.owner === undefined);
+    this.replica?.added(entry);
+    entry.version = this.position;
+    entry.deadline = remainingMs === null ? NO_DEADLINE : this.clock.now() + remainingMs;
+    if (entry.deadline !== NO_DEADLINE) this.expiry.schedule(entry);
+    return 1;
+  }
+
   /** Every entry with its replicated fields, queue by queue in directory order, owner first. */
   *replicaEntries(): IterableIterator<ReplicaEntry> {
     for (const queue of this.queues.all()) {

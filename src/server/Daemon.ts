@@ -4,7 +4,7 @@ import { loadLockFileVersioned, saveLockFile } from '../files/lockFile.js';
 import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
-import type { LockService } from '../locks/LockService.js';
+import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterLockService.js';
 import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { AllowList } from './AllowList.js';
@@ -107,8 +107,20 @@ export class Daemon {
     if (config.cluster === undefined) {
       ({ service, restored } = await startLocal(config, deps));
     } else {
-      service = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
+      // A bad file to import stops the start before the node joins anything.
+      const toImport = config.cluster.importLockFile === undefined ? undefined : await readImport(config.cluster.importLockFile);
+      const cluster = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
+      service = cluster;
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
+      if (toImport !== undefined) {
+        try {
+          restored = await cluster.importLocks(toImport.locks);
+        } catch (error) {
+          await cluster.close();
+          throw new StartupError(`--import-lock-file ${toImport.file}: ${(error as Error).message}`);
+        }
+        logger.event('lock-file-imported', { file: toImport.file, entries: restored });
+      }
     }
     let daemon: Daemon | undefined;
     const server = new LockServer({
@@ -273,4 +285,16 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
     throw new StartupError(message.includes(config.lockFile) ? message : `lock file ${config.lockFile}: ${message}`);
   }
   return { service, restored };
+}
+
+/** Reads a single node's lock file for `--import-lock-file`; any problem names the file (and line). */
+async function readImport(file: string): Promise<{ file: string; locks: SavedLock[] }> {
+  try {
+    const parsed = await loadLockFileVersioned(file);
+    if (parsed === undefined) throw new Error('no such file');
+    return { file, locks: parsed.locks };
+  } catch (error) {
+    const message = (error as Error).message;
+    throw new StartupError(message.includes(file) ? `--import-lock-file: ${message}` : `--import-lock-file ${file}: ${message}`);
+  }
 }

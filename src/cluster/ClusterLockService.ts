@@ -99,6 +99,8 @@ export class ClusterLockService implements LockService {
   /** The highest log version etcd has told us of (appends, read barriers). */
   private knownHead = 0;
   private reachable = false;
+  /** When the replica last applied a batch, or last had nothing to apply (the watch watchdog). */
+  private progressAt = 0;
 
   constructor(
     private readonly options: ClusterOptions,
@@ -310,8 +312,25 @@ export class ClusterLockService implements LockService {
         throw error;
       }
     }
+    this.progressAt = this.deps.clock.now();
     this.releaseApplyWaiters();
     this.answerReadBarrier();
+  }
+
+  /**
+   * A watch can stall without ending (a stream that stays open but delivers nothing). When etcd
+   * is known to hold batches we have not applied and none arrived for a commit timeout, the
+   * watch is restarted from the last applied revision.
+   */
+  private checkWatchProgress(now: number): void {
+    if (this.reloading || this.watch === undefined) return;
+    if (this.knownHead <= this.state.position.version) {
+      this.progressAt = now;
+      return;
+    }
+    if (now - this.progressAt < this.options.commitTimeoutMs) return;
+    this.progressAt = now;
+    this.restartWatch('broken', `no batch arrived for ${this.options.commitTimeoutMs} ms while ${this.knownHead - this.state.position.version} are known`);
   }
 
   private applyRecord(record: LogRecord): void {
@@ -472,6 +491,7 @@ export class ClusterLockService implements LockService {
 
   private tick(): void {
     const now = this.deps.clock.now();
+    this.checkWatchProgress(now);
     const round = this.inFlight;
     if (round !== undefined && round.deadline <= now) {
       this.deps.logger.event('commit-timeout', { seq: round.seq, commands: round.writes.length });

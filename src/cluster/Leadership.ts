@@ -1,3 +1,4 @@
+import { printable } from '../bytes.js';
 import type { LockEntry } from '../locks/LockEntry.js';
 import { LogOp, type LogCommand } from './LogCodec.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterLockService.js';
@@ -152,6 +153,10 @@ export class Leadership {
       const entry = state.table.takeDue();
       if (entry === undefined) break;
       const version = entry.version;
+      this.deps.logger.debug?.(
+        `proposing expiry of ${printable(entry.queue.key)}/${printable(entry.queue.index)} ${printable(entry.owner)} v${version} ` +
+          `(${entry.isOwner ? `owner ttl ${entry.ttl}` : `waiter ttw ${entry.ttw}`} s, due ${Math.round(this.deps.clock.now() - entry.deadline)} ms ago)`,
+      );
       this.host.submitExpiry(expireCommand(entry), () => state.table.rearm(entry, version));
       proposed++;
     }

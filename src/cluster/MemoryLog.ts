@@ -44,6 +44,8 @@ import type { Timers } from './Timers.js';
  * - `faults.watchSilentGap`: per delivery, the first record is skipped silently (etcd3 trap 1);
  *   only the listener's version check can notice.
  * - `faults.watchRepeat`: per delivery, the last record already delivered is delivered again.
+ * - `faults.watchStall`: per delivery, the watch stays open but delivers nothing more, ever (a
+ *   stream stuck without an error); only the listener's own watchdog can notice.
  * - `latencyMs`, `client.extraDelayMs`: delays, per hop.
  * - `client.crash()` (= close): every pending call rejects ('closed'), its watches stop silently,
  *   its leases are no longer kept alive and expire after their TTL. A request already on its way
@@ -84,6 +86,7 @@ export interface MemoryFaults {
   watchBreak: number;
   watchSilentGap: number;
   watchRepeat: number;
+  watchStall: number;
 }
 
 export interface MemoryStoreOptions {
@@ -167,7 +170,14 @@ export class MemoryStore {
   readonly clock: Clock;
   readonly random: Random;
   latencyMs: readonly [number, number];
-  readonly faults: MemoryFaults = { appendUnknownOutcome: 0, appendRejected: 0, watchBreak: 0, watchSilentGap: 0, watchRepeat: 0 };
+  readonly faults: MemoryFaults = {
+    appendUnknownOutcome: 0,
+    appendRejected: 0,
+    watchBreak: 0,
+    watchSilentGap: 0,
+    watchRepeat: 0,
+    watchStall: 0,
+  };
   readonly maxRequestBytes: number;
   readonly quotaBytes: number;
   readonly snapshotChunkBytes: number;
@@ -458,6 +468,11 @@ export class MemoryStore {
       this.endWatch(w, 'broken', 'stream reset (simulated)');
       return;
     }
+    if (w.stalled || this.chance(this.faults.watchStall)) {
+      if (!w.stalled) this.note(`watch ${w.client.label} stalls`);
+      w.stalled = true;
+      return;
+    }
     const count = 1 + Math.floor(this.random() * available);
     const records = this.history.slice(from, from + count);
     let out: LogRecord[] = records;
@@ -614,6 +629,8 @@ class MemoryWatch implements LogWatch {
   cursor: number;
   ended = false;
   scheduled = false;
+  /** faults.watchStall: open, but delivering nothing more. */
+  stalled = false;
   last: LogRecord | undefined;
 
   constructor(

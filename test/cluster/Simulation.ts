@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { MemoryStore, type MemoryLog } from '../../src/cluster/MemoryLog.js';
+import { MemoryStore, type MemoryFaults, type MemoryLog } from '../../src/cluster/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/cluster/random.js';
 import type { Timers } from '../../src/cluster/Timers.js';
 import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
@@ -80,8 +80,13 @@ interface Interval {
   readonly client: string;
   readonly start: number;
   end: number;
-  /** Send time of the last acknowledged renewing request, and its TTL in ms (0 = none). */
-  lastRenewSend: number;
+  /**
+   * When the client must consider the lock gone: the send time of its last renewing request plus
+   * that request's TTL (less the clock-rate margin); infinite for TTL 0. A renewing request whose
+   * outcome is unknown may have shortened it (a re-request with a smaller TTL), never lengthened.
+   */
+  expires: number;
+  /** The TTL (ms) the entry may have now: the smallest of those the client could have set. */
   ttlMs: number;
   open: boolean;
 }
@@ -130,13 +135,18 @@ class Simulation {
   constructor(private readonly options: SimulationOptions) {
     this.rng = mulberry32(options.seed);
     this.store = new MemoryStore({ timers: this.vt, clock: this.vt, random: mulberry32(options.seed ^ 0x5eed), latencyMs: [0.3, 4] });
-    const f = this.store.faults;
-    f.appendUnknownOutcome = 0.03 * this.rng();
-    f.appendRejected = 0.03 * this.rng();
-    f.watchBreak = 0.02 * this.rng();
-    f.watchSilentGap = 0.02 * this.rng();
-    f.watchRepeat = 0.02 * this.rng();
+    // Drawn now (the seed fixes them), switched on once the never-expiring entries are taken.
+    this.faults = {
+      appendUnknownOutcome: 0.03 * this.rng(),
+      appendRejected: 0.03 * this.rng(),
+      watchBreak: 0.02 * this.rng(),
+      watchSilentGap: 0.02 * this.rng(),
+      watchRepeat: 0.02 * this.rng(),
+      watchStall: 0.005 * this.rng(),
+    };
   }
+
+  private readonly faults: MemoryFaults;
 
   private note(line: string): void {
     this.trace.push(`t=${this.vt.now().toFixed(1)} ${line}`);
@@ -157,7 +167,8 @@ class Simulation {
   }
 
   private logger(node: string): Logger {
-    return { event: (name, fields) => this.note(`${node} ${name} ${JSON.stringify(fields ?? {})}`), debug: undefined };
+    const debug = process.env.SIM_TRACE_FILE === undefined ? undefined : (message: string): void => this.note(`${node} ${message}`);
+    return { event: (name, fields) => this.note(`${node} ${name} ${JSON.stringify(fields ?? {})}`), debug };
   }
 
   private startNode(index: number): void {
@@ -198,6 +209,7 @@ class Simulation {
     await this.advance(3_000, false);
     if (this.readyNodes().length !== NODE_COUNT) this.fail('not every node became ready on a healthy store');
     await this.takeDurableLocks();
+    Object.assign(this.store.faults, this.faults);
     const faultyUntil = this.vt.now() + (this.options.faultyMs ?? 20_000);
     let nextFault = this.vt.now() + this.between(300, 1_500);
     while (this.vt.now() < faultyUntil) {
@@ -242,7 +254,7 @@ class Simulation {
       else node.log.setPartitioned(false);
     }
     const f = this.store.faults;
-    f.appendUnknownOutcome = f.appendRejected = f.watchBreak = f.watchSilentGap = f.watchRepeat = 0;
+    f.appendUnknownOutcome = f.appendRejected = f.watchBreak = f.watchSilentGap = f.watchRepeat = f.watchStall = 0;
     this.note('healed');
   }
 
@@ -294,12 +306,15 @@ class Simulation {
       const lock = 'durable/d0';
       const owner = `keep-${client.name}`;
       waits.push(
-        node.service.request({ key: 'durable', index: 'd0', owner, ttl: 0, ttw: 0, priority: 0 }, true).then((position) => {
-          if (position < 1) this.fail(`durable request by ${owner} got ${position}`);
-          const owners = this.durable.get(lock) ?? [];
-          owners.push(owner);
-          this.durable.set(lock, owners);
-        }),
+        node.service.request({ key: 'durable', index: 'd0', owner, ttl: 0, ttw: 0, priority: 0 }, true).then(
+          (position) => {
+            if (position < 1) this.fail(`durable request by ${owner} got ${position}`);
+            const owners = this.durable.get(lock) ?? [];
+            owners.push(owner);
+            this.durable.set(lock, owners);
+          },
+          (error: Error) => this.fail(`durable request by ${owner} failed on a healthy store: ${error.message}`),
+        ),
       );
       await this.vt.advance(5);
     }
@@ -333,7 +348,7 @@ class Simulation {
       if (client.ops === op) client.busy = false;
     };
     // Answers from a node that crashed since are lost with its connection.
-    const track = <T>(what: string, answer: Promise<T>, onAnswer: (value: T) => void): void => {
+    const track = <T>(what: string, answer: Promise<T>, onAnswer: (value: T) => void, onLost?: () => void): void => {
       this.commands++;
       answer.then(
         (value) => {
@@ -347,6 +362,7 @@ class Simulation {
           done();
           this.failed++;
           this.note(`${client.name}@${node.name} ${what} failed: ${error.message}`);
+          onLost?.();
         },
       );
       // A crashed node never answers: free the client after its connection would have dropped.
@@ -359,10 +375,15 @@ class Simulation {
       const ttw = this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
       let granted = false;
-      track(`request ${lock} ttl=${ttl}`, service.request({ key, index, owner: client.name, ttl, ttw, priority }, true), (position) => {
-        granted = position === 1;
-        if (granted) this.renewed(client, lock, sent, ttl * 1000);
-      });
+      track(
+        `request ${lock} ttl=${ttl}`,
+        service.request({ key, index, owner: client.name, ttl, ttw, priority }, true),
+        (position) => {
+          granted = position === 1;
+          if (granted) this.renewed(client, lock, sent, ttl * 1000);
+        },
+        () => this.mayHaveShortened(client, lock, sent, ttl * 1000),
+      );
       if (this.rng() < 0.3) {
         // Pipelined behind the request: answered in order, and it sees the client's own write.
         track(`owner ${lock} (pipelined)`, service.findOwner(key, index), (owner) => {
@@ -388,36 +409,51 @@ class Simulation {
     }
   }
 
-  /** A position-1 reply or an acknowledged renewal: the interval opens or extends. */
+  /**
+   * A position-1 reply to a request (`ttlMs` set: the phase restarted with that TTL) or an
+   * acknowledged renewal (the phase restarted with the entry's TTL): the interval opens or its
+   * end moves to this send time plus the TTL. Commands are sequential per client, so this send is
+   * later than any before it.
+   */
   private renewed(client: SimClient, lock: string, sent: number, ttlMs: number | undefined): void {
     const now = this.vt.now();
     const current = client.holding.get(lock);
     if (current !== undefined && current.open && !this.ended(current, now)) {
-      current.lastRenewSend = Math.max(current.lastRenewSend, sent);
       if (ttlMs !== undefined) current.ttlMs = ttlMs;
+      current.expires = this.bound(sent, current.ttlMs);
       return;
     }
     if (current !== undefined) this.close(current, now);
     if (ttlMs === undefined) return; // a renewal of an entry not known to be owned opens nothing
-    const interval: Interval = { client: client.name, start: now, end: Number.POSITIVE_INFINITY, lastRenewSend: sent, ttlMs, open: true };
+    const interval: Interval = { client: client.name, start: now, end: Number.POSITIVE_INFINITY, expires: this.bound(sent, ttlMs), ttlMs, open: true };
     client.holding.set(lock, interval);
     const list = this.intervals.get(lock) ?? [];
     list.push(interval);
     this.intervals.set(lock, list);
   }
 
-  private ended(interval: Interval, now: number): boolean {
-    return interval.ttlMs > 0 && now >= this.expiresAt(interval);
+  /** A request whose outcome is unknown may have restarted the phase with its (smaller) TTL. */
+  private mayHaveShortened(client: SimClient, lock: string, sent: number, ttlMs: number): void {
+    const current = client.holding.get(lock);
+    if (current === undefined || !current.open) return;
+    current.expires = Math.min(current.expires, this.bound(sent, ttlMs));
+    current.ttlMs = Math.min(current.ttlMs === 0 ? Number.POSITIVE_INFINITY : current.ttlMs, ttlMs === 0 ? Number.POSITIVE_INFINITY : ttlMs);
+    if (current.ttlMs === Number.POSITIVE_INFINITY) current.ttlMs = 0;
   }
 
-  private expiresAt(interval: Interval): number {
-    return interval.lastRenewSend + interval.ttlMs * (1 - RATE_MARGIN);
+  /** Send time plus TTL, less the clock-rate margin clients keep; TTL 0 never ends. */
+  private bound(sent: number, ttlMs: number): number {
+    return ttlMs === 0 ? Number.POSITIVE_INFINITY : sent + ttlMs * (1 - RATE_MARGIN);
+  }
+
+  private ended(interval: Interval, now: number): boolean {
+    return now >= interval.expires;
   }
 
   private close(interval: Interval, at: number): void {
     if (!interval.open) return;
     interval.open = false;
-    interval.end = interval.ttlMs > 0 ? Math.min(at, this.expiresAt(interval)) : at;
+    interval.end = Math.min(at, interval.expires);
   }
 
   private released(client: SimClient, lock: string, sent: number): void {

@@ -43,6 +43,11 @@ export class QueueDirectory {
     if (queue === undefined) {
       queue = new LockQueue(key, index);
       group.set(index, queue);
+    } else if (queue.isEmpty) {
+      // Taken again while its slot lingers: it is created anew as far as list order goes (the
+      // key's indexes list in creation order), so it moves behind the key's other indexes.
+      group.delete(index);
+      group.set(index, queue);
     }
     return queue;
   }

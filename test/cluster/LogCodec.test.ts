@@ -6,6 +6,7 @@ import {
   decodeBatch,
   LogFormatError,
   LogOp,
+  NO_REMAINING,
   type Batch,
   type LogCommand,
 } from '../../src/cluster/LogCodec.js';
@@ -26,7 +27,7 @@ function command(random: Random): LogCommand {
   const key = byteString(random);
   const index = byteString(random);
   const owner = byteString(random);
-  switch (1 + int(random, 6)) {
+  switch (1 + int(random, 7)) {
     case LogOp.Request:
       return {
         op: LogOp.Request,
@@ -47,6 +48,19 @@ function command(random: Random): LogCommand {
       return { op: LogOp.ReleaseKey, key, owner };
     case LogOp.ReleaseAll:
       return { op: LogOp.ReleaseAll, owner };
+    case LogOp.Import:
+      return {
+        op: LogOp.Import,
+        key,
+        index,
+        owner,
+        ttl: int(random, 65_536),
+        ttw: int(random, 65_536),
+        priority: int(random, 256),
+        isOwner: random() < 0.5,
+        remainingMs: random() < 0.1 ? NO_REMAINING : int(random, 2 ** 32 - 1),
+        first: random() < 0.5,
+      };
     default:
       return { op: LogOp.Expire, key, index, owner, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)) };
   }
@@ -86,7 +100,7 @@ test('every command round-trips, with any bytes in its strings (empty and 255 lo
     }
     t.deepEqual(decodeBatch(encoder.encode(b)), b);
   }
-  t.is(ops.size, 6, 'every op was tried');
+  t.is(ops.size, Object.keys(LogOp).length, 'every op was tried');
   t.is(longest, 255);
   t.true(empties > 0);
 });
@@ -140,7 +154,7 @@ test('an unknown magic, format or op is refused', (t) => {
   };
   t.throws(() => decodeBatch(altered(0, 0x53)), { instanceOf: LogFormatError, message: /not a batch/ });
   t.throws(() => decodeBatch(altered(1, 2)), { instanceOf: LogFormatError, message: /format 2/ });
-  for (const op of [0, 7, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
+  for (const op of [0, 8, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
 });
 
 test('garbage and damaged batches never throw anything but LogFormatError', (t) => {

@@ -271,3 +271,32 @@ test('ApplyStep runs before each command and once after the last, each seeing th
   state.apply(feed.batch('A', []), at(++feed.version), (i) => empty.push(i));
   t.deepEqual(empty, [0]);
 });
+
+function imported(key: string, index: string, owner: string, isOwner: boolean, first = false, priority = 0): LogCommand {
+  return { op: LogOp.Import, key, index, owner, ttl: 30, ttw: 60, priority, isOwner, remainingMs: 5_000, first };
+}
+
+test('an import fills an empty table in file order; one whose first entry finds entries is refused whole', (t) => {
+  const clock = new FakeClock(1_000);
+  const state = new ReplicaState(clock);
+  const feed = new Feed();
+  const file = [
+    imported('k', 'i', 'alice', true, true, 1),
+    imported('k', 'i', 'carol', false, false, 9),
+    imported('k', 'i', 'bob', false, false, 1),
+    imported('k', 'j', 'dave', false), // a waiter without an owner takes the lock
+  ];
+  t.deepEqual(feed.apply(state, feed.batch('A', file)), [1, 1, 1, 1]);
+  t.deepEqual(
+    state.table.list('k').map((c) => [c.index, c.owner, c.isOwner, c.priority]),
+    [['i', 'alice', true, 1], ['i', 'carol', false, 9], ['i', 'bob', false, 1], ['j', 'dave', true, 0]],
+  );
+  // The time the file said was left counts from this node's apply.
+  t.deepEqual([...state.table.snapshot()].map((s) => s.remainingMs), [5_000, 5_000, 5_000, 5_000]);
+  t.is(state.entriesFrom('A'), 4);
+  const before = state.digest();
+  t.deepEqual(feed.apply(state, feed.batch('B', [imported('x', 'y', 'zed', true, true), imported('k', 'z', 'eve', true)])), [0, 0]);
+  t.not(state.digest(), before, 'the position moved');
+  t.deepEqual(state.table.list('x'), []);
+  t.is(state.table.size, 4);
+});

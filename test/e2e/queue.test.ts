@@ -200,6 +200,19 @@ test('list order is queue creation order, not sorted: indexes as first requested
   );
 });
 
+test('an index emptied and taken again lists as newly created, behind the indexes created meanwhile', async (t) => {
+  const server = await startServer(t);
+  const c = await server.accepted();
+  t.deepEqual(await enqueue(c, ['k', 'a', 'u1'], ['k', 'b', 'u2'], ['k', 'c', 'u3']), [1, 1, 1]);
+  // Released and taken again at once (well within the second an emptied slot lingers).
+  t.is(await ask.release(c, 'k', 'a', 'u1'), 1);
+  t.is(await ask.request(c, 'k', 'a', 'u4'), 1);
+  t.deepEqual(
+    (await ask.list(c, 'k')).map((e) => `${e.index}:${e.owner}`),
+    ['b:u2', 'c:u3', 'a:u4'],
+  );
+});
+
 test("an index that is literally '*' can be released only with '*', which takes every index of the key", async (t) => {
   const server = await startServer(t);
   const c = await server.accepted();

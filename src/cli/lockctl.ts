@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-import { Command, CommanderError, InvalidArgumentError, type HelpContext } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option, type HelpContext } from 'commander';
 import type { ByteString } from '../bytes.js';
+import { HOST_ORDERS, parseHostList, type HostOrder } from '../client/hosts.js';
 import { DEFAULT_HOST, DEFAULT_PRIORITY, DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, LockClient } from '../client/LockClient.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { formatStats } from '../files/statFile.js';
@@ -20,6 +21,7 @@ const MS_PER_SECOND = 1000;
 interface GlobalOptions {
   host: string;
   port: number;
+  hostOrder: HostOrder;
   timeout: number;
   json: boolean;
 }
@@ -53,8 +55,8 @@ async function execute(command: Command, body: (client: LockClient, options: Glo
   let client: LockClient | undefined;
   try {
     client = await LockClient.connect({
-      host: options.host,
-      port: options.port,
+      hosts: parseHostList(options.host, options.port),
+      hostOrder: options.hostOrder,
       connectTimeoutMs: options.timeout * MS_PER_SECOND,
       requestTimeoutMs: options.timeout * MS_PER_SECOND,
     });
@@ -77,8 +79,11 @@ Exit codes:
        nothing released; hold: not obtained within --wait, or refused by a draining server
   2    bad command line
   3    cannot talk to the server: connection refused, unreachable, or refused by the server
-       (greeting 0x00: not in its hosts file or too busy), or the connection broke
-  4    no connection or no reply within --timeout
+       (greeting 0x00: not in its hosts file or too busy), or the connection broke;
+       with several --host nodes: none of them gave a connection
+  4    no connection or no reply within --timeout (with several nodes: every one timed out)
+
+Environment: LOCKCTL_HOST and LOCKCTL_PORT stand for --host and --port; the flags win.
   hold exits with its command's status (128+N if killed by signal N, 127 not found).`;
 
 /**
@@ -97,8 +102,22 @@ const program = new LockctlProgram()
   .name('lockctl')
   .description('Inspect and use a LockServer 0.9b: look up, take, renew and release locks; run a command under a lock.')
   .version(PACKAGE_VERSION, '-V, --version')
-  .option('-H, --host <host>', 'server host name or address', DEFAULT_HOST)
-  .option('-p, --port <n>', 'server port (1-65535)', integerIn(1, 65535), DEFAULT_PORT)
+  .addOption(
+    new Option('-H, --host <hosts>', 'server host name or address, or several nodes of one cluster: a:7734,b,[::1]:7735')
+      .env('LOCKCTL_HOST')
+      .default(DEFAULT_HOST),
+  )
+  .addOption(
+    new Option('-p, --port <n>', 'server port (1-65535), for hosts that name none')
+      .env('LOCKCTL_PORT')
+      .argParser(integerIn(1, 65535))
+      .default(DEFAULT_PORT),
+  )
+  .addOption(
+    new Option('--host-order <order>', 'with several hosts: start at a random one, or at the first; then on through the list')
+      .choices(HOST_ORDERS)
+      .default('random-start'),
+  )
   .option('-t, --timeout <seconds>', 'limit for connecting and for each reply', seconds(0.001), DEFAULT_TIMEOUT_SECONDS)
   .option('--json', 'one JSON object per answer on stdout, for scripts', false)
   .addHelpText('after', EXIT_CODES_HELP)

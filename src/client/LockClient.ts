@@ -8,6 +8,7 @@ import type { ReplyOf } from '../protocol/decodeReply.js';
 import { encodeRequest } from '../protocol/encodeRequest.js';
 import type { Request, StatsReply } from '../protocol/messages.js';
 import {
+  AllHostsFailedError,
   ConnectError,
   ConnectionClosedError,
   ConnectTimeoutError,
@@ -16,6 +17,7 @@ import {
   RequestTimeoutError,
   ServerRefusedError,
 } from './errors.js';
+import { endpointsOf, HOST_ORDERS, type Endpoint, type HostAndPort, type HostOrder } from './hosts.js';
 import { toByteString, type LockName, type StringEncoding } from './lockName.js';
 import { NOT_YET, ReplyDecoder } from './ReplyDecoder.js';
 
@@ -34,8 +36,15 @@ const WRITE_BUFFER_RETAINED = 64 * 1024;
 export interface LockClientOptions {
   /** Server host name or address; default 127.0.0.1. */
   readonly host?: string;
-  /** Server port; default 7734. */
+  /** Server port; default 7734. With `hosts`: the port of entries that name none. */
   readonly port?: number;
+  /**
+   * Several nodes of one cluster instead of `host`: 'a:7734', 'b' (port: `port`), '[::1]:7734',
+   * or { host, port }. Connecting tries them in `hostOrder` until one greets with 0x01.
+   */
+  readonly hosts?: ReadonlyArray<string | HostAndPort>;
+  /** 'random-start' (default): from a random host, then on in list order; 'as-listed': from the first. */
+  readonly hostOrder?: HostOrder;
   /** Local address to connect from (the server's allowlist sees this address). */
   readonly localAddress?: string;
   /** Limit for the TCP connection and the greeting byte together; default 5000 ms. */
@@ -73,10 +82,6 @@ interface PendingReply {
   readonly deadline: number;
   readonly resolve: (reply: never) => void;
   readonly reject: (error: Error) => void;
-}
-
-function describeAddress(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 function checkInteger(name: string, value: number, max: number): number {
@@ -127,13 +132,18 @@ export class LockClient {
   private readonly encoding: StringEncoding;
   /** Settles when the connection has closed, for whatever reason. */
   readonly closed: Promise<void>;
+  /** host:port of the server this connection is to, for messages. */
+  readonly address: string;
 
   private constructor(
     private readonly socket: Socket,
-    /** host:port of the server, for messages. */
-    readonly address: string,
-    options: LockClientOptions,
+    private readonly endpoints: readonly Endpoint[],
+    /** Which of the endpoints this connection is to. */
+    private readonly endpointIndex: number,
+    private readonly options: LockClientOptions,
   ) {
+    const address = endpoints[endpointIndex]!.address;
+    this.address = address;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.encoding = options.stringEncoding ?? 'latin1';
@@ -145,12 +155,60 @@ export class LockClient {
     socket.on('close', () => this.fail(new ConnectionClosedError(`connection to ${address} closed`)));
   }
 
-  /** Connects and checks the greeting byte: 0x01 resolves, 0x00 rejects with ServerRefusedError. */
-  static connect(options: LockClientOptions = {}): Promise<LockClient> {
-    const host = options.host ?? DEFAULT_HOST;
-    const port = options.port ?? DEFAULT_PORT;
+  /**
+   * Connects and checks the greeting byte: 0x01 resolves, 0x00 rejects with ServerRefusedError.
+   * With `hosts`, a host that refuses (0x00), cannot be reached or times out is passed over for
+   * the next, each tried once; when none gives a connection, AllHostsFailedError tells what each did.
+   */
+  static async connect(options: LockClientOptions = {}): Promise<LockClient> {
+    const endpoints = endpointsOf(options, DEFAULT_HOST, DEFAULT_PORT);
+    const order = options.hostOrder ?? 'random-start';
+    if (!HOST_ORDERS.includes(order)) throw new RangeError(`hostOrder must be ${HOST_ORDERS.join(' or ')}, got ${String(order)}`);
+    const start = order === 'as-listed' ? 0 : Math.floor(Math.random() * endpoints.length);
+    return LockClient.connectFrom(endpoints, start, options, Infinity);
+  }
+
+  /**
+   * A new connection with the same options, trying first the host after this one in the list
+   * (then on around it, this one last): the next node to ask when this one failed. This
+   * connection is left as it is. `withinMs` bounds the whole attempt (each host still gets at
+   * most connectTimeoutMs).
+   */
+  reconnect(withinMs = Infinity): Promise<LockClient> {
+    const next = (this.endpointIndex + 1) % this.endpoints.length;
+    return LockClient.connectFrom(this.endpoints, next, this.options, performance.now() + withinMs);
+  }
+
+  /** The addresses this client may connect to (one unless connected with `hosts`), in list order. */
+  get hosts(): readonly string[] {
+    return this.endpoints.map((e) => e.address);
+  }
+
+  private static async connectFrom(
+    endpoints: readonly Endpoint[],
+    start: number,
+    options: LockClientOptions,
+    deadline: number,
+  ): Promise<LockClient> {
     const limitMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    const address = describeAddress(host, port);
+    const errors: Error[] = [];
+    for (let i = 0; i < endpoints.length; i++) {
+      const index = (start + i) % endpoints.length;
+      const remaining = deadline - performance.now();
+      if (remaining <= 0) break;
+      try {
+        return await LockClient.connectOne(endpoints, index, options, Math.min(limitMs, Math.ceil(remaining)));
+      } catch (error) {
+        if (endpoints.length === 1 || !(error instanceof LockClientError)) throw error;
+        errors.push(error);
+      }
+    }
+    if (errors.length === 0) throw new ConnectTimeoutError(endpoints[start]!.address, 0, 'tcp');
+    throw new AllHostsFailedError(errors);
+  }
+
+  private static connectOne(endpoints: readonly Endpoint[], index: number, options: LockClientOptions, limitMs: number): Promise<LockClient> {
+    const { host, port, address } = endpoints[index]!;
     return new Promise((resolve, reject) => {
       const socket = connectSocket({ host, port, localAddress: options.localAddress });
       socket.setNoDelay(true);
@@ -173,7 +231,7 @@ export class LockClient {
           return finish(new ProtocolError(`${address} greeted with 0x${chunk[0]!.toString(16)}, not 0x01 or 0x00`));
         }
         if (chunk.length > 1) return finish(new ProtocolError(`${address} sent bytes after the greeting unasked`));
-        finish(new LockClient(socket, address, options));
+        finish(new LockClient(socket, endpoints, index, options));
       };
       const onError = (error: Error): void => finish(new ConnectError(address, error));
       const onClose = (): void => finish(new ConnectError(address, new Error('closed before the greeting')));

@@ -94,3 +94,14 @@ export class LockWaitTimeoutError extends LockTimeoutError {
 export class LockLostError extends LockClientError {
   override name = 'LockLostError';
 }
+
+/**
+ * No host of a `hosts` list gave a connection: each was tried once, in order, and `errors` says
+ * what each did (refused, unreachable, timed out), in the order tried.
+ */
+export class AllHostsFailedError extends LockClientError {
+  override name = 'AllHostsFailedError';
+  constructor(readonly errors: readonly Error[]) {
+    super(`no host accepted a connection: ${errors.map((e) => e.message).join('; ')}`);
+  }
+}

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
+import { ConnectionClosedError, LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
 import { DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, type LockClient, type LockRequestOptions } from './LockClient.js';
 import type { LockName } from './lockName.js';
 import { pause } from './pause.js';
@@ -20,8 +20,13 @@ export interface HoldLockOptions extends LockRequestOptions {
   readonly pollMaxMs?: number;
   /** How often a held lock is renewed; default a third of the TTL (no renewal when TTL is 0). */
   readonly renewIntervalMs?: number;
-  /** Called once if the lock is lost while held (renewal found no entry, or the connection failed). */
+  /**
+   * Called once if the lock is lost while held: renewal found no entry, or no renewal was
+   * confirmed within the TTL (with a single host: the connection failed).
+   */
   readonly onLost?: (error: LockLostError) => void;
+  /** Called when the lock moved to another node's connection (several `hosts`): from and to, host:port. */
+  readonly onFailover?: (from: string, to: string) => void;
   /** Source of jitter for the poll pauses, in [0, 1); default Math.random. */
   readonly random?: () => number;
 }
@@ -31,29 +36,71 @@ function beatWithin(seconds: number): number {
   return seconds > 0 ? (seconds * MS_PER_SECOND) / BEATS_PER_PERIOD : Infinity;
 }
 
+/** Pause between two rounds of the host list while every node fails, during a failover. */
+const FAILOVER_RETRY_MS = 250;
+
+/** @internal what holdLock() hands to a HeldLock. */
+interface HeldLockInit {
+  readonly client: LockClient;
+  /** A connection holdLock opened itself (a failover while waiting), closed with the lock. */
+  readonly owned: LockClient | undefined;
+  readonly key: LockName;
+  readonly index: LockName;
+  readonly owner: LockName;
+  readonly ttlMs: number;
+  /** performance.now() when the request that made us owner was sent. */
+  readonly confirmedAt: number;
+  readonly renewIntervalMs: number;
+  readonly onLost: ((error: LockLostError) => void) | undefined;
+  readonly onFailover: ((from: string, to: string) => void) | undefined;
+  readonly releaseSignal: AbortSignal | undefined;
+}
+
 /**
  * A lock this process owns. It is renewed in the background until release(); `signal` aborts,
  * with a LockLostError as its reason, if the lock is lost meanwhile — pass it to the work the
  * lock protects so that work can stop.
+ *
+ * The lock counts as lost once a TTL has passed since the send time of the last renewal the
+ * server confirmed, whatever the reason no later one was confirmed. With a client connected to
+ * several `hosts` (nodes of one cluster), a connection that drops or times out is replaced by
+ * one to the next node, where the entry is renewed (0x04) and its place checked (0x03): still
+ * the owner there, it carries on; no entry, it is lost.
  */
 export class HeldLock {
+  readonly key: LockName;
+  readonly index: LockName;
+  readonly owner: LockName;
   private readonly lostController = new AbortController();
-  private timer: NodeJS.Timeout | undefined;
+  private current: LockClient;
+  private owned: LockClient | undefined;
+  private readonly ttlMs: number;
+  private confirmedAt: number;
+  private readonly renewIntervalMs: number;
+  private readonly onLost: ((error: LockLostError) => void) | undefined;
+  private readonly onFailover: ((from: string, to: string) => void) | undefined;
+  private readonly releaseSignal: AbortSignal | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private expiryTimer: NodeJS.Timeout | undefined;
+  private failingOver = false;
   private released: Promise<number> | undefined;
   private readonly releaseOnAbort = (): void => void this.release().catch(() => {});
 
   /** @internal created by holdLock() */
-  constructor(
-    private readonly client: LockClient,
-    readonly key: LockName,
-    readonly index: LockName,
-    readonly owner: LockName,
-    private readonly renewIntervalMs: number,
-    private readonly onLost: ((error: LockLostError) => void) | undefined,
-    private readonly releaseSignal: AbortSignal | undefined,
-  ) {
+  constructor(init: HeldLockInit) {
+    ({ key: this.key, index: this.index, owner: this.owner } = init);
+    this.current = init.client;
+    this.owned = init.owned;
+    this.ttlMs = init.ttlMs;
+    this.confirmedAt = init.confirmedAt;
+    this.renewIntervalMs = init.renewIntervalMs;
+    this.onLost = init.onLost;
+    this.onFailover = init.onFailover;
+    this.releaseSignal = init.releaseSignal;
+    this.armExpiry();
+    this.watch(this.current);
     this.scheduleRenewal();
-    releaseSignal?.addEventListener('abort', this.releaseOnAbort, { once: true });
+    this.releaseSignal?.addEventListener('abort', this.releaseOnAbort, { once: true });
   }
 
   /** Aborts (reason: LockLostError) if the lock is lost while held. */
@@ -66,37 +113,158 @@ export class HeldLock {
     return this.signal.aborted ? (this.signal.reason as LockLostError) : undefined;
   }
 
-  /** Stops renewing and releases the lock; resolves to the entries removed (0 if it was already gone). */
+  /** The connection the lock is renewed through now (another node's after a failover). */
+  get client(): LockClient {
+    return this.current;
+  }
+
+  /**
+   * Stops renewing and releases the lock; resolves to the entries removed (0 if it was already
+   * gone). If the connection has dropped and the lock is not known lost, the release goes
+   * through the next node that answers (with several hosts).
+   */
   release(): Promise<number> {
     if (this.released === undefined) {
-      clearTimeout(this.timer);
+      clearTimeout(this.renewTimer);
+      clearTimeout(this.expiryTimer);
       this.releaseSignal?.removeEventListener('abort', this.releaseOnAbort);
-      this.released = this.client.isOpen ? this.client.release(this.key, this.index, this.owner) : Promise.resolve(0);
+      this.released = this.releaseThroughAnyNode().finally(() => void this.owned?.close().catch(() => {}));
     }
     return this.released;
   }
 
+  private async releaseThroughAnyNode(): Promise<number> {
+    const client = this.current;
+    if (client.isOpen) return client.release(this.key, this.index, this.owner);
+    if (client.hosts.length <= 1 || this.signal.aborted) return 0;
+    const other = await client.reconnect();
+    try {
+      return await other.release(this.key, this.index, this.owner);
+    } finally {
+      await other.close().catch(() => {});
+    }
+  }
+
+  private get done(): boolean {
+    return this.released !== undefined || this.signal.aborted;
+  }
+
   private scheduleRenewal(): void {
     if (this.renewIntervalMs === Infinity || this.renewIntervalMs <= 0) return;
-    this.timer = setTimeout(() => void this.renew(), this.renewIntervalMs);
+    this.renewTimer = setTimeout(() => void this.renew(), this.renewIntervalMs);
+  }
+
+  /** The lock is lost a TTL after the send time of the last confirmed renewal. */
+  private armExpiry(): void {
+    clearTimeout(this.expiryTimer);
+    if (this.ttlMs <= 0) return;
+    const left = this.confirmedAt + this.ttlMs - performance.now();
+    this.expiryTimer = setTimeout(() => {
+      this.lose(new LockLostError(`no node confirmed a renewal within the lock's TTL (${this.ttlMs / MS_PER_SECOND} s)`));
+    }, Math.max(0, left));
+    this.expiryTimer.unref();
+  }
+
+  private confirm(sentAt: number): void {
+    this.confirmedAt = Math.max(this.confirmedAt, sentAt);
+    this.armExpiry();
+  }
+
+  /** A dropped connection is noticed at once, not at the next renewal. */
+  private watch(client: LockClient): void {
+    void client.closed.then(() => {
+      if (this.current === client && !this.done) {
+        this.connectionFailed(client, new ConnectionClosedError(`connection to ${client.address} closed`));
+      }
+    });
   }
 
   private async renew(): Promise<void> {
+    const client = this.current;
+    const sentAt = performance.now();
     let renewed: boolean;
     try {
-      renewed = await this.client.renew(this.key, this.index, this.owner);
+      renewed = await client.renew(this.key, this.index, this.owner);
     } catch (error) {
-      this.lose(new LockLostError(`renewal failed: ${(error as Error).message}`, { cause: error }));
+      if (this.current === client && !this.done) this.connectionFailed(client, error as Error);
       return;
     }
-    if (this.released !== undefined) return;
-    if (!renewed) this.lose(new LockLostError('renewal found no entry: the lock expired or was released by someone else'));
-    else this.scheduleRenewal();
+    if (this.done || this.current !== client) return;
+    if (!renewed) {
+      this.lose(new LockLostError('renewal found no entry: the lock expired or was released by someone else'));
+      return;
+    }
+    this.confirm(sentAt);
+    this.scheduleRenewal();
+  }
+
+  private connectionFailed(client: LockClient, error: Error): void {
+    if (client.hosts.length <= 1) {
+      this.lose(new LockLostError(`renewal failed: ${error.message}`, { cause: error }));
+    } else if (!this.failingOver) {
+      this.failingOver = true;
+      clearTimeout(this.renewTimer);
+      client.destroy();
+      void this.failover(client).finally(() => (this.failingOver = false));
+    }
+  }
+
+  /**
+   * Renews through the other nodes, round and round the list, until one confirms the entry is
+   * still ours, or says it is gone, or the TTL runs out (the expiry timer declares it lost).
+   */
+  private async failover(from: LockClient): Promise<void> {
+    let last = from;
+    while (!this.done) {
+      const left = this.confirmedAt + this.ttlMs - performance.now();
+      let next: LockClient;
+      try {
+        next = await last.reconnect(this.ttlMs > 0 ? left : Infinity);
+      } catch {
+        await pause(this.ttlMs > 0 ? Math.min(FAILOVER_RETRY_MS, Math.max(0, left)) : FAILOVER_RETRY_MS, this.signal).catch(() => {});
+        continue;
+      }
+      if (this.done) {
+        next.destroy();
+        return;
+      }
+      const sentAt = performance.now();
+      let renewed: boolean;
+      let position: number;
+      try {
+        [renewed, position] = await Promise.all([
+          next.renew(this.key, this.index, this.owner),
+          next.location(this.key, this.index, this.owner),
+        ]);
+      } catch {
+        next.destroy();
+        last = next;
+        continue;
+      }
+      if (this.done) {
+        next.destroy();
+        return;
+      }
+      if (!renewed || position !== 1) {
+        next.destroy();
+        this.lose(new LockLostError(`after ${from.address} failed, ${next.address} has ${renewed ? `the entry at position ${position}, not as owner` : 'no entry'}: the lock expired or was released by someone else`));
+        return;
+      }
+      this.owned?.destroy();
+      this.owned = next;
+      this.current = next;
+      this.confirm(sentAt);
+      this.watch(next);
+      this.onFailover?.(from.address, next.address);
+      this.scheduleRenewal();
+      return;
+    }
   }
 
   private lose(error: LockLostError): void {
-    if (this.released !== undefined || this.signal.aborted) return;
-    clearTimeout(this.timer);
+    if (this.done) return;
+    clearTimeout(this.renewTimer);
+    clearTimeout(this.expiryTimer);
     this.lostController.abort(error);
     this.onLost?.(error);
   }
@@ -107,7 +275,9 @@ export class HeldLock {
  * which also keeps the waiting entry alive — pausing with bounded, jittered exponential backoff.
  * Rejects with LockRefusedError (server draining or full), LockWaitTimeoutError, the signal's
  * reason, or a connection error; in each case no waiting entry is left behind where the
- * connection still allows removing it.
+ * connection still allows removing it. With a client connected to several `hosts`, a
+ * connection that fails while waiting is replaced by one to the next node that answers, where
+ * the waiting goes on (the entry, and its place, are the cluster's).
  *
  *   const lock = await holdLock(client, 'users', '42', 'worker-7', { ttl: 30 });
  *   try { await work(lock.signal); } finally { await lock.release(); }
@@ -127,9 +297,23 @@ export async function holdLock(
   let pollDelay = Math.min(options.pollInitialMs ?? DEFAULT_POLL_INITIAL_MS, pollMax);
   const deadline = options.waitTimeoutMs === undefined ? Infinity : performance.now() + options.waitTimeoutMs;
   signal?.throwIfAborted();
+  let current = client;
+  let owned: LockClient | undefined;
+  let confirmedAt: number;
   try {
     for (;;) {
-      const position = await client.request(key, index, owner, { ttl, ttw, priority: options.priority });
+      confirmedAt = performance.now();
+      let position: number;
+      try {
+        position = await current.request(key, index, owner, { ttl, ttw, priority: options.priority });
+      } catch (error) {
+        if (current.isOpen || current.hosts.length <= 1) throw error;
+        const next = await current.reconnect();
+        owned?.destroy();
+        options.onFailover?.(current.address, next.address);
+        owned = current = next;
+        continue;
+      }
       if (position === 1) break;
       if (position === 0) throw new LockRefusedError();
       signal?.throwIfAborted();
@@ -140,15 +324,28 @@ export async function holdLock(
       pollDelay = Math.min(pollDelay * 2, pollMax);
     }
   } catch (error) {
-    if (!(error instanceof LockRefusedError)) await client.release(key, index, owner).catch(() => {});
+    if (!(error instanceof LockRefusedError)) await current.release(key, index, owner).catch(() => {});
+    owned?.destroy();
     throw error;
   }
   if (signal?.aborted) {
-    await client.release(key, index, owner).catch(() => {});
+    await current.release(key, index, owner).catch(() => {});
+    owned?.destroy();
     throw signal.reason;
   }
-  const renewIntervalMs = options.renewIntervalMs ?? beatWithin(ttl);
-  return new HeldLock(client, key, index, owner, renewIntervalMs, options.onLost, signal);
+  return new HeldLock({
+    client: current,
+    owned,
+    key,
+    index,
+    owner,
+    ttlMs: ttl * MS_PER_SECOND,
+    confirmedAt,
+    renewIntervalMs: options.renewIntervalMs ?? beatWithin(ttl),
+    onLost: options.onLost,
+    onFailover: options.onFailover,
+    releaseSignal: signal,
+  });
 }
 
 /** Runs `work` while holding the lock, and releases it afterwards, whatever happens. */

@@ -36,10 +36,11 @@ async function fakeServer(t: ExecutionContext, onConnection: (socket: Socket) =>
 
 test('a server that accepts the TCP connection but never greets: connect times out', async (t) => {
   const port = await fakeServer(t, () => {});
-  const error = await t.throwsAsync(LockClient.connect({ port, connectTimeoutMs: 200 }), { instanceOf: ConnectTimeoutError });
+  // Long enough for a loopback TCP connection on a loaded machine: the wait is for the greeting.
+  const error = await t.throwsAsync(LockClient.connect({ port, connectTimeoutMs: 2_000 }), { instanceOf: ConnectTimeoutError });
   t.true(error instanceof LockTimeoutError && error instanceof LockClientError);
   t.is(error.stage, 'greeting');
-  t.is(error.message, `connected to 127.0.0.1:${port}, but no greeting within 200 ms`);
+  t.is(error.message, `connected to 127.0.0.1:${port}, but no greeting within 2000 ms`);
 });
 
 test('a TCP connection that never completes: connect times out, saying so (not "no greeting")', async (t) => {

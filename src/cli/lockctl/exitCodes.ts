@@ -1,4 +1,5 @@
 import {
+  AllHostsFailedError,
   ConnectError,
   ConnectionClosedError,
   LockRefusedError,
@@ -36,6 +37,10 @@ export const ExitCode = {
 export function exitCodeFor(error: unknown): number {
   if (error instanceof LockWaitTimeoutError || error instanceof LockRefusedError) return ExitCode.No;
   if (error instanceof LockTimeoutError) return ExitCode.Timeout;
+  // Several hosts, none answered: a timeout only if every one of them timed out.
+  if (error instanceof AllHostsFailedError) {
+    return error.errors.every((e) => e instanceof LockTimeoutError) ? ExitCode.Timeout : ExitCode.Unreachable;
+  }
   if (
     error instanceof ServerRefusedError ||
     error instanceof ConnectError ||

@@ -47,8 +47,9 @@ export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOu
   const { warn, json } = output;
   const name = `${shown(spec.key)}/${shown(spec.index)}`;
   let lock: HeldLock | number;
+  const onFailover = (from: string, to: string): void => warn(`lost the connection to ${from}; carrying on through ${to}`);
   try {
-    lock = await waitForLock(client, spec);
+    lock = await waitForLock(client, spec, onFailover);
   } catch (error) {
     if (error instanceof LockWaitTimeoutError) {
       json?.({ acquired: false, reason: 'timeout' });
@@ -73,7 +74,11 @@ export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOu
 }
 
 /** The held lock, or an exit code when Ctrl-C / SIGTERM came first. */
-async function waitForLock(client: LockClient, spec: HoldSpec): Promise<HeldLock | number> {
+async function waitForLock(
+  client: LockClient,
+  spec: HoldSpec,
+  onFailover: (from: string, to: string) => void,
+): Promise<HeldLock | number> {
   const interrupt = new AbortController();
   const onInt = (): void => interrupt.abort(new Interrupted(ExitCode.Interrupted));
   const onTerm = (): void => interrupt.abort(new Interrupted(ExitCode.Terminated));
@@ -86,6 +91,7 @@ async function waitForLock(client: LockClient, spec: HoldSpec): Promise<HeldLock
       priority: spec.priority,
       waitTimeoutMs: spec.waitSeconds === undefined ? undefined : spec.waitSeconds * MS_PER_SECOND,
       signal: interrupt.signal,
+      onFailover,
     });
   } catch (error) {
     if (error instanceof Interrupted) return error.exitCode;

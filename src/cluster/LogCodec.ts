@@ -1,4 +1,5 @@
 import { byteString, type ByteString } from '../bytes.js';
+import type { LockRequest, SavedLock } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 
 /**
@@ -23,50 +24,36 @@ export const LogOp = {
 /** An imported entry's remaining time when its phase never expires. */
 export const NO_REMAINING = 0xffffffff;
 
+/** The entry a command names. */
+interface EntryName {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+}
+
 export type LogCommand =
-  | {
+  | ({
       readonly op: typeof LogOp.Request;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
-      readonly ttl: number;
-      readonly ttw: number;
-      readonly priority: number;
       /** False while the proposing node drains: a request that would create an entry gets 0. */
       readonly allowCreate: boolean;
       /** The proposing node's --max-locks, carried so that every replica decides alike. */
       readonly maxEntries: number;
-    }
-  | {
-      readonly op: typeof LogOp.Renew | typeof LogOp.Release;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
-    }
+    } & LockRequest)
+  | ({ readonly op: typeof LogOp.Renew | typeof LogOp.Release } & EntryName)
   | { readonly op: typeof LogOp.ReleaseKey; readonly key: ByteString; readonly owner: ByteString }
   | { readonly op: typeof LogOp.ReleaseAll; readonly owner: ByteString }
-  | {
+  | ({
       readonly op: typeof LogOp.Expire;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
       /** The phase the leader saw run out; a newer phase makes the command a no-op. */
       readonly version: number;
-    }
-  | {
+    } & EntryName)
+  | ({
       readonly op: typeof LogOp.Import;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
-      readonly ttl: number;
-      readonly ttw: number;
-      readonly priority: number;
-      readonly isOwner: boolean;
       /** Milliseconds its phase had left in the lock file, or NO_REMAINING (each node counts them from its apply). */
       readonly remainingMs: number;
       /** Set on the first entry of an import: it (and the batch) only applies to an empty table. */
       readonly first: boolean;
-    };
+    } & Omit<SavedLock, 'remainingMs'>);
 
 export interface BatchHeader {
   /** The proposing node's name: the origin of every entry its requests create. */

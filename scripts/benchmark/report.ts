@@ -2,6 +2,7 @@ import { checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
+import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
 function num(value: number | undefined, digits = 0): string {
   if (value === undefined || !Number.isFinite(value)) return '–';
@@ -84,6 +85,8 @@ export function renderMarkdown(results: BenchResults): string {
     out.push('', `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window.`);
     out.push('');
   }
+
+  if (results.random !== undefined) out.push(...renderRandomKeys(results), '');
 
   const contention = results.contention;
   if (contention !== undefined) {
@@ -182,4 +185,54 @@ export function renderMarkdown(results: BenchResults): string {
     for (const e of results.errors) out.push(`- ${e.scenario}: ${e.message.split('\n')[0]}`);
   }
   return out.join('\n') + '\n';
+}
+
+/** The random-keys workload (issue 10): ours, the null server and Redis under one generator. */
+function renderRandomKeys(results: BenchResults): string[] {
+  const out: string[] = [];
+  const rows = results.random ?? [];
+  out.push(
+    `**Random keys** (issue 10): each connection alternates request and release on a key drawn uniformly from a key space shared by all ` +
+      `connections (index "row", owner "client<N>"); Redis gets the same generator with SET key owner NX PX 30000, then DEL. ` +
+      `Fresh servers per key space; each cell is the median of ${results.config.repeats} round(s), every column right after the others in each round. ` +
+      `"Contended": replies that found the key held by another connection (queued / SET NX refused), ours then Redis.`,
+  );
+  out.push('');
+  const cellOf = (row: RandomKeysRow, lane: string, c: number, p: number): LoadResult | undefined =>
+    row.cells.find((x) => x.lane === lane && x.shape.connections === c && x.shape.depth === p)?.result;
+  const lines: string[][] = [];
+  for (const row of rows) {
+    for (const shape of results.config.randomLoads) {
+      const ours = cellOf(row, 'ours', shape.connections, shape.depth);
+      const nul = cellOf(row, 'null-server', shape.connections, shape.depth);
+      const redis = cellOf(row, 'redis', shape.connections, shape.depth);
+      lines.push([
+        num(row.keySpace),
+        num(shape.connections),
+        num(shape.depth),
+        num(ours?.opsPerSecond),
+        num(ours?.latencyMs.p99, 3),
+        cpu(ours?.serverCpuCores),
+        num(nul?.opsPerSecond),
+        ours && nul ? num(ours.opsPerSecond / nul.opsPerSecond, 2) : '–',
+        num(redis?.opsPerSecond),
+        ours && redis ? num(ours.opsPerSecond / redis.opsPerSecond, 2) : '–',
+        `${num(ours?.contended)} / ${num(redis?.contended)}`,
+      ]);
+    }
+  }
+  out.push(
+    table(
+      ['key space', 'conns', 'pipeline', 'ours ops/s', 'ours p99 ms', 'server CPU', 'null server ops/s', 'ours / null', 'Redis SET NX PX+DEL ops/s', 'ours / Redis', 'contended'],
+      lines,
+    ),
+  );
+  out.push('');
+  for (const row of rows) {
+    out.push(
+      `- ${num(row.keySpace)} keys: our RSS ${mb(row.rssBytes.started)} MB at start, ${mb(row.rssBytes.afterLoad)} MB when the load stopped, ` +
+        `${mb(row.rssBytes.settled)} MB ${num(row.settleMs / 1000)} s later (no lock held).`,
+    );
+  }
+  return out;
 }

@@ -1,6 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import { LockQueue } from './LockQueue.js';
-import { VacancyQueue } from './VacancyQueue.js';
+import { MAX_LINGERING_VACANCIES, VacancyQueue } from './VacancyQueue.js';
 
 const NO_QUEUES: readonly LockQueue[] = [];
 
@@ -51,20 +51,30 @@ export class QueueDirectory {
   vacate(queue: LockQueue, now: number): void {
     queue.vacantSince = now;
     if (queue.vacancyPending) return;
+    // Too many lingering: the oldest goes now (if still empty), whatever its age.
+    if (this.vacancies.size >= MAX_LINGERING_VACANCIES) this.forgetVacant(Number.POSITIVE_INFINITY, 1);
     if (this.vacancies.offer(queue, now)) queue.vacancyPending = true;
     else this.delete(queue);
   }
 
   /** Deletes queues empty ever since `cutoff` or earlier, looking at most at `budget`; returns how many it looked at. */
   forgetVacant(cutoff: number, budget: number): number {
-    return this.vacancies.drain(cutoff, budget, (queue) => {
-      queue.vacancyPending = false;
-      if (!queue.isEmpty) return;
-      // Emptied again since it was queued: wait out its latest vacancy instead.
-      if (queue.vacantSince <= cutoff) this.delete(queue);
-      else this.vacate(queue, queue.vacantSince);
-    });
+    this.cutoff = cutoff;
+    return this.vacancies.drain(cutoff, budget, this.forgetDue);
   }
+
+  /** The cutoff of the forgetVacant() call under way (kept here so its callback is made once, not per call). */
+  private cutoff = 0;
+
+  private readonly forgetDue = (queue: LockQueue): void => {
+    queue.vacancyPending = false;
+    if (!queue.isEmpty) return;
+    // Emptied again since it was queued: wait out its latest vacancy instead (queued straight
+    // back, not through vacate(), which may forget the oldest: no drain inside a drain).
+    if (queue.vacantSince <= this.cutoff) this.delete(queue);
+    else if (this.vacancies.offer(queue, queue.vacantSince)) queue.vacancyPending = true;
+    else this.delete(queue);
+  };
 
   /** Number of emptied queues waiting to be deleted. */
   get pendingVacancies(): number {

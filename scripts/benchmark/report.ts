@@ -195,6 +195,7 @@ function renderRandomKeys(results: BenchResults): string[] {
     `**Random keys** (issue 10): each connection alternates request and release on a key drawn uniformly from a key space shared by all ` +
       `connections (index "row", owner "client<N>"); Redis gets the same generator with SET key owner NX PX 30000, then DEL. ` +
       `Fresh servers per key space; each cell is the median of ${results.config.repeats} round(s), every column right after the others in each round. ` +
+      `"Server CPU µs/op": CPU time the server process used per op during the window, which depends far less than ops/s on what else the machine runs. ` +
       `"Contended": replies that found the key held by another connection (queued / SET NX refused), ours then Redis.`,
   );
   out.push('');
@@ -217,13 +218,14 @@ function renderRandomKeys(results: BenchResults): string[] {
         ours && nul ? num(ours.opsPerSecond / nul.opsPerSecond, 2) : '–',
         num(redis?.opsPerSecond),
         ours && redis ? num(ours.opsPerSecond / redis.opsPerSecond, 2) : '–',
+        `${num(cpuMicros(ours), 2)} / ${num(cpuMicros(nul), 2)} / ${num(cpuMicros(redis), 2)}`,
         `${num(ours?.contended)} / ${num(redis?.contended)}`,
       ]);
     }
   }
   out.push(
     table(
-      ['key space', 'conns', 'pipeline', 'ours ops/s', 'ours p99 ms', 'server CPU', 'null server ops/s', 'ours / null', 'Redis SET NX PX+DEL ops/s', 'ours / Redis', 'contended'],
+      ['key space', 'conns', 'pipeline', 'ours ops/s', 'ours p99 ms', 'server CPU', 'null server ops/s', 'ours / null', 'Redis SET NX PX+DEL ops/s', 'ours / Redis', 'server CPU µs/op: ours / null / Redis', 'contended'],
       lines,
     ),
   );
@@ -235,4 +237,10 @@ function renderRandomKeys(results: BenchResults): string[] {
     );
   }
   return out;
+}
+
+/** Server CPU time per op in µs, from a load result. */
+function cpuMicros(result: LoadResult | undefined): number | undefined {
+  if (result === undefined || result.serverCpuCores === undefined || result.opsPerSecond === 0) return undefined;
+  return (result.serverCpuCores / result.opsPerSecond) * 1e6;
 }

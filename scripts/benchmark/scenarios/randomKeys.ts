@@ -82,7 +82,8 @@ export async function runRandomKeys(
               cell.runs.push(result);
               log(
                 `random ${keySpace} keys ${lane.name} c=${shape.connections} P=${shape.depth} #${repeat + 1}: ` +
-                  `${Math.round(result.opsPerSecond)} ops/s (contended ${result.contended}, errors ${result.errors})`,
+                  `${Math.round(result.opsPerSecond)} ops/s, server CPU ${result.serverCpuCores === undefined ? '?' : ((result.serverCpuCores / result.opsPerSecond) * 1e6).toFixed(2)} µs/op ` +
+                  `(contended ${result.contended}, errors ${result.errors})`,
               );
             } catch (error) {
               cell.error = (error as Error).message;

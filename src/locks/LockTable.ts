@@ -103,7 +103,8 @@ export class LockTable {
     maxEntries = this.maxEntries,
     origin: ByteString = '',
   ): number {
-    const existing = this.queues.get(key, index)?.find(owner);
+    const filed = this.queues.get(key, index);
+    const existing = filed?.find(owner);
     if (existing !== undefined) {
       existing.ttl = ttl;
       existing.ttw = ttw;
@@ -111,7 +112,8 @@ export class LockTable {
       return existing.queue.positionOf(existing);
     }
     if (!allowCreate || this.size >= maxEntries) return 0;
-    const queue = this.queues.getOrCreate(key, index);
+    // A filed queue (held, or emptied and lingering) is taken as is: one key lookup, not two.
+    const queue = filed ?? this.queues.create(key, index);
     const ticket = this.replica === undefined ? this.nextArrival++ : this.position;
     const entry = new LockEntry(queue, owner, priority, ticket, ttl, ttw);
     entry.origin = origin;

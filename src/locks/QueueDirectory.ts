@@ -26,6 +26,11 @@ export class QueueDirectory {
 
   /** The queue of (key, index), created empty if there is none. */
   getOrCreate(key: ByteString, index: ByteString): LockQueue {
+    return this.get(key, index) ?? this.create(key, index);
+  }
+
+  /** A new empty queue for (key, index), which get() just found missing. */
+  create(key: ByteString, index: ByteString): LockQueue {
     const group = this.byKey.get(key);
     if (group === undefined) {
       const queue = new LockQueue(key, index);
@@ -33,17 +38,13 @@ export class QueueDirectory {
       return queue;
     }
     if (group instanceof LockQueue) {
-      if (group.index === index) return group;
       const queue = new LockQueue(key, index);
       // An empty lone queue is simply replaced; its pending vacancy will find it gone.
       this.byKey.set(key, group.isEmpty ? queue : new Map([[group.index, group], [index, queue]]));
       return queue;
     }
-    let queue = group.get(index);
-    if (queue === undefined) {
-      queue = new LockQueue(key, index);
-      group.set(index, queue);
-    }
+    const queue = new LockQueue(key, index);
+    group.set(index, queue);
     return queue;
   }
 

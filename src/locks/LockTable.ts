@@ -87,6 +87,11 @@ export class LockTable {
     return this.ownerCount + this.waiterCount;
   }
 
+  /** Entries created so far on a single node (their arrival numbers); how busy the table has been. */
+  get arrivals(): number {
+    return this.nextArrival;
+  }
+
   /**
    * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
    * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0

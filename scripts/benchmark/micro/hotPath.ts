@@ -66,7 +66,7 @@ function run(ms: number): number {
   const from = ops;
   let n = 0;
   while (cpuNs() < ms * 1e6) {
-    for (let i = 0; i < 64; i++) {
+    for (let i = 0; i < 1024; i++) {
       batch(n);
       n = n + 1 === CONNECTIONS ? 0 : n + 1;
     }

@@ -5,7 +5,7 @@
  * Prints CPU ns per op (median and best of 5 rounds) and heap bytes allocated per op (run with a young generation big enough that no
  * scavenge happens inside the allocation sample, e.g. --max-semi-space-size=256 --min-semi-space-size=256).
  *
- *   node --max-semi-space-size=256 --min-semi-space-size=256 dist/scripts/benchmark/micro/hotPath.js [keySpace] [seconds]
+ *   node --max-semi-space-size=256 --min-semi-space-size=256 dist/scripts/benchmark/micro/hotPath.js [keySpace|own] [seconds]
  */
 import { PerformanceObserver } from 'node:perf_hooks';
 import { FakeClock } from '../../../src/locks/Clock.js';
@@ -14,9 +14,11 @@ import { BufferWriter } from '../../../src/protocol/BufferWriter.js';
 import { ANY_INDEX, Command } from '../../../src/protocol/constants.js';
 import { RequestDecoder } from '../../../src/protocol/decodeRequest.js';
 import { encodeCountReply, encodePositionReply } from '../../../src/protocol/encodeReply.js';
-import { RandomCycles } from '../load/cycles.js';
+import { buildCycleRing, RandomCycles } from '../load/cycles.js';
 
-const keySpace = Number(process.argv[2] ?? 100_000);
+/** A number: random keys from that many; "own": each connection cycles over its own 32 keys (the bench's throughput rows). */
+const keySpaceArg = process.argv[2] ?? '100000';
+const keySpace = keySpaceArg === 'own' ? 0 : Number(keySpaceArg);
 const seconds = Number(process.argv[3] ?? 3);
 const CONNECTIONS = 50;
 const DEPTH = 16;
@@ -33,7 +35,14 @@ const scheduler: Scheduler = {
 };
 const clock = new FakeClock(0);
 const service = new LocalLockService(clock, scheduler);
-const sources = Array.from({ length: CONNECTIONS }, (_, n) => new RandomCycles('lockserver', 'k:', `client${n}`, keySpace, DEPTH, n + 1));
+const ring = (n: number): { next(): Buffer } => {
+  const { batches } = buildCycleRing('lockserver', `bench:micro:w0:c${n}`, `w0c${n}`, DEPTH);
+  let i = 0;
+  return { next: () => batches[i++ % batches.length]! };
+};
+const sources = Array.from({ length: CONNECTIONS }, (_, n) =>
+  keySpace === 0 ? ring(n) : new RandomCycles('lockserver', 'k:', `client${n}`, keySpace, DEPTH, n + 1),
+);
 const decoders = sources.map(() => new RequestDecoder());
 const out = new BufferWriter(256, 64 * 1024);
 
@@ -91,7 +100,7 @@ setImmediate(() => {
   observer.disconnect();
   console.log(
     JSON.stringify({
-      keySpace,
+      keySpace: keySpaceArg,
       nsPerOp: Math.round(rounds[2]!),
       nsPerOpBest: Math.round(rounds[0]!),
       bytesPerOp: collections === 0 ? Math.round(allocated) : `unknown (${collections} GCs in the sample)`,

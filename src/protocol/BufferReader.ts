@@ -45,7 +45,7 @@ export class BufferReader {
    * returned instead of a new one. A connection names the same owner and index request after
    * request, and releases the key it just requested: those cost no string, no allocation, and
    * the table's Map lookups and `===` find a string whose hash is already computed and which is
-   * often the very one stored. A differing string costs a compare up to its first differing byte.
+   * often the very one stored. A differing string costs a compare from its end up to the last differing byte.
    */
   recentString(slot: number): ByteString {
     const buffer = this.buffer;
@@ -55,9 +55,10 @@ export class BufferReader {
     this.offset += length;
     const last = this.recent[slot];
     if (last !== undefined && last.length === length) {
-      let i = 0;
-      while (i < length && last.charCodeAt(i) === buffer[start + i]) i++;
-      if (i === length) return last;
+      // From the end: generated names (row ids, counters) differ there, after a long common prefix.
+      let i = length - 1;
+      while (i >= 0 && last.charCodeAt(i) === buffer[start + i]) i--;
+      if (i < 0) return last;
     }
     const value = byteString(buffer, start, this.offset);
     this.recent[slot] = value;

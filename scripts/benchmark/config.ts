@@ -1,7 +1,7 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling'] as const;
+export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling', 'random'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** A load shape: how many connections, how many commands in flight on each. */
@@ -40,6 +40,11 @@ export interface BenchConfig {
   readonly redisServer: string | undefined;
   readonly redisBenchmark: string | undefined;
   readonly seed: number;
+  /** Random-keys workload: key spaces (each its own fresh servers), loads run at each. */
+  readonly keySpaces: readonly number[];
+  readonly randomLoads: readonly LoadShape[];
+  /** How long after the random load our server's RSS is read again. */
+  readonly rssSettleMs: number;
 }
 
 export function defaultJsonPath(now = new Date()): string {
@@ -62,6 +67,8 @@ export const FULL_DEFAULTS = {
   fairnessRequests: 20_000,
   expireCount: 1_000_000,
   idleConnections: 10_000,
+  keySpaces: [100_000, 10_000_000],
+  rssSettleMs: 10_000,
 };
 
 /** A smoke run of about a minute: the same scenarios, shorter and smaller. */
@@ -78,4 +85,6 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   fairnessRequests: 2_000,
   expireCount: 100_000,
   idleConnections: 1_000,
+  keySpaces: [100_000],
+  rssSettleMs: 3_000,
 };

@@ -24,6 +24,7 @@ import { runIdleConnections } from './scenarios/idleConnections.js';
 import { runListKey } from './scenarios/listKey.js';
 import { runMatrix } from './scenarios/matrix.js';
 import { runPipelineFairness } from './scenarios/pipelineFairness.js';
+import { runRandomKeys } from './scenarios/randomKeys.js';
 import { LockServerTarget } from './targets/LockServerTarget.js';
 import { NullServerTarget } from './targets/NullServerTarget.js';
 import { RedisTarget } from './targets/RedisTarget.js';
@@ -89,6 +90,9 @@ const program = new Command()
   .option('--json <file>', 'where to write the JSON results (default: <os tmpdir>/lockserver-bench/bench-<time>.json)')
   .option('--redis-server <path>', 'redis-server to compare with (default: from PATH)')
   .option('--redis-benchmark <path>', 'redis-benchmark to drive it (default: from PATH)')
+  .option('--key-space <list>', 'random-keys workload: key spaces shared by all connections (default 100000,10000000; quick 100000)', list(positiveInteger))
+  .option('--random-load <shapes>', 'loads of the random-keys workload, CONNECTIONSxDEPTH', list(loadShape), [loadShape('50x1'), loadShape('50x16')])
+  .option('--rss-settle <seconds>', 'random keys: read our RSS again this long after the load (default 10, quick 3)', seconds)
   .option('--seed <n>', 'seed for contention priorities and order', count, 1)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
@@ -117,6 +121,9 @@ interface CliOptions {
   redisServer?: string;
   redisBenchmark?: string;
   seed: number;
+  keySpace?: number[];
+  randomLoad: LoadShape[];
+  rssSettle?: number;
 }
 
 function configFrom(o: CliOptions): BenchConfig {
@@ -149,6 +156,9 @@ function configFrom(o: CliOptions): BenchConfig {
     redisServer: o.redisServer,
     redisBenchmark: o.redisBenchmark,
     seed: o.seed,
+    keySpaces: o.keySpace ?? d.keySpaces,
+    randomLoads: o.randomLoad,
+    rssSettleMs: o.rssSettle ?? d.rssSettleMs,
   };
 }
 
@@ -198,6 +208,20 @@ async function main(): Promise<void> {
   const matrixNames: ScenarioName[] = ['throughput', 'ceiling', 'redis'];
   const steps: Array<[string, () => Promise<void>]> = [
     ['throughput/ceiling/redis', matrix],
+    [
+      'random',
+      async () =>
+        void (results.random = await runRandomKeys(
+          {
+            ours,
+            // Side by side unless left out by name (--only random still runs them).
+            ceiling: options.skip?.includes('ceiling') ? undefined : new NullServerTarget(),
+            redis: options.skip?.includes('redis') ? undefined : new RedisTarget(config.redisServer),
+          },
+          config,
+          log,
+        )),
+    ],
     ['contention', async () => void (results.contention = await runContention(ours, config, log))],
     ['held', async () => void (results.held = await runHeldLocks(ours, config, log))],
     ['list', async () => void (results.list = await runListKey(ours, config, log))],

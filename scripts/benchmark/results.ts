@@ -6,6 +6,7 @@ import type { IdleResult } from './scenarios/idleConnections.js';
 import type { ListResult } from './scenarios/listKey.js';
 import type { RedisResult, ThroughputRow } from './scenarios/matrix.js';
 import type { PipelineFairnessResult } from './scenarios/pipelineFairness.js';
+import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
 export interface MachineInfo {
   readonly cpus: number;
@@ -41,4 +42,5 @@ export interface BenchResults {
   fairness?: PipelineFairnessResult;
   expiry?: ExpiryResult;
   idle?: IdleResult;
+  random?: RandomKeysRow[];
 }

@@ -26,8 +26,22 @@ export const SWEEP_INTERVAL_MS = 100;
 /** Expiries per event-loop turn, so a million simultaneous expiries never stall serving. */
 export const SWEEP_BUDGET = 5_000;
 
+/** Sweeps per look at how busy the table has been (about a second). */
+export const QUIET_CHECK_SWEEPS = 10;
+/** Entries created in a second, at most, for that second to count as quiet. */
+export const QUIET_ARRIVALS = 100;
+/** Entries created (and gone again) since the last call that make a quiet spell worth onQuietAfterChurn. */
+export const CHURN_WORTH_COLLECTING = 100_000;
+
 export interface LocalLockServiceOptions extends LockTableOptions {
   readonly onExpired?: (count: number) => void;
+  /**
+   * Called once when the table falls quiet (a second with almost no new entries, no emptied key
+   * still lingering, fewer than CHURN_WORTH_COLLECTING entries held) after at least that many
+   * entries came and went: the moment to give back the memory their churn grew (the daemon runs a
+   * full collection then; see collectGarbage). At most once per such burst.
+   */
+  readonly onQuietAfterChurn?: () => void;
 }
 
 /** The single-node LockService: a LockTable in this process, swept by one periodic task. */
@@ -36,6 +50,9 @@ export class LocalLockService implements LockService {
   private readonly stopSweeping: () => void;
   private sweeping = false;
   private closed = false;
+  private sweepsSinceCheck = 0;
+  private arrivalsAtCheck = 0;
+  private arrivalsAtCollect = 0;
 
   constructor(
     clock: Clock,
@@ -49,6 +66,7 @@ export class LocalLockService implements LockService {
   /** One budgeted slice of expiry and of forgetting emptied keys; reschedules itself while more are due. */
   private sweep(): void {
     if (this.sweeping || this.closed) return;
+    if (++this.sweepsSinceCheck >= QUIET_CHECK_SWEEPS) this.checkQuiet();
     const removed = this.table.expire(SWEEP_BUDGET);
     if (removed > 0) this.options.onExpired?.(removed);
     const forgotten = this.table.forgetVacant(SWEEP_BUDGET);
@@ -59,6 +77,19 @@ export class LocalLockService implements LockService {
         this.sweep();
       });
     }
+  }
+
+  /** About once a second: calls onQuietAfterChurn if the table has just fallen quiet after much churn. */
+  private checkQuiet(): void {
+    this.sweepsSinceCheck = 0;
+    const table = this.table;
+    const arrivals = table.arrivals;
+    const quiet = arrivals - this.arrivalsAtCheck < QUIET_ARRIVALS;
+    this.arrivalsAtCheck = arrivals;
+    if (!quiet || arrivals - this.arrivalsAtCollect < CHURN_WORTH_COLLECTING) return;
+    if (table.pendingVacancies > 0 || table.size >= CHURN_WORTH_COLLECTING) return;
+    this.arrivalsAtCollect = arrivals;
+    this.options.onQuietAfterChurn?.();
   }
 
   // Commands answer directly: the table is in this process (see Answer in LockService.ts).

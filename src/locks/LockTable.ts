@@ -87,6 +87,11 @@ export class LockTable {
     return this.ownerCount + this.waiterCount;
   }
 
+  /** Entries created so far on a single node (their arrival numbers); how busy the table has been. */
+  get arrivals(): number {
+    return this.nextArrival;
+  }
+
   /**
    * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
    * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0
@@ -103,7 +108,8 @@ export class LockTable {
     maxEntries = this.maxEntries,
     origin: ByteString = '',
   ): number {
-    const existing = this.queues.get(key, index)?.find(owner);
+    const filed = this.queues.get(key, index);
+    const existing = filed?.find(owner);
     if (existing !== undefined) {
       existing.ttl = ttl;
       existing.ttw = ttw;
@@ -111,7 +117,10 @@ export class LockTable {
       return existing.queue.positionOf(existing);
     }
     if (!allowCreate || this.size >= maxEntries) return 0;
-    const queue = this.queues.getOrCreate(key, index);
+    // A filed queue (held, or emptied and lingering) is taken as is: one key lookup, not two.
+    // A lingering one counts as created anew in its key's list order (only multi-index keys move).
+    const queue = filed ?? this.queues.create(key, index);
+    if (filed !== undefined && filed.isEmpty) this.queues.revive(filed);
     const ticket = this.replica === undefined ? this.nextArrival++ : this.position;
     const entry = new LockEntry(queue, owner, priority, ticket, ttl, ttw);
     entry.origin = origin;

@@ -1,7 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import type { LockEntry } from './LockEntry.js';
 import { ShardedMap } from './ShardedMap.js';
-import { VacancyQueue } from './VacancyQueue.js';
+import { MAX_LINGERING_VACANCIES, VacancyQueue } from './VacancyQueue.js';
 
 /**
  * An owner name that has no entries left and keeps its slot for a grace period (see VacancyQueue
@@ -55,6 +55,8 @@ export class OwnerIndex {
       }
       const vacancy = entry.ownerVacancy ?? new VacantOwner(entry.owner);
       vacancy.since = vacantSince;
+      // Too many lingering (see MAX_LINGERING_VACANCIES): the oldest goes now, whatever its age.
+      if (!vacancy.queued && this.vacancies.size >= MAX_LINGERING_VACANCIES) this.forgetVacant(Number.POSITIVE_INFINITY, 1);
       if (!vacancy.queued) vacancy.queued = this.vacancies.offer(vacancy, vacantSince);
       if (vacancy.queued) this.byOwner.set(entry.owner, vacancy);
       else this.byOwner.delete(entry.owner);
@@ -73,15 +75,21 @@ export class OwnerIndex {
 
   /** Deletes owners empty ever since `cutoff` or earlier, looking at most at `budget`; returns how many it looked at. */
   forgetVacant(cutoff: number, budget: number): number {
-    return this.vacancies.drain(cutoff, budget, (vacancy) => {
-      vacancy.queued = false;
-      // Taken again: the owner's entries carry the record, to be queued when it next empties.
-      if (this.byOwner.get(vacancy.owner) !== vacancy) return;
-      if (vacancy.since <= cutoff) this.byOwner.delete(vacancy.owner);
-      else if (this.vacancies.offer(vacancy, vacancy.since)) vacancy.queued = true;
-      else this.byOwner.delete(vacancy.owner);
-    });
+    this.cutoff = cutoff;
+    return this.vacancies.drain(cutoff, budget, this.forgetDue);
   }
+
+  /** The cutoff of the forgetVacant() call under way (kept here so its callback is made once, not per call). */
+  private cutoff = 0;
+
+  private readonly forgetDue = (vacancy: VacantOwner): void => {
+    vacancy.queued = false;
+    // Taken again: the owner's entries carry the record, to be queued when it next empties.
+    if (this.byOwner.get(vacancy.owner) !== vacancy) return;
+    if (vacancy.since <= this.cutoff) this.byOwner.delete(vacancy.owner);
+    else if (this.vacancies.offer(vacancy, vacancy.since)) vacancy.queued = true;
+    else this.byOwner.delete(vacancy.owner);
+  };
 
   /** Number of emptied owners waiting to be deleted. */
   get pendingVacancies(): number {

@@ -1,6 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import { LockQueue } from './LockQueue.js';
-import { VacancyQueue } from './VacancyQueue.js';
+import { MAX_LINGERING_VACANCIES, VacancyQueue } from './VacancyQueue.js';
 
 const NO_QUEUES: readonly LockQueue[] = [];
 
@@ -26,6 +26,25 @@ export class QueueDirectory {
 
   /** The queue of (key, index), created empty if there is none. */
   getOrCreate(key: ByteString, index: ByteString): LockQueue {
+    const queue = this.get(key, index);
+    if (queue === undefined) return this.create(key, index);
+    if (queue.isEmpty) this.revive(queue);
+    return queue;
+  }
+
+  /**
+   * An emptied queue whose slot still lingers is taken again: as far as list order goes it is
+   * created anew (a key's indexes list in creation order), so it moves behind the key's others.
+   */
+  revive(queue: LockQueue): void {
+    const group = this.byKey.get(queue.key);
+    if (!(group instanceof Map) || group.get(queue.index) !== queue) return;
+    group.delete(queue.index);
+    group.set(queue.index, queue);
+  }
+
+  /** A new empty queue for (key, index), which get() just found missing. */
+  create(key: ByteString, index: ByteString): LockQueue {
     const group = this.byKey.get(key);
     if (group === undefined) {
       const queue = new LockQueue(key, index);
@@ -33,22 +52,13 @@ export class QueueDirectory {
       return queue;
     }
     if (group instanceof LockQueue) {
-      if (group.index === index) return group;
       const queue = new LockQueue(key, index);
       // An empty lone queue is simply replaced; its pending vacancy will find it gone.
       this.byKey.set(key, group.isEmpty ? queue : new Map([[group.index, group], [index, queue]]));
       return queue;
     }
-    let queue = group.get(index);
-    if (queue === undefined) {
-      queue = new LockQueue(key, index);
-      group.set(index, queue);
-    } else if (queue.isEmpty) {
-      // Taken again while its slot lingers: it is created anew as far as list order goes (the
-      // key's indexes list in creation order), so it moves behind the key's other indexes.
-      group.delete(index);
-      group.set(index, queue);
-    }
+    const queue = new LockQueue(key, index);
+    group.set(index, queue);
     return queue;
   }
 
@@ -56,20 +66,30 @@ export class QueueDirectory {
   vacate(queue: LockQueue, now: number): void {
     queue.vacantSince = now;
     if (queue.vacancyPending) return;
+    // Too many lingering: the oldest goes now (if still empty), whatever its age.
+    if (this.vacancies.size >= MAX_LINGERING_VACANCIES) this.forgetVacant(Number.POSITIVE_INFINITY, 1);
     if (this.vacancies.offer(queue, now)) queue.vacancyPending = true;
     else this.delete(queue);
   }
 
   /** Deletes queues empty ever since `cutoff` or earlier, looking at most at `budget`; returns how many it looked at. */
   forgetVacant(cutoff: number, budget: number): number {
-    return this.vacancies.drain(cutoff, budget, (queue) => {
-      queue.vacancyPending = false;
-      if (!queue.isEmpty) return;
-      // Emptied again since it was queued: wait out its latest vacancy instead.
-      if (queue.vacantSince <= cutoff) this.delete(queue);
-      else this.vacate(queue, queue.vacantSince);
-    });
+    this.cutoff = cutoff;
+    return this.vacancies.drain(cutoff, budget, this.forgetDue);
   }
+
+  /** The cutoff of the forgetVacant() call under way (kept here so its callback is made once, not per call). */
+  private cutoff = 0;
+
+  private readonly forgetDue = (queue: LockQueue): void => {
+    queue.vacancyPending = false;
+    if (!queue.isEmpty) return;
+    // Emptied again since it was queued: wait out its latest vacancy instead (queued straight
+    // back, not through vacate(), which may forget the oldest: no drain inside a drain).
+    if (queue.vacantSince <= this.cutoff) this.delete(queue);
+    else if (this.vacancies.offer(queue, queue.vacantSince)) queue.vacancyPending = true;
+    else this.delete(queue);
+  };
 
   /** Number of emptied queues waiting to be deleted. */
   get pendingVacancies(): number {

@@ -33,6 +33,11 @@ export function requestFrameLength(buffer: Buffer, start: number, end: number): 
   return offset <= end ? offset - start : INCOMPLETE;
 }
 
+/** BufferReader.recentString slots: each field is compared with the last one of its kind. */
+const KEY = 0;
+const INDEX = 1;
+const OWNER = 2;
+
 /**
  * The request whose whole frame starts at the reader's position. Each command yields one object
  * shape, built in one go, so the hot path sees few, stable hidden classes. (binary-parser, which
@@ -43,13 +48,13 @@ function readRequest(reader: BufferReader): Request {
   const command = reader.u8();
   switch (command) {
     case Command.FindOwner: {
-      const key = reader.string();
-      return { command: Command.FindOwner, key, index: reader.string() };
+      const key = reader.recentString(KEY);
+      return { command: Command.FindOwner, key, index: reader.recentString(INDEX) };
     }
     case Command.Request: {
-      const key = reader.string();
-      const index = reader.string();
-      const owner = reader.string();
+      const key = reader.recentString(KEY);
+      const index = reader.recentString(INDEX);
+      const owner = reader.recentString(OWNER);
       const ttl = reader.u16();
       const ttw = reader.u16();
       return { command: Command.Request, key, index, owner, ttl, ttw, priority: reader.u8() };
@@ -57,14 +62,14 @@ function readRequest(reader: BufferReader): Request {
     case Command.FindLocation:
     case Command.Renew:
     case Command.Release: {
-      const key = reader.string();
-      const index = reader.string();
-      return { command, key, index, owner: reader.string() };
+      const key = reader.recentString(KEY);
+      const index = reader.recentString(INDEX);
+      return { command, key, index, owner: reader.recentString(OWNER) };
     }
     case Command.ReleaseAll:
-      return { command: Command.ReleaseAll, owner: reader.string() };
+      return { command: Command.ReleaseAll, owner: reader.recentString(OWNER) };
     case Command.List:
-      return { command: Command.List, key: reader.string() };
+      return { command: Command.List, key: reader.recentString(KEY) };
     case Command.Stats:
       return { command: Command.Stats };
     default:

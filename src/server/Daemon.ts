@@ -7,6 +7,7 @@ import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalL
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterLockService.js';
 import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
+import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
 import type { Logger } from './Logger.js';
@@ -265,6 +266,8 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
       deps.onExpired?.(count);
       logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`);
     },
+    // Keys created and emptied by the hundred thousand must not pin the memory they grew.
+    onQuietAfterChurn: () => void collectGarbage(),
   });
   let restored = 0;
   try {

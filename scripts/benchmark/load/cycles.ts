@@ -24,19 +24,19 @@ interface Step {
   readonly kind: number;
 }
 
-function lockserverSteps(key: string, owner: string): Step[] {
+function lockserverSteps(key: string, owner: string, index = '0'): Step[] {
   const writer = new BufferWriter(64);
   encodeRequest(writer, {
     command: Command.Request,
     key: asciiBytes(key),
-    index: asciiBytes('0'),
+    index: asciiBytes(index),
     owner: asciiBytes(owner),
     ttl: CYCLE_TTL_SECONDS,
     ttw: CYCLE_TTL_SECONDS,
     priority: 0,
   });
   const request = writer.flush();
-  encodeRequest(writer, { command: Command.Release, key: asciiBytes(key), index: asciiBytes('0'), owner: asciiBytes(owner) });
+  encodeRequest(writer, { command: Command.Release, key: asciiBytes(key), index: asciiBytes(index), owner: asciiBytes(owner) });
   return [
     { frame: request, kind: Command.Request },
     { frame: writer.flush(), kind: Command.Release },
@@ -80,4 +80,95 @@ export function buildCycleRing(protocol: Protocol, prefix: string, owner: string
     kinds.push(Uint8Array.from(batch.map((s) => s.kind)));
   }
   return { batches, kinds };
+}
+
+/** Index of every random-key lock, as a table of rows would name them. */
+export const RANDOM_INDEX = 'row';
+
+/**
+ * Traffic that a connection makes as it goes: request+release cycles, each on a key drawn
+ * uniformly from `keySpace` keys shared by every connection of the run. Frames are templates with
+ * a fixed-width decimal key whose digits are overwritten per cycle, so a batch costs a few byte
+ * stores, whatever the key space: the generator's cost does not depend on it, and is the same
+ * against every target.
+ */
+export class RandomCycles {
+  private readonly buffer: Buffer;
+  private readonly request: Buffer;
+  private readonly release: Buffer;
+  private readonly requestDigits: number;
+  private readonly releaseDigits: number;
+  private readonly width: number;
+  private readonly requestKind: number;
+  private readonly releaseKind: number;
+  private state: number;
+  /** The key of the cycle whose release is still to be sent (odd depths split a cycle over batches). */
+  private openKey = -1;
+  /** Expected reply kinds of the batch last made. */
+  readonly kinds: Uint8Array;
+
+  constructor(
+    protocol: Protocol,
+    prefix: string,
+    owner: string,
+    private readonly keySpace: number,
+    private readonly depth: number,
+    seed: number,
+  ) {
+    if (!Number.isInteger(depth) || depth < 1) throw new RangeError(`pipeline depth must be a positive integer, got ${depth}`);
+    if (!Number.isInteger(keySpace) || keySpace < 1) throw new RangeError(`key space must be a positive integer, got ${keySpace}`);
+    this.width = String(keySpace - 1).length;
+    const placeholder = '#'.repeat(this.width);
+    const key = `${prefix}${placeholder}`;
+    const steps = protocol === 'lockserver' ? lockserverSteps(key, owner, RANDOM_INDEX) : respSteps(key, owner);
+    this.request = steps[0]!.frame;
+    this.release = steps[1]!.frame;
+    this.requestKind = steps[0]!.kind;
+    this.releaseKind = steps[1]!.kind;
+    this.requestDigits = this.request.indexOf(placeholder, 0, 'latin1');
+    this.releaseDigits = this.release.indexOf(placeholder, 0, 'latin1');
+    this.buffer = Buffer.allocUnsafe(depth * Math.max(this.request.length, this.release.length));
+    this.kinds = new Uint8Array(depth);
+    this.state = Math.imul((seed | 0) ^ 0x9e3779b9, 0x85ebca6b) >>> 0 || 1;
+  }
+
+  private nextKey(): number {
+    // xorshift32; modulo bias over 2^32 is negligible for spaces up to 10^7.
+    let x = this.state;
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    this.state = x >>> 0;
+    return this.state % this.keySpace;
+  }
+
+  private put(template: Buffer, digitsAt: number, key: number, at: number): number {
+    template.copy(this.buffer, at);
+    let n = key;
+    for (let i = digitsAt + this.width - 1 + at; i >= digitsAt + at; i--) {
+      this.buffer[i] = 0x30 + (n % 10);
+      n = Math.floor(n / 10);
+    }
+    return at + template.length;
+  }
+
+  /**
+   * The next batch of `depth` commands. The buffer is reused: call again only once every reply
+   * to the previous batch has come (by then the server has read all of it).
+   */
+  next(): Buffer {
+    let at = 0;
+    for (let i = 0; i < this.depth; i++) {
+      if (this.openKey < 0) {
+        this.openKey = this.nextKey();
+        at = this.put(this.request, this.requestDigits, this.openKey, at);
+        this.kinds[i] = this.requestKind;
+      } else {
+        at = this.put(this.release, this.releaseDigits, this.openKey, at);
+        this.kinds[i] = this.releaseKind;
+        this.openKey = -1;
+      }
+    }
+    return this.buffer.subarray(0, at);
+  }
 }

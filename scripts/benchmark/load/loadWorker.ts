@@ -7,7 +7,7 @@ import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Histogram } from '../Histogram.js';
-import { buildCycleRing, type CycleRing } from './cycles.js';
+import { buildCycleRing, RandomCycles, type CycleRing } from './cycles.js';
 import { framingOf, type ReplyFraming } from './framing.js';
 import type { GoMessage, LoadWorkerData, LoadWorkerResult, WorkerToParent } from './messages.js';
 
@@ -16,6 +16,7 @@ const INCOMPLETE = -1;
 class Window {
   ops = 0;
   errors = 0;
+  contended = 0;
   readonly latency = new Histogram();
   worstUs = -1;
   worstAt = 0;
@@ -47,8 +48,28 @@ class Window {
   }
 }
 
+/** Where a connection's batches come from: a pre-encoded ring, or random keys made as it goes. */
+interface BatchSource {
+  /** The next batch to send; its expected reply kinds are then in `kinds`. */
+  next(): Buffer;
+  readonly kinds: Uint8Array;
+}
+
+class RingSource implements BatchSource {
+  private i = 0;
+  kinds: Uint8Array = new Uint8Array(0);
+
+  constructor(private readonly ring: CycleRing) {}
+
+  next(): Buffer {
+    const i = this.i;
+    this.i = i + 1 === this.ring.batches.length ? 0 : i + 1;
+    this.kinds = this.ring.kinds[i]!;
+    return this.ring.batches[i]!;
+  }
+}
+
 class LoadConnection {
-  private next = 0;
   private pending = 0;
   private kinds: Uint8Array = new Uint8Array(0);
   private sentAt = 0;
@@ -60,8 +81,10 @@ class LoadConnection {
 
   constructor(
     readonly socket: Socket,
-    private readonly ring: CycleRing,
+    private readonly source: BatchSource,
     private readonly framing: ReplyFraming,
+    /** Random keys: a reply that is not a successful cycle's means another connection had the key. */
+    private readonly sharedKeys: boolean,
     private readonly onFinished: () => void,
   ) {}
 
@@ -92,12 +115,11 @@ class LoadConnection {
       this.finish();
       return;
     }
-    const i = this.next;
-    this.next = i + 1 === this.ring.batches.length ? 0 : i + 1;
-    this.kinds = this.ring.kinds[i]!;
+    const batch = this.source.next();
+    this.kinds = this.source.kinds;
     this.pending = this.kinds.length;
     this.sentAt = now;
-    this.socket.write(this.ring.batches[i]!);
+    this.socket.write(batch);
   }
 
   private onData(chunk: Buffer): void {
@@ -116,7 +138,10 @@ class LoadConnection {
       const kind = kinds[kinds.length - this.pending]!;
       const length = framing.length(kind, buffer, offset, buffer.length);
       if (length === INCOMPLETE) break;
-      if (!framing.ok(kind, buffer, offset)) window.errors++;
+      if (!framing.ok(kind, buffer, offset)) {
+        if (this.sharedKeys) window.contended++;
+        else window.errors++;
+      }
       offset += length;
       this.pending--;
       if (window.reply(now - this.sentAt, now)) this.ops++;
@@ -196,8 +221,18 @@ async function main(): Promise<void> {
     (socket, n) =>
       new LoadConnection(
         socket,
-        buildCycleRing(data.protocol, `bench:${data.runTag}:w${data.workerId}:c${n}`, `w${data.workerId}c${n}`, data.depth),
+        data.keySpace === undefined
+          ? new RingSource(buildCycleRing(data.protocol, `bench:${data.runTag}:w${data.workerId}:c${n}`, `w${data.workerId}c${n}`, data.depth))
+          : new RandomCycles(
+              data.protocol,
+              `${data.runTag}:`,
+              `client${(data.firstConnection ?? 0) + n}`,
+              data.keySpace,
+              data.depth,
+              (data.seed ?? 1) * 1_000_003 + (data.firstConnection ?? 0) + n,
+            ),
         framing,
+        data.keySpace !== undefined,
         () => {
           unfinished--;
           if (unfinished === 0) report();
@@ -218,6 +253,7 @@ async function main(): Promise<void> {
       workerId: data.workerId,
       ops: window.ops,
       errors: window.errors,
+      contended: window.contended,
       failedConnections: connections.filter((c) => c.failed).length,
       abandoned: connections.filter((c) => c.outstanding && !c.failed).length,
       latencyUs: window.latency.toData(),

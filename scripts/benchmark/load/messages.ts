@@ -21,6 +21,15 @@ export interface LoadWorkerData {
   readonly connectTimeoutMs: number;
   /** Width of the timeline slots (ops and worst latency per slot); 0 = no timeline. */
   readonly timelineSlotMs: number;
+  /**
+   * Random keys: each cycle's key is drawn from this many keys shared by all connections (owner
+   * `client<N>`, index "row"); undefined = each connection cycles over its own few keys.
+   */
+  readonly keySpace?: number;
+  /** Seeds the random keys (with the worker and connection numbers). */
+  readonly seed?: number;
+  /** Number of this worker's first connection among all the run's connections (owner names). */
+  readonly firstConnection?: number;
 }
 
 /** Parent → worker once every worker is connected: phase boundaries in epoch milliseconds. */
@@ -38,6 +47,8 @@ export interface LoadWorkerResult {
   readonly ops: number;
   /** Replies that were not what a successful cycle gets (or bytes no reply explains). */
   readonly errors: number;
+  /** Random keys: replies that found the key taken by another connection (request queued, SET NX refused). */
+  readonly contended: number;
   readonly failedConnections: number;
   /** Connections still waiting for replies at the hard stop. */
   readonly abandoned: number;

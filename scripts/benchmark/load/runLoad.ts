@@ -25,6 +25,9 @@ export interface LoadSpec {
   /** The target's pid, to measure how much CPU it used during the window. */
   readonly serverPid?: number;
   readonly timelineSlotMs?: number;
+  /** Random keys drawn from this many, shared by all connections (see LoadWorkerData.keySpace). */
+  readonly keySpace?: number;
+  readonly seed?: number;
 }
 
 export interface LoadResult {
@@ -35,6 +38,8 @@ export interface LoadResult {
   readonly ops: number;
   readonly opsPerSecond: number;
   readonly errors: number;
+  /** Random keys: replies that found the key held by another connection. */
+  readonly contended: number;
   readonly failedConnections: number;
   readonly abandoned: number;
   readonly latencyMs: { readonly p50: number; readonly p99: number; readonly p999: number; readonly max: number; readonly mean: number };
@@ -109,9 +114,11 @@ let runs = 0;
 export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const shares = splitConnections(spec.connections, spec.workers);
   const runTag = `${process.pid.toString(36)}.${(runs++).toString(36)}`;
+  const firsts = shares.map((_, i) => shares.slice(0, i).reduce((a, b) => a + b, 0));
   const handles = shares.map(
     (connections, workerId) =>
       new WorkerHandle({
+        ...(spec.keySpace !== undefined ? { keySpace: spec.keySpace, seed: spec.seed ?? 1, firstConnection: firsts[workerId] } : {}),
         workerId,
         runTag,
         endpoints: spec.endpoints,
@@ -176,6 +183,7 @@ function merge(spec: LoadSpec, workers: number, measureFrom: number, results: Lo
   const latency = new Histogram();
   let ops = 0;
   let errors = 0;
+  let contended = 0;
   let failedConnections = 0;
   let abandoned = 0;
   let worstAt = 0;
@@ -186,6 +194,7 @@ function merge(spec: LoadSpec, workers: number, measureFrom: number, results: Lo
     latency.merge(r.latencyUs);
     ops += r.ops;
     errors += r.errors;
+    contended += r.contended;
     failedConnections += r.failedConnections;
     abandoned += r.abandoned;
     if (r.latencyUs.max > worstUs) {
@@ -204,6 +213,7 @@ function merge(spec: LoadSpec, workers: number, measureFrom: number, results: Lo
     ops,
     opsPerSecond: ops / (spec.durationMs / 1000),
     errors,
+    contended,
     failedConnections,
     abandoned,
     latencyMs: {

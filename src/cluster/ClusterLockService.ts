@@ -68,6 +68,18 @@ export interface ClusterFigures {
 export const TICK_MS = 50;
 /** Pause before a failed store call is tried again (start-up, watch restarts). */
 export const RETRY_MS = 250;
+/**
+ * Longest one attempt of an append or a read barrier may take before it is sent again (within
+ * the command's --commit-timeout). A call sent to a member that just lost its leadership, or to
+ * one that died, can hang until its deadline while a new leader already accepts writes (about a
+ * second after a leader dies); a second attempt goes through. Retrying is safe: a batch carries
+ * its id and is applied once.
+ */
+export const STORE_ATTEMPT_MS = 1_000;
+/** Pause after an attempt that failed at once (a refused connection), before the next one. */
+const ATTEMPT_RETRY_MS = 50;
+/** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
+export const WATCH_STALL_MS = 1_000;
 /** Longest a snapshot load or write may take before it is tried again. */
 const SNAPSHOT_TIMEOUT_MS = 60_000;
 
@@ -328,13 +340,15 @@ export class ClusterLockService implements LockService {
       this.progressAt = now;
       return;
     }
-    if (now - this.progressAt < this.options.commitTimeoutMs) return;
+    const stall = Math.min(WATCH_STALL_MS, this.options.commitTimeoutMs);
+    if (now - this.progressAt < stall) return;
     this.progressAt = now;
-    this.restartWatch('broken', `no batch arrived for ${this.options.commitTimeoutMs} ms while ${this.knownHead - this.state.position.version} are known`);
+    this.restartWatch('broken', `no batch arrived for ${stall} ms while ${this.knownHead - this.state.position.version} are known`);
   }
 
   private applyRecord(record: LogRecord): void {
     const batch = decodeBatch(record.value);
+    this.leadership.noteApplied(record.value.length);
     const round = this.inFlight;
     const mine =
       round !== undefined &&
@@ -441,14 +455,15 @@ export class ClusterLockService implements LockService {
     while (this.inFlight === round) {
       const left = round.deadline - clock.now();
       if (left <= 0) break;
+      const started = clock.now();
       try {
-        const position = await log.append(bytes, left);
+        const position = await log.append(bytes, Math.min(left, STORE_ATTEMPT_MS));
         this.heard(true, position.version);
         return; // answered when the watch brings the batch back
       } catch (error) {
         this.heard(false);
         this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
-        await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
+        await this.retryPause(started, round);
       }
     }
   }
@@ -458,8 +473,9 @@ export class ClusterLockService implements LockService {
     while (this.inFlight === round) {
       const left = round.deadline - clock.now();
       if (left <= 0) return;
+      const started = clock.now();
       try {
-        const head = await log.head(left);
+        const head = await log.head(Math.min(left, STORE_ATTEMPT_MS));
         this.heard(true, head.version);
         if (this.inFlight !== round) return;
         round.barrier = head.version;
@@ -468,9 +484,16 @@ export class ClusterLockService implements LockService {
       } catch (error) {
         this.heard(false);
         this.deps.logger.debug?.(`read barrier failed: ${(error as Error).message}`);
-        await this.pause(Math.min(RETRY_MS, Math.max(0, round.deadline - clock.now())));
+        await this.retryPause(started, round);
       }
     }
+  }
+
+  /** After a timed-out attempt, try again at once; after one that failed fast, pause briefly. */
+  private async retryPause(started: number, round: Round): Promise<void> {
+    const now = this.deps.clock.now();
+    if (now - started >= STORE_ATTEMPT_MS) return;
+    await this.pause(Math.min(ATTEMPT_RETRY_MS, Math.max(0, round.deadline - now)));
   }
 
   private answerReadBarrier(): void {

@@ -41,6 +41,8 @@ export class Leadership {
   lastSnapshotAt: number | undefined;
   /** When the leader last considered the age rule (a node that never snapshotted counts from start). */
   private snapshotClock: number;
+  /** Bytes of log applied since the last snapshot this node wrote or loaded. */
+  private logBytesSinceSnapshot = 0;
   changes = 0;
   snapshotsWritten = 0;
   lastSnapshotBytes: number | undefined;
@@ -57,6 +59,12 @@ export class Leadership {
   snapshotLoaded(bytes: number): void {
     this.lastSnapshotAt = this.deps.clock.now();
     this.lastSnapshotBytes = bytes;
+    this.logBytesSinceSnapshot = 0;
+  }
+
+  /** A batch of `bytes` was applied: log written since the last snapshot. */
+  noteApplied(bytes: number): void {
+    this.logBytesSinceSnapshot += bytes;
   }
 
   get isLeader(): boolean {
@@ -172,6 +180,9 @@ export class Leadership {
     const behind = state.position.version - this.lastSnapshotVersion;
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
     if (behind <= 0 || (behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS)) return;
+    // Rewriting a big table for a little log costs etcd more than the history it frees: wait
+    // until the log since the last snapshot is at least half that snapshot's size.
+    if (this.logBytesSinceSnapshot * 2 < (this.lastSnapshotBytes ?? 0)) return;
     this.snapshotting = true;
     void this.writeSnapshot(state).finally(() => {
       this.snapshotting = false;
@@ -184,6 +195,8 @@ export class Leadership {
     const position = state.position;
     const bytes = state.encode();
     this.snapshotClock = started;
+    const logBytesBefore = this.logBytesSinceSnapshot;
+    this.logBytesSinceSnapshot = 0;
     try {
       await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS);
       await log.compact(position.revision, STORE_CALL_TIMEOUT_MS);
@@ -199,6 +212,7 @@ export class Leadership {
         ms: Math.round(clock.now() - started),
       });
     } catch (error) {
+      this.logBytesSinceSnapshot += logBytesBefore;
       logger.event('snapshot-write-failed', { version: position.version, error: (error as Error).message });
     }
   }

@@ -210,9 +210,16 @@ export function checkClusterGoals(results: BenchResults): GoalCheck[] {
   const dbGoal = `etcd database after 10 minutes of full load: ≤ ${CLUSTER_GOALS.maxEtcdBytes / 2 ** 20} MB`;
   if (scale === undefined) checks.push(notMeasured(dbGoal, why('cluster-scale')));
   else {
-    const biggest = Math.max(...scale.soak.etcdBytesAfter);
-    const measured = `${fmt(biggest / 2 ** 20)} MB (largest member data dir) after ${fmt(scale.soak.seconds)} s`;
-    checks.push({ goal: dbGoal, measured, met: scale.soak.seconds >= 600 ? biggest <= CLUSTER_GOALS.maxEtcdBytes : undefined });
+    const dir = Math.max(...scale.soak.etcdBytesAfter);
+    // Results of runs before the db file was measured on its own have only the data dir.
+    const dbKnown = scale.soak.etcdDbBytesAfter !== undefined;
+    const db = dbKnown ? Math.max(...scale.soak.etcdDbBytesAfter!) : dir;
+    const measured = dbKnown
+      ? `bbolt db ${fmt(db / 2 ** 20)} MB (data dir ${fmt(dir / 2 ** 20)} MB), largest member, after ${fmt(scale.soak.seconds)} s`
+      : `data dir ${fmt(dir / 2 ** 20)} MB (db file not measured separately), largest member, after ${fmt(scale.soak.seconds)} s`;
+    // bbolt's file never shrinks without a defrag: past the limit early is past it at 10 minutes too.
+    const met = db > CLUSTER_GOALS.maxEtcdBytes ? false : scale.soak.seconds >= 600 ? true : undefined;
+    checks.push({ goal: dbGoal, measured, met });
   }
   return checks;
 }

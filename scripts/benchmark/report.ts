@@ -1,6 +1,7 @@
 import { checkClusterGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
+import type { ContentionResult } from './scenarios/contention.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 
 function num(value: number | undefined, digits = 0): string {
@@ -89,23 +90,7 @@ export function renderMarkdown(results: BenchResults): string {
   if (contention !== undefined) {
     out.push(`**Contention**: ${contention.contenders} clients poll one (key, index) with request (0x02) until they own it, then release.`);
     out.push('');
-    out.push(
-      table(
-        ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
-        contention.rounds.map((r, i) => [
-          `${i + 1}${r.completed ? '' : ' (cut short)'}`,
-          num(r.handovers),
-          num(r.handoversPerSecond),
-          num(r.handoverMs.p50, 2),
-          num(r.handoverMs.p99, 2),
-          num(r.pollsPerSecond),
-          num(r.fairness.concordance, 3),
-          `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
-          num(r.fairness.priorityInversions),
-          num(r.fairness.arrivalInversions),
-        ]),
-      ),
-    );
+    out.push(contentionTable(contention));
     out.push('');
   }
 
@@ -195,6 +180,25 @@ export function renderMarkdown(results: BenchResults): string {
   return out.join('\n') + '\n';
 }
 
+/** One row per contention round: speed of the handovers and whether the order was kept. */
+function contentionTable(contention: ContentionResult): string {
+  return table(
+    ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
+    contention.rounds.map((r, i) => [
+      `${i + 1}${r.completed ? '' : ' (cut short)'}`,
+      num(r.handovers),
+      num(r.handoversPerSecond),
+      num(r.handoverMs.p50, 2),
+      num(r.handoverMs.p99, 2),
+      num(r.pollsPerSecond),
+      num(r.fairness.concordance, 3),
+      `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
+      num(r.fairness.priorityInversions),
+      num(r.fairness.arrivalInversions),
+    ]),
+  );
+}
+
 function cores(values: ReadonlyArray<number | undefined> | undefined): string {
   if (values === undefined || values.length === 0) return '–';
   return values.map((v) => cpu(v)).join(' / ');
@@ -260,23 +264,7 @@ function renderCluster(results: BenchResults): string[] {
   if (contention !== undefined) {
     out.push(`**Cluster contention**: ${contention.contenders} clients spread over the 3 nodes poll one (key, index) with request (0x02) until they own it, then release.`);
     out.push('');
-    out.push(
-      table(
-        ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
-        contention.rounds.map((r, i) => [
-          `${i + 1}${r.completed ? '' : ' (cut short)'}`,
-          num(r.handovers),
-          num(r.handoversPerSecond),
-          num(r.handoverMs.p50, 2),
-          num(r.handoverMs.p99, 2),
-          num(r.pollsPerSecond),
-          num(r.fairness.concordance, 3),
-          `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
-          num(r.fairness.priorityInversions),
-          num(r.fairness.arrivalInversions),
-        ]),
-      ),
-    );
+    out.push(contentionTable(contention));
     out.push('');
   }
   const f = c.failover;
@@ -310,7 +298,7 @@ function renderCluster(results: BenchResults): string[] {
     out.push('');
     out.push(
       table(
-        ['fill ops/s', 'RSS per node MB', 'snapshot MB', 'snapshot ms', `${s.restartedNode} restarted (-9) → ready ms`, 'full-load seconds', 'load ops/s during', 'snapshots during', 'etcd data dir before MB', 'etcd data dir after MB'],
+        ['fill ops/s', 'RSS per node MB', 'snapshot MB', 'snapshot ms', `${s.restartedNode} restarted (-9) → ready ms`, 'full-load seconds', 'load ops/s during', 'snapshots during', 'etcd data dir before MB', 'etcd data dir after MB', 'of which bbolt db after MB'],
         [
           [
             num(s.fillPerSecond),
@@ -323,11 +311,12 @@ function renderCluster(results: BenchResults): string[] {
             num(soak.snapshotsDuring),
             soak.etcdBytesBefore.map((b) => mb(b)).join(' / '),
             soak.etcdBytesAfter.map((b) => mb(b)).join(' / '),
+            (soak.etcdDbBytesAfter ?? []).map((b) => mb(b)).join(' / ') || '–',
           ],
         ],
       ),
     );
-    out.push('', `The full load is 48 connections × pipeline 16 over the 3 nodes, with the ${num(s.held)} locks still held; etcd data dir = the member's bbolt database and WAL.`, '');
+    out.push('', `The full load is 48 connections × pipeline 16 over the 3 nodes, with the ${num(s.held)} locks still held; etcd data dir = the member's bbolt database, WAL and Raft snapshots, per member (m1 / m2 / m3).`, '');
   }
   return out;
 }

@@ -6,6 +6,7 @@
  * exit (or Ctrl-C) kills whatever is left.
  */
 import { randomBytes } from 'node:crypto';
+import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -32,7 +33,7 @@ const READY = /event=ready\b.*\bport=(\d+)/;
 export interface ClusterOptions {
   /** Extra node flags for every lockserver node (--cpu-prof …). */
   readonly nodeFlags?: readonly string[];
-  /** Where every node's output is appended, if anywhere. */
+  /** Where every node's output is appended (each line prefixed with the node's name), if anywhere. */
   readonly nodeLog?: string;
   /** Further lockserver arguments for every node (--snapshot-every …). */
   readonly nodeArgs?: readonly string[];
@@ -99,6 +100,7 @@ export async function directoryBytes(path: string): Promise<number> {
 export class BenchCluster {
   /** The lockserver leader as the nodes last logged it (event=leader … self=true), if any. */
   lockLeader: string | undefined;
+  private readonly nodeLog: WriteStream | undefined;
 
   private constructor(
     readonly dir: string,
@@ -107,7 +109,9 @@ export class BenchCluster {
     private readonly etcdArgs: (m: Member) => string[],
     private readonly nodeArgs: (n: Node) => string[],
     private readonly options: ClusterOptions,
-  ) {}
+  ) {
+    this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
+  }
 
   /** Starts 3 etcd members, waits until healthy, then 3 nodes, and waits until each is ready. */
   static async start(options: ClusterOptions = {}, size = 3): Promise<BenchCluster> {
@@ -220,8 +224,8 @@ export class BenchCluster {
     node.process = await spawnServer(process.execPath, this.nodeArgs(node), {
       readyPattern: READY,
       readyTimeoutMs: NODE_READY_MS,
-      logFile: this.options.nodeLog,
       onLine: (line) => {
+        this.nodeLog?.write(`${node.name} ${line}\n`);
         const leader = line.match(/\bevent=leader leader=(\S+) self=true\b/);
         if (leader !== null) this.lockLeader = leader[1];
         this.options.onNodeLine?.(node.name, line);
@@ -283,7 +287,12 @@ export class BenchCluster {
     }
   }
 
-  /** Bytes in each member's data dir (its bbolt database and WAL). */
+  /** Bytes of each member's bbolt database file (member/snap/db), which compaction alone never shrinks. */
+  memberDbBytes(): Promise<number[]> {
+    return Promise.all(this.members.map((m) => stat(join(m.dataDir, 'member', 'snap', 'db')).then((s) => s.size, () => 0)));
+  }
+
+  /** Bytes in each member's data dir (its bbolt database, WAL and Raft snapshots). */
   memberDataBytes(): Promise<number[]> {
     return Promise.all(this.members.map((m) => directoryBytes(m.dataDir)));
   }
@@ -300,6 +309,7 @@ export class BenchCluster {
       }),
     );
     await Promise.all(this.members.map((m) => this.killMember(m)));
+    this.nodeLog?.end();
     await rm(this.dir, { recursive: true, force: true });
   }
 }

@@ -42,6 +42,9 @@ export interface ClusterScaleResult {
     /** Bytes in each member's data dir before and after the soak. */
     readonly etcdBytesBefore: readonly number[];
     readonly etcdBytesAfter: readonly number[];
+    /** Of that, each member's bbolt database file, before and after. */
+    readonly etcdDbBytesBefore?: readonly number[];
+    readonly etcdDbBytesAfter?: readonly number[];
     readonly snapshotsDuring: number;
     readonly error?: string;
   };
@@ -108,6 +111,7 @@ export async function runClusterScale(
   }
 
   const etcdBytesBefore = await cluster.memberDataBytes();
+  const etcdDbBytesBefore = await cluster.memberDbBytes();
   const snapshotsBefore = snapshots.length;
   let load: LoadResult | undefined;
   let error: string | undefined;
@@ -126,6 +130,7 @@ export async function runClusterScale(
     error = (e as Error).message;
   }
   const etcdBytesAfter = await cluster.memberDataBytes();
+  const etcdDbBytesAfter = await cluster.memberDbBytes();
   log(`cluster scale: etcd data dirs ${etcdBytesAfter.map((b) => (b / 2 ** 20).toFixed(0)).join('/')} MB after ${config.clusterSoakMs / 1000} s of load`);
   return {
     held,
@@ -140,6 +145,8 @@ export async function runClusterScale(
       ...(load !== undefined ? { load } : {}),
       etcdBytesBefore,
       etcdBytesAfter,
+      etcdDbBytesBefore,
+      etcdDbBytesAfter,
       snapshotsDuring: snapshots.length - snapshotsBefore,
       ...(error !== undefined ? { error } : {}),
     },

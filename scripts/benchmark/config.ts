@@ -1,8 +1,11 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling', 'random'] as const;
+export const CLUSTER_SCENARIOS = ['cluster-throughput', 'cluster-etcd-lock', 'cluster-contention', 'cluster-failover', 'cluster-scale'] as const;
+export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling', 'random', ...CLUSTER_SCENARIOS] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
+/** Names --only/--skip also take, each standing for several scenarios. */
+export const SCENARIO_GROUPS: Readonly<Record<string, readonly ScenarioName[]>> = { cluster: CLUSTER_SCENARIOS };
 
 /** A load shape: how many connections, how many commands in flight on each. */
 export interface LoadShape {
@@ -45,6 +48,16 @@ export interface BenchConfig {
   readonly randomLoads: readonly LoadShape[];
   /** How long after the random load our server's RSS is read again. */
   readonly rssSettleMs: number;
+  /** Cluster: connection counts (and etcd lockers) of the throughput rows; pipelines are `pipelines`. */
+  readonly clusterConnections: readonly number[];
+  /** Cluster scale: locks held, and how long the full load runs before etcd's data dir is measured. */
+  readonly clusterHeld: number;
+  readonly clusterSoakMs: number;
+  /** Cluster failover: clients, steady load before the first event, time watched after each, SIGSTOP length. */
+  readonly failoverClients: number;
+  readonly failoverBaselineMs: number;
+  readonly failoverObserveMs: number;
+  readonly failoverPauseMs: number;
 }
 
 export function defaultJsonPath(now = new Date()): string {
@@ -69,6 +82,13 @@ export const FULL_DEFAULTS = {
   idleConnections: 10_000,
   keySpaces: [100_000, 10_000_000],
   rssSettleMs: 10_000,
+  clusterConnections: [48, 480],
+  clusterHeld: 1_000_000,
+  clusterSoakMs: 600_000,
+  failoverClients: 48,
+  failoverBaselineMs: 3_000,
+  failoverObserveMs: 5_000,
+  failoverPauseMs: 10_000,
 };
 
 /** A smoke run of about a minute: the same scenarios, shorter and smaller. */
@@ -87,4 +107,8 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   idleConnections: 1_000,
   keySpaces: [100_000],
   rssSettleMs: 3_000,
+  clusterHeld: 100_000,
+  clusterSoakMs: 20_000,
+  failoverBaselineMs: 2_000,
+  failoverObserveMs: 4_000,
 };

@@ -1,6 +1,8 @@
 /**
  * scripts/bench: measures one LockServer node (throughput, latency, contention, scale) side by side
- * with Redis and with a null server, prints markdown and writes JSON. See `scripts/bench --help`.
+ * with Redis and with a null server, and a 3-node cluster on 3 etcd members side by side with
+ * etcd's own lock (throughput, contention, failover, scale); prints markdown and writes JSON.
+ * See `scripts/bench --help`.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
@@ -10,6 +12,7 @@ import {
   defaultJsonPath,
   FULL_DEFAULTS,
   QUICK_DEFAULTS,
+  SCENARIO_GROUPS,
   SCENARIOS,
   type BenchConfig,
   type LoadShape,
@@ -17,6 +20,8 @@ import {
 } from './config.js';
 import { renderMarkdown } from './report.js';
 import type { BenchResults } from './results.js';
+import { killAllChildren } from './processes.js';
+import { runClusterScenarios } from './scenarios/cluster.js';
 import { runContention } from './scenarios/contention.js';
 import { runExpiry } from './scenarios/expiry.js';
 import { runHeldLocks } from './scenarios/heldLocks.js';
@@ -45,9 +50,16 @@ function list<T>(parse: (item: string) => T): (value: string) => T[] {
   return (value) => value.split(',').map((item) => parse(item.trim()));
 }
 
-function scenario(value: string): ScenarioName {
-  if (!(SCENARIOS as readonly string[]).includes(value)) throw new InvalidArgumentError(`"${value}" is not one of ${SCENARIOS.join(', ')}.`);
-  return value as ScenarioName;
+function scenarios(value: string): ScenarioName[] {
+  return value.split(',').flatMap((item) => {
+    const name = item.trim();
+    const group = SCENARIO_GROUPS[name];
+    if (group !== undefined) return [...group];
+    if (!(SCENARIOS as readonly string[]).includes(name)) {
+      throw new InvalidArgumentError(`"${name}" is not one of ${[...SCENARIOS, ...Object.keys(SCENARIO_GROUPS)].join(', ')}.`);
+    }
+    return [name as ScenarioName];
+  });
 }
 
 function seconds(value: string): number {
@@ -65,12 +77,14 @@ function loadShape(value: string): LoadShape {
 const program = new Command()
   .name('scripts/bench')
   .description(
-    'Benchmarks one LockServer node on loopback: throughput/latency, contention, scale, Redis side by side, generator ceiling.\n' +
-      'Starts every server itself; needs only `npm install` (Redis rows run when redis-server/redis-benchmark are installed).',
+    'Benchmarks one LockServer node on loopback: throughput/latency, contention, scale, Redis side by side, generator ceiling;\n' +
+      "and a cluster (3 etcd members, 3 nodes): throughput beside etcd's own lock, contention, failover, scale (--only cluster).\n" +
+      'Starts every server itself; needs only `npm install` (Redis rows run when redis-server/redis-benchmark are installed,\n' +
+      'cluster rows when etcd is on the PATH).',
   )
   .option('--quick', 'a short smoke run (about a minute): shorter phases, smaller sizes', false)
-  .option('--only <scenarios>', `run only these (comma-separated): ${SCENARIOS.join(',')}`, list(scenario))
-  .option('--skip <scenarios>', 'leave these out (comma-separated)', list(scenario))
+  .option('--only <scenarios>', `run only these (comma-separated): ${SCENARIOS.join(',')}; "cluster" means every cluster-… one`, scenarios)
+  .option('--skip <scenarios>', 'leave these out (comma-separated; "cluster" too)', scenarios)
   .option('--connections <list>', 'connection counts for the throughput matrix (default 1,50,500)', list(positiveInteger))
   .option('--pipeline <list>', 'pipeline depths for the throughput matrix (default 1,16)', list(positiveInteger))
   .option('--duration <seconds>', 'measured seconds per load phase (default 3, quick 1)', seconds)
@@ -93,6 +107,9 @@ const program = new Command()
   .option('--key-space <list>', 'random-keys workload: key spaces shared by all connections (default 100000,10000000; quick 100000)', list(positiveInteger))
   .option('--random-load <shapes>', 'loads of the random-keys workload, CONNECTIONSxDEPTH', list(loadShape), [loadShape('50x1'), loadShape('50x16')])
   .option('--rss-settle <seconds>', 'random keys: read our RSS again this long after the load (default 10, quick 3)', seconds)
+  .option('--cluster-connections <list>', 'cluster: connection counts (and etcd lockers) of the throughput rows (default 48,480)', list(positiveInteger))
+  .option('--cluster-held <n>', 'cluster: locks held in the scale scenario (default 1000000, quick 100000)', positiveInteger)
+  .option('--cluster-soak <seconds>', 'cluster: seconds of full load before etcd\'s data dir is measured (default 600, quick 20)', seconds)
   .option('--seed <n>', 'seed for contention priorities and order', count, 1)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
@@ -120,6 +137,9 @@ interface CliOptions {
   json?: string;
   redisServer?: string;
   redisBenchmark?: string;
+  clusterConnections?: number[];
+  clusterHeld?: number;
+  clusterSoak?: number;
   seed: number;
   keySpace?: number[];
   randomLoad: LoadShape[];
@@ -159,6 +179,13 @@ function configFrom(o: CliOptions): BenchConfig {
     keySpaces: o.keySpace ?? d.keySpaces,
     randomLoads: o.randomLoad,
     rssSettleMs: o.rssSettle ?? d.rssSettleMs,
+    clusterConnections: o.clusterConnections ?? d.clusterConnections,
+    clusterHeld: o.clusterHeld ?? d.clusterHeld,
+    clusterSoakMs: o.clusterSoak ?? d.clusterSoakMs,
+    failoverClients: d.failoverClients,
+    failoverBaselineMs: d.failoverBaselineMs,
+    failoverObserveMs: d.failoverObserveMs,
+    failoverPauseMs: d.failoverPauseMs,
   };
 }
 
@@ -175,6 +202,14 @@ async function main(): Promise<void> {
     throw error;
   }
   const config = configFrom(options);
+  // Ctrl-C or a kill: every server, etcd member and node started so far goes with us.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      const killed = killAllChildren();
+      log(`${signal}: stopped ${killed} process(es) the benchmark had started`);
+      process.exit(130);
+    });
+  }
   const ours = new LockServerTarget(config.serverNodeFlags, config.serverLog);
   const results: BenchResults = {
     startedAt: new Date().toISOString(),
@@ -228,9 +263,21 @@ async function main(): Promise<void> {
     ['fairness', async () => void (results.fairness = await runPipelineFairness(ours, config, log))],
     ['expiry', async () => void (results.expiry = await runExpiry(ours, config, log))],
     ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
+    [
+      'cluster',
+      async () => {
+        const cluster = await runClusterScenarios(config, log);
+        results.cluster = cluster;
+        results.errors.push(...cluster.errors);
+      },
+    ],
   ];
   for (const [name, step] of steps) {
-    const wanted = name.includes('/') ? matrixNames.some((n) => config.scenarios.has(n)) : config.scenarios.has(name as ScenarioName);
+    const wanted = name.includes('/')
+      ? matrixNames.some((n) => config.scenarios.has(n))
+      : name === 'cluster'
+        ? SCENARIO_GROUPS.cluster!.some((n) => config.scenarios.has(n))
+        : config.scenarios.has(name as ScenarioName);
     if (!wanted) continue;
     const before = loadavg()[0]!;
     log(`${name}: starting (load average ${before.toFixed(2)})`);

@@ -19,16 +19,44 @@ export interface ServerProcess {
 }
 
 export interface SpawnOptions {
-  /** Matched against each output line; the process is ready at the first match. */
-  readonly readyPattern: RegExp;
+  /** Matched against each output line; the process is ready at the first match (null: once spawned). */
+  readonly readyPattern: RegExp | null;
   readonly readyTimeoutMs: number;
   /** Appends everything the process writes to this file (e.g. --trace-gc output), if given. */
   readonly logFile?: string;
+  /** Called with every output line, for the whole life of the process (events after readiness). */
+  readonly onLine?: (line: string) => void;
+  /** Working directory of the process. */
+  readonly cwd?: string;
 }
+
+/** Every process the benchmark started and that has not exited: killed when the benchmark ends. */
+const children = new Set<ChildProcess>();
+
+/** Records a child so that killAllChildren (and the exit of the benchmark) ends it. */
+export function trackChild(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
+/** kill -9 (after SIGCONT, in case it was stopped) of every child still running. */
+export function killAllChildren(): number {
+  let killed = 0;
+  for (const child of children) {
+    if (child.exitCode !== null || child.signalCode !== null) continue;
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+    killed++;
+  }
+  return killed;
+}
+
+process.once('exit', () => void killAllChildren());
 
 /** Starts a server process and resolves once it logs readiness; rejects (with its output) otherwise. */
 export function spawnServer(command: string, args: readonly string[], options: SpawnOptions): Promise<ServerProcess> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = trackChild(spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: options.cwd }));
   const lines: string[] = [];
   const log = options.logFile === undefined ? undefined : createWriteStream(options.logFile, { flags: 'a' });
   const exited = new Promise<number | null>((resolve) =>
@@ -50,19 +78,29 @@ export function spawnServer(command: string, args: readonly string[], options: S
       child.kill('SIGKILL');
       settle(() => reject(new Error(`${command} not ready after ${options.readyTimeoutMs} ms:\n${tail()}`)));
     }, options.readyTimeoutMs);
-    const onText = (text: string): void => {
-      log?.write(text);
-      for (const line of text.split('\n')) {
-        if (line === '') continue;
-        lines.push(line);
-        if (lines.length > TAIL_LINES) lines.shift();
-        const match = line.match(options.readyPattern);
-        if (match !== null) settle(() => resolve({ child, pid: child.pid!, ready: match, exited, tail }));
-      }
+    // Lines may arrive split across chunks: each stream keeps its unfinished last line.
+    const reader = (): ((text: string) => void) => {
+      let partial = '';
+      return (text) => {
+        log?.write(text);
+        const parts = (partial + text).split('\n');
+        partial = parts.pop()!;
+        for (const line of parts) {
+          if (line === '') continue;
+          options.onLine?.(line);
+          lines.push(line);
+          if (lines.length > TAIL_LINES) lines.shift();
+          const match = options.readyPattern === null ? null : line.match(options.readyPattern);
+          if (match !== null) settle(() => resolve({ child, pid: child.pid!, ready: match, exited, tail }));
+        }
+      };
     };
-    child.stdout!.setEncoding('utf8').on('data', onText);
-    child.stderr!.setEncoding('utf8').on('data', onText);
+    child.stdout!.setEncoding('utf8').on('data', reader());
+    child.stderr!.setEncoding('utf8').on('data', reader());
     child.once('error', (error) => settle(() => reject(error)));
+    if (options.readyPattern === null) {
+      child.once('spawn', () => settle(() => resolve({ child, pid: child.pid!, ready: [] as unknown as RegExpMatchArray, exited, tail })));
+    }
     void exited.then((code) => settle(() => reject(new Error(`${command} exited with code ${code}:\n${tail()}`))));
   });
 }

@@ -1,6 +1,7 @@
-import { checkGoals } from './goals.js';
+import { checkClusterGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
+import type { ContentionResult } from './scenarios/contention.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
@@ -92,23 +93,7 @@ export function renderMarkdown(results: BenchResults): string {
   if (contention !== undefined) {
     out.push(`**Contention**: ${contention.contenders} clients poll one (key, index) with request (0x02) until they own it, then release.`);
     out.push('');
-    out.push(
-      table(
-        ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
-        contention.rounds.map((r, i) => [
-          `${i + 1}${r.completed ? '' : ' (cut short)'}`,
-          num(r.handovers),
-          num(r.handoversPerSecond),
-          num(r.handoverMs.p50, 2),
-          num(r.handoverMs.p99, 2),
-          num(r.pollsPerSecond),
-          num(r.fairness.concordance, 3),
-          `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
-          num(r.fairness.priorityInversions),
-          num(r.fairness.arrivalInversions),
-        ]),
-      ),
-    );
+    out.push(contentionTable(contention));
     out.push('');
   }
 
@@ -176,10 +161,21 @@ export function renderMarkdown(results: BenchResults): string {
     out.push('');
   }
 
-  const goals = checkGoals(results);
-  out.push('**Targets** (issue 3)');
-  out.push('');
-  out.push(table(['target', 'measured', 'met'], goals.map((g) => [g.goal, g.measured, g.met === undefined ? '–' : g.met ? 'yes' : '**no**'])));
+  const singleNode = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling'];
+  const met = (g: { met: boolean | undefined }): string => (g.met === undefined ? '–' : g.met ? 'met' : '**missed**');
+  if (results.config.scenarios.some((s) => singleNode.includes(s))) {
+    const goals = checkGoals(results);
+    out.push('**Targets** (issue 3)');
+    out.push('');
+    out.push(table(['target', 'measured', 'met'], goals.map((g) => [g.goal, g.measured, met(g)])));
+    out.push('');
+  }
+  if (results.cluster !== undefined) {
+    out.push(...renderCluster(results));
+    out.push('**Cluster targets** (issue 9)');
+    out.push('');
+    out.push(table(['target', 'measured', 'met'], checkClusterGoals(results).map((g) => [g.goal, g.measured, met(g)])));
+  }
   if (results.errors.length > 0) {
     out.push('', '**Failures**', '');
     for (const e of results.errors) out.push(`- ${e.scenario}: ${e.message.split('\n')[0]}`);
@@ -270,4 +266,144 @@ function renderRandomTargets(results: BenchResults): string[] {
       check('RSS with 1,000,000 held locks ≤ 300 MB', million, (v) => v <= 300 * 2 ** 20, (v) => `${mb(v)} MB`),
     ]),
   ];
+}
+/** One row per contention round: speed of the handovers and whether the order was kept. */
+function contentionTable(contention: ContentionResult): string {
+  return table(
+    ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
+    contention.rounds.map((r, i) => [
+      `${i + 1}${r.completed ? '' : ' (cut short)'}`,
+      num(r.handovers),
+      num(r.handoversPerSecond),
+      num(r.handoverMs.p50, 2),
+      num(r.handoverMs.p99, 2),
+      num(r.pollsPerSecond),
+      num(r.fairness.concordance, 3),
+      `${num(r.fairness.inPlace)}/${num(r.fairness.compared)}`,
+      num(r.fairness.priorityInversions),
+      num(r.fairness.arrivalInversions),
+    ]),
+  );
+}
+
+function cores(values: ReadonlyArray<number | undefined> | undefined): string {
+  if (values === undefined || values.length === 0) return '–';
+  return values.map((v) => cpu(v)).join(' / ');
+}
+
+/** The cluster scenarios: throughput beside etcd's lock, contention, failover, scale. */
+function renderCluster(results: BenchResults): string[] {
+  const c = results.cluster!;
+  const out: string[] = [];
+  out.push(`#### Cluster: 3 etcd members${c.etcdVersion !== undefined ? ` (etcd ${c.etcdVersion}, default settings, fsync on)` : ''} and 3 lockserver nodes on 127.0.0.1`);
+  out.push('');
+  if (c.skipped !== undefined) {
+    out.push(`Every cluster row: skipped (${c.skipped}).`, '');
+    return out;
+  }
+  if (c.throughput !== undefined || c.etcdLock !== undefined) {
+    out.push(
+      '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
+        "etcd's lock: the `etcd3` client's recipe (`client.lock(name).acquire()` then `.release()`) on the same etcd right after, one locker per connection count, each on its own name; 2 ops per cycle. " +
+        'CPU: share of one core during the window (n1 / n2 / n3, m1 / m2 / m3).',
+    );
+    out.push('');
+    const rows: string[][] = [];
+    for (const connections of results.config.clusterConnections) {
+      for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
+        const r = row.result;
+        rows.push([
+          'cluster',
+          num(connections),
+          num(row.depth),
+          row.error !== undefined ? `failed: ${row.error.split('\n')[0]}` : num(r?.opsPerSecond),
+          num(r?.latencyMs.p50, 2),
+          num(r?.latencyMs.p99, 2),
+          num(r?.latencyMs.p999, 2),
+          cores(row.nodeCpuCores),
+          cores(row.etcdCpuCores),
+          cpu(r?.generatorCpuCores),
+          num(r?.errors),
+        ]);
+      }
+      const e = c.etcdLock?.find((r) => r.lockers === connections);
+      if (e !== undefined) {
+        const r = e.result;
+        rows.push([
+          "etcd's lock",
+          num(connections),
+          '1',
+          e.error !== undefined ? `failed: ${e.error.split('\n')[0]}` : `${num(r?.opsPerSecond)} (${num(r?.cyclesPerSecond)} cycles/s)`,
+          num(r?.cycleMs.p50, 2),
+          num(r?.cycleMs.p99, 2),
+          num(r?.cycleMs.p999, 2),
+          '–',
+          cores(r?.etcdCpuCores),
+          cpu(r?.clientCpuCores),
+          num(r?.failures),
+        ]);
+      }
+    }
+    out.push(table(['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'wrong / failed'], rows));
+    out.push('', "etcd's lock latencies are of a whole cycle (acquire + release).", '');
+  }
+  const contention = c.contention;
+  if (contention !== undefined) {
+    out.push(`**Cluster contention**: ${contention.contenders} clients spread over the 3 nodes poll one (key, index) with request (0x02) until they own it, then release.`);
+    out.push('');
+    out.push(contentionTable(contention));
+    out.push('');
+  }
+  const f = c.failover;
+  if (f !== undefined) {
+    out.push(
+      `**Cluster failover**: ${f.clients} clients (${f.clients / 3} per node), each running request, then release, on its own key, reconnecting to its node when the connection drops; ` +
+        'the events below happen one after the other under that load. "All served again after": from the event to the end of the last wait longer than 1 s of any client of the other nodes. "Longest wait" is the longest any client of a node that kept running went without a reply, from the event to the end of its window.',
+    );
+    out.push('');
+    out.push(
+      table(
+        ['event', 'other nodes\' clients all served again after (ms)', 'longest wait, other clients (ms)', 'clients waiting > 1 s', 'steady-load longest wait (ms)', 'own clients served again (ms after ready / SIGCONT)', 'restart to ready (ms)', 'wrong replies'],
+        f.events.map((e) => [
+          e.event,
+          e.survivorsBackMs === undefined ? `not within 30,000` : e.survivorsBackMs === 0 ? '0 (none waited > 1 s)' : num(e.survivorsBackMs),
+          num(e.survivorsWorstWaitMs),
+          `${num(e.survivorsInterrupted)}/${num(e.survivors)}`,
+          num(e.baselineWorstWaitMs),
+          e.affectedBackMs !== undefined ? num(e.affectedBackMs) : e.note ?? '–',
+          num(e.restartReadyMs),
+          num(e.wrongReplies),
+        ]),
+      ),
+    );
+    out.push('', `${num(f.cycles)} cycles in all, ${num(f.wrongReplies)} wrong replies${f.wrongExamples.length > 0 ? ` (e.g. ${f.wrongExamples.join('; ')})` : ''}, ${num(f.reconnects)} reconnects.`, '');
+  }
+  const s = c.scale;
+  if (s !== undefined) {
+    const soak = s.soak;
+    out.push(`**Cluster scale**: ${num(s.held)} held locks (each its own key and owner, no expiry) filled through the 3 nodes.`);
+    out.push('');
+    out.push(
+      table(
+        ['fill ops/s', 'RSS per node MB', 'snapshot MB', 'snapshot ms', `${s.restartedNode} restarted (-9) → ready ms`, 'full-load seconds', 'load ops/s during', 'snapshots during', 'etcd data dir before MB', 'etcd data dir after MB', 'of which bbolt db after MB'],
+        [
+          [
+            num(s.fillPerSecond),
+            s.nodeRssBytes.map((b) => mb(b)).join(' / '),
+            s.snapshot === undefined ? 'none seen' : num(s.snapshot.bytes / 2 ** 20, 1),
+            num(s.snapshot?.ms),
+            s.restartReadyMs === undefined ? 'not ready' : num(s.restartReadyMs),
+            num(soak.seconds),
+            soak.error !== undefined ? `failed: ${soak.error.split('\n')[0]}` : num(soak.load?.opsPerSecond),
+            num(soak.snapshotsDuring),
+            soak.etcdBytesBefore.map((b) => mb(b)).join(' / '),
+            soak.etcdBytesAfter.map((b) => mb(b)).join(' / '),
+            (soak.etcdDbBytesAfter ?? []).map((b) => mb(b)).join(' / ') || '–',
+          ],
+        ],
+      ),
+    );
+    out.push('', `The full load is 48 connections × pipeline 16 over the 3 nodes, with the ${num(s.held)} locks still held; etcd data dir = the member's bbolt database, WAL and Raft snapshots, per member (m1 / m2 / m3).`, '');
+  }
+  return out;
 }

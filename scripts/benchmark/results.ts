@@ -1,4 +1,5 @@
 import type { BenchConfig } from './config.js';
+import type { ClusterResult } from './scenarios/cluster.js';
 import type { ContentionResult } from './scenarios/contention.js';
 import type { ExpiryResult } from './scenarios/expiry.js';
 import type { HeldLocksRow } from './scenarios/heldLocks.js';
@@ -43,4 +44,5 @@ export interface BenchResults {
   expiry?: ExpiryResult;
   idle?: IdleResult;
   random?: RandomKeysRow[];
+  cluster?: ClusterResult;
 }

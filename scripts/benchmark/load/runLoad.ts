@@ -24,6 +24,8 @@ export interface LoadSpec {
   readonly durationMs: number;
   /** The target's pid, to measure how much CPU it used during the window. */
   readonly serverPid?: number;
+  /** More processes whose CPU use during the window is reported (a cluster's nodes and etcd members). */
+  readonly cpuPids?: ReadonlyArray<number | undefined>;
   readonly timelineSlotMs?: number;
   /** Random keys drawn from this many, shared by all connections (see LoadWorkerData.keySpace). */
   readonly keySpace?: number;
@@ -49,6 +51,8 @@ export interface LoadResult {
   readonly connectionOps: { readonly min: number; readonly max: number };
   /** Share of one core used during the window (1 = one core fully busy). */
   readonly serverCpuCores: number | undefined;
+  /** Share of one core used by each of spec.cpuPids, in that order. */
+  readonly pidCpuCores?: ReadonlyArray<number | undefined>;
   readonly generatorCpuCores: number;
   readonly measureFrom: number;
   readonly timeline?: { readonly slotMs: number; readonly ops: readonly number[]; readonly worstUs: readonly number[] };
@@ -144,7 +148,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     };
     for (const h of handles) h.worker.postMessage(go);
 
-    const cpu = sampleCpuAt(go.measureFrom, go.measureUntil, spec.serverPid);
+    const cpu = sampleCpuAt(go.measureFrom, go.measureUntil, spec.serverPid, spec.cpuPids ?? []);
     const finished = await Promise.all(handles.map((h) => h.next(go.stopAt - Date.now() + STOP_GRACE_MS)));
     const results: LoadWorkerResult[] = [];
     for (const m of finished) {
@@ -159,22 +163,29 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 
 interface CpuUse {
   readonly server: number | undefined;
+  readonly others: ReadonlyArray<number | undefined>;
   readonly generator: number;
 }
 
+const cpuOf = (pid: number | undefined): Promise<number | undefined> => (pid === undefined ? Promise.resolve(undefined) : cpuSeconds(pid));
+
 /** CPU used by the target and by this process (all its threads) between two epoch times. */
-async function sampleCpuAt(from: number, until: number, serverPid: number | undefined): Promise<CpuUse> {
+async function sampleCpuAt(from: number, until: number, serverPid: number | undefined, pids: ReadonlyArray<number | undefined>): Promise<CpuUse> {
   const sleepUntil = (epochMs: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, epochMs - Date.now())));
   await sleepUntil(from);
-  const server0 = serverPid === undefined ? undefined : await cpuSeconds(serverPid);
+  const server0 = await cpuOf(serverPid);
+  const others0 = await Promise.all(pids.map(cpuOf));
   const own0 = process.cpuUsage();
   const t0 = Date.now();
   await sleepUntil(until);
-  const server1 = serverPid === undefined ? undefined : await cpuSeconds(serverPid);
+  const server1 = await cpuOf(serverPid);
+  const others1 = await Promise.all(pids.map(cpuOf));
   const own = process.cpuUsage(own0);
   const seconds = (Date.now() - t0) / 1000;
+  const share = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined || b === undefined ? undefined : (b - a) / seconds);
   return {
-    server: server0 === undefined || server1 === undefined ? undefined : (server1 - server0) / seconds,
+    server: share(server0, server1),
+    others: others0.map((a, i) => share(a, others1[i])),
     generator: (own.user + own.system) / 1e6 / seconds,
   };
 }
@@ -230,6 +241,7 @@ function merge(spec: LoadSpec, workers: number, measureFrom: number, results: Lo
       max: Math.max(...results.map((r) => r.maxConnectionOps)),
     },
     serverCpuCores: cpu.server,
+    ...(spec.cpuPids !== undefined ? { pidCpuCores: cpu.others } : {}),
     generatorCpuCores: cpu.generator,
     measureFrom,
     ...(spec.timelineSlotMs

@@ -1,0 +1,315 @@
+/**
+ * The cluster the cluster scenarios measure: 3 etcd members and 3 lockserver nodes on 127.0.0.1,
+ * started by the benchmark itself (etcd from the PATH), in a temp dir removed at the end. Members
+ * and nodes can be killed (-9), paused (SIGSTOP) and restarted on their ports and data, as the
+ * failover and scale scenarios need. Every process goes through spawnServer, so the benchmark's
+ * exit (or Ctrl-C) kills whatever is left.
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
+import type { Endpoint } from '../load/messages.js';
+import { spawnServer, stopServer, which, type ServerProcess } from '../processes.js';
+
+const CLI = join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
+const LOOPBACK = '127.0.0.1';
+const ETCD_READY_MS = 30_000;
+/** Ready means "loaded the snapshot and caught up": with a million locks that takes a while. */
+const NODE_READY_MS = 120_000;
+const POLL_MS = 50;
+/** Time a profiled node gets to exit by itself and write its profile. */
+const PROFILED_STOP_GRACE_MS = 60_000;
+/** Enough for the 480-connection loads and the 200 contenders. */
+const NODE_MAX_CONNECTIONS = 4_096;
+/** Room for the scale scenario's million held locks and the loads beside them. */
+const NODE_MAX_LOCKS = 5_000_000;
+const READY = /event=ready\b.*\bport=(\d+)/;
+
+export interface ClusterOptions {
+  /** Extra node flags for every lockserver node (--cpu-prof …). */
+  readonly nodeFlags?: readonly string[];
+  /** Where every node's output is appended (each line prefixed with the node's name), if anywhere. */
+  readonly nodeLog?: string;
+  /** Further lockserver arguments for every node (--snapshot-every …). */
+  readonly nodeArgs?: readonly string[];
+  /** Called with each line a node logs (after its `node=<name>` is known). */
+  readonly onNodeLine?: (node: string, line: string) => void;
+}
+
+export interface Member {
+  readonly name: string;
+  readonly clientUrl: string;
+  readonly peerPort: number;
+  readonly dataDir: string;
+  process: ServerProcess | undefined;
+}
+
+export interface Node {
+  readonly name: string;
+  readonly port: number;
+  readonly dir: string;
+  process: ServerProcess | undefined;
+  paused: boolean;
+}
+
+/** Why the cluster scenarios cannot run here, or undefined when they can. */
+export async function clusterUnavailableReason(): Promise<string | undefined> {
+  return (await which('etcd')) === undefined ? 'etcd is not on the PATH (Debian/Ubuntu: apt-get install etcd-server)' : undefined;
+}
+
+/** `count` distinct free loopback ports, held together while chosen. */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, LOOPBACK, () => resolve(server));
+        }),
+    ),
+  );
+  const ports = servers.map((s) => (s.address() as AddressInfo).port);
+  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  return ports;
+}
+
+/** Total size in bytes of the files under `path` (0 when it is missing). */
+export async function directoryBytes(path: string): Promise<number> {
+  let total = 0;
+  let entries;
+  try {
+    entries = await readdir(path, { withFileTypes: true });
+  } catch {
+    return 0;
+  }
+  for (const entry of entries) {
+    const full = join(path, entry.name);
+    if (entry.isDirectory()) total += await directoryBytes(full);
+    else if (entry.isFile()) total += (await stat(full).catch(() => ({ size: 0 }))).size;
+  }
+  return total;
+}
+
+export class BenchCluster {
+  /** The lockserver leader as the nodes last logged it (event=leader … self=true), if any. */
+  lockLeader: string | undefined;
+  private readonly nodeLog: WriteStream | undefined;
+
+  private constructor(
+    readonly dir: string,
+    readonly members: readonly Member[],
+    readonly nodes: readonly Node[],
+    private readonly etcdArgs: (m: Member) => string[],
+    private readonly nodeArgs: (n: Node) => string[],
+    private readonly options: ClusterOptions,
+  ) {
+    this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
+  }
+
+  /** Starts 3 etcd members, waits until healthy, then 3 nodes, and waits until each is ready. */
+  static async start(options: ClusterOptions = {}, size = 3): Promise<BenchCluster> {
+    const dir = await mkdtemp(join(tmpdir(), 'lockserver-bench-cluster-'));
+    const ports = await freePorts(size * 3);
+    const members: Member[] = Array.from({ length: size }, (_, i) => ({
+      name: `m${i + 1}`,
+      clientUrl: `http://${LOOPBACK}:${ports[2 * i]}`,
+      peerPort: ports[2 * i + 1]!,
+      dataDir: join(dir, `m${i + 1}.etcd`),
+      process: undefined,
+    }));
+    const nodes: Node[] = Array.from({ length: size }, (_, i) => ({
+      name: `n${i + 1}`,
+      port: ports[2 * size + i]!,
+      dir: join(dir, `n${i + 1}`),
+      process: undefined,
+      paused: false,
+    }));
+    const token = `lockserver-bench-${randomBytes(6).toString('hex')}`;
+    const initialCluster = members.map((m) => `${m.name}=http://${LOOPBACK}:${m.peerPort}`).join(',');
+    // etcd's defaults otherwise (heartbeat 100 ms, election 1 s, fsync on), as an operator runs it.
+    const etcdArgs = (m: Member): string[] => [
+      '--name', m.name,
+      '--data-dir', m.dataDir,
+      '--listen-client-urls', m.clientUrl,
+      '--advertise-client-urls', m.clientUrl,
+      '--listen-peer-urls', `http://${LOOPBACK}:${m.peerPort}`,
+      '--initial-advertise-peer-urls', `http://${LOOPBACK}:${m.peerPort}`,
+      '--initial-cluster', initialCluster,
+      '--initial-cluster-token', token,
+      '--initial-cluster-state', 'new',
+      '--logger', 'zap',
+      '--log-level', 'warn',
+    ];
+    const endpoints = members.map((m) => m.clientUrl).join(',');
+    const clusterName = `bench${randomBytes(4).toString('hex')}`;
+    const nodeArgs = (n: Node): string[] => [
+      ...(options.nodeFlags ?? []),
+      CLI,
+      '--port', String(n.port),
+      '--listen', LOOPBACK,
+      '--hosts', join(dir, 'hosts'),
+      '--lock-file', join(n.dir, 'locks'),
+      '--stat-file', join(n.dir, 'stats'),
+      '--max-connections', String(NODE_MAX_CONNECTIONS),
+      '--max-locks', String(NODE_MAX_LOCKS),
+      '--etcd', endpoints,
+      '--cluster', clusterName,
+      '--name', n.name,
+      ...(options.nodeArgs ?? []),
+    ];
+    await writeFile(join(dir, 'hosts'), `${LOOPBACK}\n::1\n`);
+    const cluster = new BenchCluster(dir, members, nodes, etcdArgs, nodeArgs, options);
+    try {
+      await Promise.all(members.map((m) => cluster.startMember(m, false)));
+      await Promise.all(members.map((m) => cluster.waitHealthy(m)));
+      await Promise.all(nodes.map((n) => cluster.startNode(n)));
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** The nodes' client endpoints, in node order (the load spreads connections over them). */
+  get endpoints(): Endpoint[] {
+    return this.nodes.map((n) => ({ host: LOOPBACK, port: n.port }));
+  }
+
+  get etcdEndpoints(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  nodePids(): Array<number | undefined> {
+    return this.nodes.map((n) => n.process?.pid);
+  }
+
+  memberPids(): Array<number | undefined> {
+    return this.members.map((m) => m.process?.pid);
+  }
+
+  async startMember(member: Member, wait = true): Promise<void> {
+    if (member.process !== undefined) throw new Error(`etcd member ${member.name} is still running`);
+    // etcd logs nothing we wait for: "ready" is its /health, polled below.
+    member.process = await spawnServer('etcd', this.etcdArgs(member), { readyPattern: null, readyTimeoutMs: ETCD_READY_MS });
+    if (wait) await this.waitHealthy(member);
+  }
+
+  /** Resolves once the member answers /health with true (bounded). */
+  async waitHealthy(member: Member, ms = ETCD_READY_MS): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      try {
+        const response = await fetch(`${member.clientUrl}/health`, { signal: AbortSignal.timeout(1_000) });
+        if (response.ok && ((await response.json()) as { health?: string }).health === 'true') return;
+      } catch {
+        // not up yet
+      }
+      if (Date.now() >= deadline) throw new Error(`etcd member ${member.name} not healthy within ${ms} ms`);
+      await delay(POLL_MS);
+    }
+  }
+
+  /** Starts (or restarts, on its port and directory) a node; resolves with ms from spawn to `event=ready`. */
+  async startNode(node: Node): Promise<number> {
+    if (node.process !== undefined) throw new Error(`node ${node.name} is still running`);
+    await mkdir(node.dir, { recursive: true });
+    const t0 = Date.now();
+    node.process = await spawnServer(process.execPath, this.nodeArgs(node), {
+      readyPattern: READY,
+      readyTimeoutMs: NODE_READY_MS,
+      onLine: (line) => {
+        this.nodeLog?.write(`${node.name} ${line}\n`);
+        const leader = line.match(/\bevent=leader leader=(\S+) self=true\b/);
+        if (leader !== null) this.lockLeader = leader[1];
+        this.options.onNodeLine?.(node.name, line);
+      },
+      cwd: node.dir,
+    });
+    node.paused = false;
+    return Date.now() - t0;
+  }
+
+  /** kill -9 of a node, awaited. */
+  async killNode(node: Node): Promise<void> {
+    const running = node.process;
+    node.process = undefined;
+    node.paused = false;
+    if (running !== undefined) await stopServer(running, 0);
+  }
+
+  pauseNode(node: Node): void {
+    node.process?.child.kill('SIGSTOP');
+    node.paused = true;
+  }
+
+  resumeNode(node: Node): void {
+    node.process?.child.kill('SIGCONT');
+    node.paused = false;
+  }
+
+  /** kill -9 of an etcd member, awaited. */
+  async killMember(member: Member): Promise<void> {
+    const running = member.process;
+    member.process = undefined;
+    if (running !== undefined) await stopServer(running, 0);
+  }
+
+  /** The member leading etcd's Raft group now, from POST /v3/maintenance/status (bounded). */
+  async leader(ms = ETCD_READY_MS): Promise<Member> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const live = this.members.filter((m) => m.process !== undefined);
+      const statuses = await Promise.all(
+        live.map(async (m) => {
+          try {
+            const response = await fetch(`${m.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) });
+            return { m, s: (await response.json()) as { header: { member_id: string }; leader: string } };
+          } catch {
+            return undefined;
+          }
+        }),
+      );
+      const byId = new Map<string, Member>();
+      for (const st of statuses) if (st !== undefined) byId.set(st.s.header.member_id, st.m);
+      for (const st of statuses) {
+        const leader = st === undefined ? undefined : byId.get(st.s.leader);
+        if (leader !== undefined) return leader;
+      }
+      if (Date.now() >= deadline) throw new Error(`no etcd leader within ${ms} ms`);
+      await delay(POLL_MS);
+    }
+  }
+
+  /** Bytes of each member's bbolt database file (member/snap/db), which compaction alone never shrinks. */
+  memberDbBytes(): Promise<number[]> {
+    return Promise.all(this.members.map((m) => stat(join(m.dataDir, 'member', 'snap', 'db')).then((s) => s.size, () => 0)));
+  }
+
+  /** Bytes in each member's data dir (its bbolt database, WAL and Raft snapshots). */
+  memberDataBytes(): Promise<number[]> {
+    return Promise.all(this.members.map((m) => directoryBytes(m.dataDir)));
+  }
+
+  /** Ends every node (gently when profiled, so profiles are written), then every member; removes the dir. */
+  async stop(): Promise<void> {
+    const grace = (this.options.nodeFlags ?? []).length > 0 ? PROFILED_STOP_GRACE_MS : 0;
+    await Promise.all(
+      this.nodes.map(async (n) => {
+        if (n.paused) this.resumeNode(n);
+        const running = n.process;
+        n.process = undefined;
+        if (running !== undefined) await stopServer(running, grace);
+      }),
+    );
+    await Promise.all(this.members.map((m) => this.killMember(m)));
+    this.nodeLog?.end();
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

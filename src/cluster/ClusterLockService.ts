@@ -69,13 +69,14 @@ export const TICK_MS = 50;
 /** Pause before a failed store call is tried again (start-up, watch restarts). */
 export const RETRY_MS = 250;
 /**
- * Longest one attempt of an append or a read barrier may take before it is sent again (within
- * the command's --commit-timeout). A call sent to a member that just lost its leadership, or to
- * one that died, can hang until its deadline while a new leader already accepts writes (about a
- * second after a leader dies); a second attempt goes through. Retrying is safe: a batch carries
- * its id and is applied once.
+ * Longest the first attempt of an append or a read barrier may take before it is sent again;
+ * each further attempt may take twice as long (within the command's --commit-timeout). A call
+ * sent to a member that just lost its leadership, or to one that died, can hang until its
+ * deadline while a new leader already accepts writes (a second or two after a leader dies);
+ * another attempt goes through. Doubling keeps an overloaded etcd from being flooded with
+ * retries. Retrying is safe: a batch carries its id and is applied once.
  */
-export const STORE_ATTEMPT_MS = 1_000;
+export const STORE_ATTEMPT_MS = 500;
 /** Pause after an attempt that failed at once (a refused connection), before the next one. */
 const ATTEMPT_RETRY_MS = 50;
 /** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
@@ -452,30 +453,30 @@ export class ClusterLockService implements LockService {
   /** Sends the batch; a failure before the deadline is retried with the same seq (applied once). */
   private async append(round: Round, bytes: Uint8Array): Promise<void> {
     const { log, clock } = this.deps;
-    while (this.inFlight === round) {
+    for (let attempt = 0; this.inFlight === round; attempt++) {
       const left = round.deadline - clock.now();
       if (left <= 0) break;
       const started = clock.now();
       try {
-        const position = await log.append(bytes, Math.min(left, STORE_ATTEMPT_MS));
+        const position = await log.append(bytes, Math.min(left, attemptLimit(attempt)));
         this.heard(true, position.version);
         return; // answered when the watch brings the batch back
       } catch (error) {
         this.heard(false);
         this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
-        await this.retryPause(started, round);
+        await this.retryPause(started, attempt, round);
       }
     }
   }
 
   private async barrier(round: Round): Promise<void> {
     const { log, clock } = this.deps;
-    while (this.inFlight === round) {
+    for (let attempt = 0; this.inFlight === round; attempt++) {
       const left = round.deadline - clock.now();
       if (left <= 0) return;
       const started = clock.now();
       try {
-        const head = await log.head(Math.min(left, STORE_ATTEMPT_MS));
+        const head = await log.head(Math.min(left, attemptLimit(attempt)));
         this.heard(true, head.version);
         if (this.inFlight !== round) return;
         round.barrier = head.version;
@@ -484,15 +485,15 @@ export class ClusterLockService implements LockService {
       } catch (error) {
         this.heard(false);
         this.deps.logger.debug?.(`read barrier failed: ${(error as Error).message}`);
-        await this.retryPause(started, round);
+        await this.retryPause(started, attempt, round);
       }
     }
   }
 
   /** After a timed-out attempt, try again at once; after one that failed fast, pause briefly. */
-  private async retryPause(started: number, round: Round): Promise<void> {
+  private async retryPause(started: number, attempt: number, round: Round): Promise<void> {
     const now = this.deps.clock.now();
-    if (now - started >= STORE_ATTEMPT_MS) return;
+    if (now - started >= attemptLimit(attempt)) return;
     await this.pause(Math.min(ATTEMPT_RETRY_MS, Math.max(0, round.deadline - now)));
   }
 
@@ -635,4 +636,9 @@ export class ClusterLockService implements LockService {
     await this.leadership.leave();
     await this.deps.log.close();
   }
+}
+
+/** How long attempt `n` (0-based) of a store call may take: STORE_ATTEMPT_MS, doubling. */
+function attemptLimit(n: number): number {
+  return STORE_ATTEMPT_MS * 2 ** Math.min(n, 6);
 }

@@ -15,7 +15,7 @@ export const INTERRUPTION_MS = 1_000;
 
 export interface FailoverEvent {
   readonly event: string;
-  /** Longest any client of a surviving node waited for a reply, from the event to the end of its window. */
+  /** Longest any client of a surviving node waited for a reply, counted from the event (not before) to the end of its window. */
   readonly survivorsWorstWaitMs: number;
   /** Surviving clients that waited longer than INTERRUPTION_MS. */
   readonly survivorsInterrupted: number;
@@ -98,13 +98,11 @@ export async function runClusterFailover(cluster: BenchCluster, config: BenchCon
     let worst = 0;
     let interrupted = 0;
     for (const p of group) {
+      // Waits are counted from the event: one still running from an earlier event is not this one's.
       let previous = from;
       let longest = 0;
       for (const t of p.completions) {
-        if (t < from) {
-          previous = t;
-          continue;
-        }
+        if (t < from) continue;
         if (t > until) break;
         longest = Math.max(longest, t - previous);
         previous = t;

@@ -81,8 +81,11 @@ export const STORE_ATTEMPT_MS = 500;
 const ATTEMPT_RETRY_MS = 50;
 /** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
 export const WATCH_STALL_MS = 1_000;
-/** Longest a snapshot load or write may take before it is tried again. */
-const SNAPSHOT_TIMEOUT_MS = 60_000;
+/**
+ * Longest one store call of a snapshot load may take (the pointer, or one chunk of at most 1 MiB)
+ * before the load starts over: a call lost to a partition must not hold a starting node for long.
+ */
+const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
 
 /**
  * The cluster's LockService: every mutating command goes through the replicated log, every read
@@ -223,7 +226,7 @@ export class ClusterLockService implements LockService {
     for (;;) {
       if (this.closed) return;
       try {
-        const snapshot = await log.loadSnapshot(SNAPSHOT_TIMEOUT_MS);
+        const snapshot = await log.loadSnapshot(SNAPSHOT_CALL_TIMEOUT_MS);
         if (snapshot !== undefined && snapshot.position.version > this.state.position.version) {
           const started = clock.now();
           this.replaceState(ReplicaState.decode(snapshot.bytes, clock));

@@ -87,7 +87,7 @@ export interface ReplicatedLog {
   head(timeoutMs: number): Promise<LogHead>;
   /** Delivers every batch from `fromRevision` on, in order, until closed or ended. */
   watch(fromRevision: number, listener: LogListener): LogWatch;
-  /** The newest complete snapshot, or undefined when none was ever written. */
+  /** The newest complete snapshot, or undefined when none was ever written (`timeoutMs` bounds each call). */
   loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined>;
   /** Stores a snapshot (in chunks), then points to it, then drops older ones. */
   saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void>;

@@ -154,7 +154,10 @@ class Simulation {
   }
 
   private fail(message: string): never {
-    if (process.env.SIM_TRACE_FILE !== undefined) writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
+    if (process.env.SIM_TRACE_FILE !== undefined) {
+      writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
+      writeFileSync(`${process.env.SIM_TRACE_FILE}.store`, this.store.trace.join('\n') + '\n');
+    }
     throw new SimulationFailure(`${message}\n--- last events ---\n${this.trace.slice(-60).join('\n')}`);
   }
 

@@ -14,7 +14,7 @@ export class ImportRefusedError extends Error {
 import { LogGapError, ReplicaState } from './ReplicaState.js';
 import type { LogRecord, LogWatch, ReplicatedLog, WatchEnd } from './ReplicatedLog.js';
 import type { Random } from './random.js';
-import type { Timers } from './Timers.js';
+import { pause, type Timers } from './Timers.js';
 
 export interface ClusterOptions {
   /** This node's name: unique in the cluster, the origin of entries requested through it. */
@@ -210,7 +210,7 @@ export class ClusterLockService implements LockService {
   }
 
   private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => this.deps.timers.after(ms, resolve));
+    return pause(this.deps.timers, ms);
   }
 
   /** Resolves once the replica has applied batch `version`. */
@@ -260,21 +260,26 @@ export class ClusterLockService implements LockService {
   private follow(): void {
     if (this.closed) return;
     const generation = ++this.watchGeneration;
-    this.watch = this.deps.log.watch(Math.max(this.state.position.revision + 1, this.resumeFrom), {
+    this.watch = this.deps.log.watch(this.watchFrom(), {
       onRecords: (records) => {
         if (generation === this.watchGeneration) this.onRecords(records);
       },
       onEnd: (why, detail) => {
-        if (generation === this.watchGeneration) this.onWatchEnd(why, detail);
+        if (generation === this.watchGeneration) this.restartWatch(why, detail);
       },
     });
+  }
+
+  /** The revision a watch starts from: after the last batch applied (or a compacted gap known empty). */
+  private watchFrom(): number {
+    return Math.max(this.state.position.revision + 1, this.resumeFrom);
   }
 
   private restartWatch(why: WatchEnd | 'gap', detail: string): void {
     this.watch?.close();
     this.watch = undefined;
     this.watchGeneration++;
-    this.deps.logger.event('log-watch-restart', { why, detail, from: Math.max(this.state.position.revision + 1, this.resumeFrom) });
+    this.deps.logger.event('log-watch-restart', { why, detail, from: this.watchFrom() });
     if (why === 'compacted') {
       void this.reloadThenFollow();
     } else {
@@ -310,10 +315,6 @@ export class ClusterLockService implements LockService {
     this.follow();
   }
 
-  private onWatchEnd(why: WatchEnd, detail: string): void {
-    this.restartWatch(why, detail);
-  }
-
   private onRecords(records: readonly LogRecord[]): void {
     this.heard(true, records[records.length - 1]?.version);
     for (const record of records) {
@@ -335,8 +336,8 @@ export class ClusterLockService implements LockService {
 
   /**
    * A watch can stall without ending (a stream that stays open but delivers nothing). When etcd
-   * is known to hold batches we have not applied and none arrived for a commit timeout, the
-   * watch is restarted from the last applied revision.
+   * is known to hold batches we have not applied and none arrived for WATCH_STALL_MS (or the
+   * commit timeout, if shorter), the watch is restarted from the last applied revision.
    */
   private checkWatchProgress(now: number): void {
     if (this.reloading || this.watch === undefined) return;
@@ -389,9 +390,13 @@ export class ClusterLockService implements LockService {
 
   // Group commit
 
+  /** The round taking new commands: the last one queued, or a new one. */
   private gathering(): Round {
-    const last = this.queued[this.queued.length - 1];
-    if (last !== undefined) return last;
+    return this.queued[this.queued.length - 1] ?? this.openRound();
+  }
+
+  /** Queues a new round, due a commit timeout from now, to be sent once those before it are done. */
+  private openRound(): Round {
     const round = new Round(this.deps.clock.now() + this.options.commitTimeoutMs);
     this.queued.push(round);
     this.scheduleDispatch();
@@ -414,20 +419,17 @@ export class ClusterLockService implements LockService {
 
   private submitInternal(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}): void {
     if (this.closed) {
-      reject(new CommitTimeoutError('the node is leaving the cluster'));
+      reject(leavingError());
       return;
     }
     let round = this.gathering();
-    if (!round.canTake(command)) {
-      round = new Round(this.deps.clock.now() + this.options.commitTimeoutMs);
-      this.queued.push(round);
-    }
+    if (!round.canTake(command)) round = this.openRound();
     const write: PendingWrite = { command, resolve, reject };
     round.addWrite(write);
   }
 
   private read<T>(evaluate: () => T): Promise<T> {
-    if (this.closed) return Promise.reject(new CommitTimeoutError('the node is leaving the cluster'));
+    if (this.closed) return Promise.reject(leavingError());
     return new Promise<T>((resolve, reject) => {
       this.gathering().addRead({ answer: () => resolve(evaluate()), reject });
     });
@@ -596,8 +598,7 @@ export class ClusterLockService implements LockService {
     }
     if (saved.length === 0) return 0;
     // A fresh round, so that the first entry opens its batch (the emptiness check rides on it).
-    this.queued.push(new Round(this.deps.clock.now() + this.options.commitTimeoutMs));
-    this.scheduleDispatch();
+    this.openRound();
     const answers = saved.map((s, i) =>
       this.submit({
         op: LogOp.Import,
@@ -633,7 +634,7 @@ export class ClusterLockService implements LockService {
     this.stopTicking();
     this.watch?.close();
     this.watchGeneration++;
-    const leaving = new CommitTimeoutError('the node is leaving the cluster');
+    const leaving = leavingError();
     if (this.inFlight !== undefined) this.finishRound(this.inFlight, leaving);
     for (const round of this.queued.splice(0)) round.fail(leaving);
     await this.leadership.leave();
@@ -644,4 +645,9 @@ export class ClusterLockService implements LockService {
 /** How long attempt `n` (0-based) of a store call may take: STORE_ATTEMPT_MS, doubling. */
 function attemptLimit(n: number): number {
   return STORE_ATTEMPT_MS * 2 ** Math.min(n, 6);
+}
+
+/** What commands get once this node leaves the cluster (their connections close unanswered). */
+function leavingError(): CommitTimeoutError {
+  return new CommitTimeoutError('the node is leaving the cluster');
 }

@@ -4,6 +4,7 @@ import { LogOp, type LogCommand } from './LogCodec.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterLockService.js';
 import type { ReplicaState } from './ReplicaState.js';
 import { electLeader, type MemberSession } from './ReplicatedLog.js';
+import { pause } from './Timers.js';
 
 /** How often the candidate list is read to see who leads. */
 export const LEADER_CHECK_MS = 500;
@@ -102,7 +103,7 @@ export class Leadership {
         if (complaint !== lastComplaint) logger.event('etcd-unreachable', { error: (error as Error).message, retry_ms: NAME_RETRY_MS });
       }
       lastComplaint = complaint;
-      await new Promise<void>((resolve) => this.deps.timers.after(NAME_RETRY_MS, resolve));
+      await pause(this.deps.timers, NAME_RETRY_MS);
     }
   }
 

@@ -8,6 +8,11 @@ export interface Timers {
   after(ms: number, task: () => void): () => void;
 }
 
+/** Resolves after `ms` milliseconds of the given timers. */
+export function pause(timers: Timers, ms: number): Promise<void> {
+  return new Promise((resolve) => timers.after(ms, resolve));
+}
+
 export const realTimers: Timers = {
   after(ms, task) {
     const timer = setTimeout(task, ms);

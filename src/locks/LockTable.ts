@@ -136,6 +136,11 @@ export class LockTable {
     return queue.positionOf(entry);
   }
 
+  /** The owner's entry in the queue of (key, index), if any. */
+  private find(key: ByteString, index: ByteString, owner: ByteString): LockEntry | undefined {
+    return this.queues.get(key, index)?.find(owner);
+  }
+
   /** Find owner (0x01): the owner's name, or the empty string when nobody owns it. */
   findOwner(key: ByteString, index: ByteString): ByteString {
     return this.queues.get(key, index)?.owner?.owner ?? '';
@@ -143,13 +148,13 @@ export class LockTable {
 
   /** Find contender location (0x03): the position, or 0 when absent. */
   location(key: ByteString, index: ByteString, owner: ByteString): number {
-    const entry = this.queues.get(key, index)?.find(owner);
+    const entry = this.find(key, index, owner);
     return entry === undefined ? 0 : entry.queue.positionOf(entry);
   }
 
   /** Renew (0x04): restarts the entry's timer. False when there is no such entry. */
   renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
-    const entry = this.queues.get(key, index)?.find(owner);
+    const entry = this.find(key, index, owner);
     if (entry === undefined) return false;
     this.restartTimer(entry);
     return true;
@@ -157,7 +162,7 @@ export class LockTable {
 
   /** Release (0x05) of one (key, index, owner): entries removed, 0 or 1. */
   release(key: ByteString, index: ByteString, owner: ByteString): number {
-    const entry = this.queues.get(key, index)?.find(owner);
+    const entry = this.find(key, index, owner);
     if (entry === undefined) return 0;
     this.remove(entry);
     return 1;
@@ -198,7 +203,7 @@ export class LockTable {
    * phase that began at `version`; a renewal or promotion since makes it a no-op. Returns 0 or 1.
    */
   expireVersion(key: ByteString, index: ByteString, owner: ByteString, version: number): number {
-    const entry = this.queues.get(key, index)?.find(owner);
+    const entry = this.find(key, index, owner);
     if (entry === undefined || entry.version !== version) return 0;
     this.remove(entry, EXPIRED);
     return 1;

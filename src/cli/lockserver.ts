@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { join, resolve } from 'node:path';
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { systemClock } from '../locks/Clock.js';
 import { DEFAULT_MAX_ENTRIES } from '../locks/LockTable.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
@@ -60,8 +60,7 @@ const program = new Command()
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
   .option('--import-lock-file <file>', 'cluster mode: seed an empty cluster from a single node\'s lock file (refused if it holds entries)', parseFileName)
-  // A tuning knob, kept out of --help: the leader snapshots after this many batches (default 10,000).
-  .addOption(new Option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches (or 60 s with any change)').argParser(integerIn(1, 1_000_000_000)))
+  .option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches (or 60 s with any change; default 10000)', integerIn(1, 1_000_000_000))
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 

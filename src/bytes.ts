@@ -39,3 +39,8 @@ export function printable(value: ByteString): string {
   }
   return out;
 }
+
+/** The same bytes as a Buffer, without copying (a Buffer is returned as it is). */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
+import { asBuffer } from '../bytes.js';
 import { Etcd3, type IOptions, type Lease, type Watcher } from 'etcd3';
 import type {
   Candidate,
@@ -77,7 +78,7 @@ export class EtcdLog implements ReplicatedLog {
         {
           compare: [],
           success: [
-            { request_put: { key: this.logKey, value: Buffer.from(value.buffer, value.byteOffset, value.byteLength) } },
+            { request_put: { key: this.logKey, value: asBuffer(value) } },
             { request_range: { key: this.logKey, keys_only: true } },
           ],
         },
@@ -177,7 +178,7 @@ export class EtcdLog implements ReplicatedLog {
 
   async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
     const { version, revision } = snapshot.position;
-    const bytes = Buffer.from(snapshot.bytes.buffer, snapshot.bytes.byteOffset, snapshot.bytes.byteLength);
+    const bytes = asBuffer(snapshot.bytes);
     const chunks = Math.max(1, Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES));
     for (let i = 0; i < chunks; i++) {
       const value = bytes.subarray(i * SNAPSHOT_CHUNK_BYTES, (i + 1) * SNAPSHOT_CHUNK_BYTES);

@@ -1,4 +1,4 @@
-import { byteString, type ByteString } from '../bytes.js';
+import { asBuffer, byteString, type ByteString } from '../bytes.js';
 import type { LockRequest, SavedLock } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 
@@ -156,7 +156,7 @@ export class CheckedReader {
   private readonly buffer: Buffer;
 
   constructor(bytes: Uint8Array) {
-    this.buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    this.buffer = asBuffer(bytes);
   }
 
   get done(): boolean {

@@ -16,6 +16,8 @@ const DEFAULT_LEASE_SECONDS = 5;
 const DEFAULT_SNAPSHOT_EVERY_BATCHES = 10_000;
 const SNAPSHOT_MAX_AGE_MS = 60_000;
 const EXPIRY_BUDGET = 2_000;
+/** Snapshots up to this size (one etcd chunk) are cheap to rewrite: the log-volume rule skips them. */
+const SMALL_SNAPSHOT_BYTES = 1024 * 1024;
 
 interface LeadershipHost {
   /** Queues a command for the next batch; `failed` is called if that batch does not commit. */
@@ -181,9 +183,10 @@ export class Leadership {
     const behind = state.position.version - this.lastSnapshotVersion;
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
     if (behind <= 0 || (behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS)) return;
-    // Rewriting a big table for a little log costs etcd more than the history it frees: wait
-    // until the log since the last snapshot is at least half that snapshot's size.
-    if (this.logBytesSinceSnapshot * 2 < (this.lastSnapshotBytes ?? 0)) return;
+    // Rewriting a big table for a little log costs etcd more than the history it frees: past one
+    // chunk, wait until the log since the last snapshot is at least half that snapshot's size.
+    const last = this.lastSnapshotBytes ?? 0;
+    if (last > SMALL_SNAPSHOT_BYTES && this.logBytesSinceSnapshot * 2 < last) return;
     this.snapshotting = true;
     void this.writeSnapshot(state).finally(() => {
       this.snapshotting = false;

@@ -1,5 +1,5 @@
 import { printable } from '../bytes.js';
-import type { LockEntry } from '../locks/LockEntry.js';
+import type { DueEntry } from '../locks/LockTable.js';
 import { LogOp, type LogCommand } from './LogCodec.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterLockService.js';
 import type { ReplicaState } from './ReplicaState.js';
@@ -161,14 +161,13 @@ export class Leadership {
     const state = this.host.state();
     let proposed = 0;
     while (proposed < EXPIRY_BUDGET) {
-      const entry = state.table.takeDue();
-      if (entry === undefined) break;
-      const version = entry.version;
+      const due = state.table.takeDue();
+      if (due === undefined) break;
       this.deps.logger.debug?.(
-        `proposing expiry of ${printable(entry.queue.key)}/${printable(entry.queue.index)} ${printable(entry.owner)} v${version} ` +
-          `(${entry.isOwner ? `owner ttl ${entry.ttl}` : `waiter ttw ${entry.ttw}`} s, due ${Math.round(this.deps.clock.now() - entry.deadline)} ms ago)`,
+        `proposing expiry of ${printable(due.key)}/${printable(due.index)} ${printable(due.owner)} v${due.version} ` +
+          `(${due.isOwner ? `owner ttl ${due.ttl}` : `waiter ttw ${due.ttw}`} s, due ${Math.round(this.deps.clock.now() - due.deadline)} ms ago)`,
       );
-      this.host.submitExpiry(expireCommand(entry), () => state.table.rearm(entry, version));
+      this.host.submitExpiry(expireCommand(due), () => state.table.rearm(due));
       proposed++;
     }
     if (proposed > 0) {
@@ -222,6 +221,6 @@ export class Leadership {
   }
 }
 
-function expireCommand(entry: LockEntry): LogCommand {
-  return { op: LogOp.Expire, key: entry.queue.key, index: entry.queue.index, owner: entry.owner, version: entry.version };
+function expireCommand(due: DueEntry): LogCommand {
+  return { op: LogOp.Expire, key: due.key, index: due.index, owner: due.owner, version: due.version };
 }

@@ -48,11 +48,11 @@ export class ReplicaState {
     this.table = new LockTable(clock, {
       maxEntries: Number.MAX_SAFE_INTEGER,
       replica: {
-        added: (entry) => this.byOrigin.set(entry.origin, (this.byOrigin.get(entry.origin) ?? 0) + 1),
-        removed: (entry) => {
-          const left = (this.byOrigin.get(entry.origin) ?? 1) - 1;
-          if (left === 0) this.byOrigin.delete(entry.origin);
-          else this.byOrigin.set(entry.origin, left);
+        added: (origin) => this.byOrigin.set(origin, (this.byOrigin.get(origin) ?? 0) + 1),
+        removed: (origin) => {
+          const left = (this.byOrigin.get(origin) ?? 1) - 1;
+          if (left === 0) this.byOrigin.delete(origin);
+          else this.byOrigin.set(origin, left);
         },
       },
     });

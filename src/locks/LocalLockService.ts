@@ -36,8 +36,8 @@ export const CHURN_WORTH_COLLECTING = 100_000;
 export interface LocalLockServiceOptions extends LockTableOptions {
   readonly onExpired?: (count: number) => void;
   /**
-   * Called once when the table falls quiet (a second with almost no new entries, no emptied key
-   * still lingering, fewer than CHURN_WORTH_COLLECTING entries held) after at least that many
+   * Called once when the table falls quiet (a second with almost no new entries, fewer than
+   * CHURN_WORTH_COLLECTING entries held) after at least that many
    * entries came and went: the moment to give back the memory their churn grew (the daemon runs a
    * full collection then; see collectGarbage). At most once per such burst.
    */
@@ -63,14 +63,13 @@ export class LocalLockService implements LockService {
     this.stopSweeping = scheduler.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
 
-  /** One budgeted slice of expiry and of forgetting emptied keys; reschedules itself while more are due. */
+  /** One budgeted slice of expiry; reschedules itself while more are due. */
   private sweep(): void {
     if (this.sweeping || this.closed) return;
     if (++this.sweepsSinceCheck >= QUIET_CHECK_SWEEPS) this.checkQuiet();
     const removed = this.table.expire(SWEEP_BUDGET);
     if (removed > 0) this.options.onExpired?.(removed);
-    const forgotten = this.table.forgetVacant(SWEEP_BUDGET);
-    if (removed === SWEEP_BUDGET || forgotten === SWEEP_BUDGET) {
+    if (removed === SWEEP_BUDGET) {
       this.sweeping = true;
       this.scheduler.soon(() => {
         this.sweeping = false;
@@ -87,7 +86,7 @@ export class LocalLockService implements LockService {
     const quiet = arrivals - this.arrivalsAtCheck < QUIET_ARRIVALS;
     this.arrivalsAtCheck = arrivals;
     if (!quiet || arrivals - this.arrivalsAtCollect < CHURN_WORTH_COLLECTING) return;
-    if (table.pendingVacancies > 0 || table.size >= CHURN_WORTH_COLLECTING) return;
+    if (table.size >= CHURN_WORTH_COLLECTING) return;
     this.arrivalsAtCollect = arrivals;
     this.options.onQuietAfterChurn?.();
   }

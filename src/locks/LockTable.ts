@@ -1,12 +1,15 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender } from '../protocol/messages.js';
 import type { Clock } from './Clock.js';
-import { ExpiryHeap, NOT_IN_HEAP } from './ExpiryHeap.js';
-import { LockEntry, NO_DEADLINE } from './LockEntry.js';
-import type { LockQueue } from './LockQueue.js';
+import { DeadlineHeap, NO_DEADLINE } from './DeadlineHeap.js';
+import { EntryRecords } from './EntryRecords.js';
+import { DEFAULT_HASH_SEED } from './hashByteString.js';
+import { NO_ID } from './HashIndex.js';
+import { KeyDirectory } from './KeyDirectory.js';
+import { NameStore } from './NameStore.js';
 import type { SavedLock } from './LockService.js';
-import { OwnerIndex } from './OwnerIndex.js';
-import { QueueDirectory } from './QueueDirectory.js';
+import { OwnerDirectory } from './OwnerDirectory.js';
+import { WaiterQueues } from './WaiterQueues.js';
 
 const MS_PER_SECOND = 1000;
 
@@ -15,12 +18,16 @@ export interface LockTableOptions {
   readonly maxEntries?: number;
   /**
    * Cluster mode: the table is a replica fed by the log (see src/cluster/ReplicaState.ts). Tickets
-   * and phase versions are log positions (`position`), a waiter is promoted whatever this node's
-   * clock says (expiry is a log command: the leader proposes it), and emptied keys are deleted at
-   * once, so that list order never depends on when a node swept. The clock still dates every
-   * phase, but only for this node's own deadline watch, never for an answer.
+   * and phase versions are log positions (`position`), and a waiter is promoted whatever this
+   * node's clock says (expiry is a log command: the leader proposes it). The clock still dates
+   * every phase, but only for this node's own deadline watch, never for an answer.
    */
   readonly replica?: ReplicaHooks;
+  /**
+   * Seed of the hash indexes (see hashByteString). Any value gives the same answers, in the same
+   * order; a server passes a random one so that clients cannot aim keys at one probe run.
+   */
+  readonly hashSeed?: number;
 }
 
 /** One entry of a replicated table as a snapshot holds it: everything apply depends on. */
@@ -32,33 +39,49 @@ export interface ReplicaEntry extends Omit<SavedLock, 'remainingMs'> {
   readonly origin: ByteString;
 }
 
-/** Told of every entry that joins or leaves a replicated table (per-node counts for drain). */
+/** Told of every entry that joins or leaves a replicated table, by origin node (per-node counts for drain). */
 export interface ReplicaHooks {
-  added(entry: LockEntry): void;
-  removed(entry: LockEntry): void;
+  added(origin: ByteString): void;
+  removed(origin: ByteString): void;
+}
+
+/** An entry whose phase ran out on this node's clock, as takeDue() hands it to the leader. */
+export interface DueEntry {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  /** The log position at which the phase that ran out began (what the expiry command names). */
+  readonly version: number;
+  readonly isOwner: boolean;
+  readonly ttl: number;
+  readonly ttw: number;
+  /** When it ran out, on this node's clock (ms). */
+  readonly deadline: number;
 }
 
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
-const RELEASED = 'released';
-const EXPIRED = 'expired';
-
-/** How long an emptied key or owner keeps its Map slot, so that taking it again costs no churn. */
-export const VACANCY_GRACE_MS = 1_000;
 
 /**
- * The single-node lock state: one queue per (key, index), one expiry heap for every deadline,
- * one index by owner name. Synchronous and free of I/O and timers; time comes from the injected
- * clock and expiry happens only when expire() is called, so tests drive it step by step.
+ * The lock state: one queue per (key, index), each with its owner and its waiters in priority,
+ * then arrival order; one deadline heap for every entry that can expire; one index by owner name.
+ * Synchronous and free of I/O and timers; time comes from the injected clock and expiry happens
+ * only when expire() is called, so tests drive it step by step.
+ *
+ * Entries, queues, keys and owners are records in typed-array columns (EntryRecords,
+ * KeyDirectory, OwnerDirectory), found through the table's own hash indexes (HashIndex): a lock
+ * taken and given back allocates no JavaScript object, a million held locks are a few hundred
+ * bytes each with almost nothing for the garbage collector to trace, and a key or owner left
+ * without entries is forgotten at once at no cost to later lookups.
  */
 export class LockTable {
-  private readonly queues = new QueueDirectory();
-  private readonly ownerIndex = new OwnerIndex();
-  private readonly expiry = new ExpiryHeap<LockEntry>();
+  private readonly entries: EntryRecords;
+  private readonly keys: KeyDirectory;
+  private readonly owners_: OwnerDirectory;
+  private readonly waiters_: WaiterQueues;
+  private readonly expiry = new DeadlineHeap();
   private nextArrival = 0;
   private ownerCount = 0;
   private waiterCount = 0;
-  /** Clock time of the last expire() or forgetVacant() call: the date given to emptied keys. */
-  private sweptAt: number;
   private readonly maxEntries: number;
   private readonly replica: ReplicaHooks | undefined;
   /** Cluster mode: the log position of the command being applied; tickets and versions come from it. */
@@ -70,7 +93,12 @@ export class LockTable {
   ) {
     this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
     this.replica = options.replica;
-    this.sweptAt = clock.now();
+    const seed = options.hashSeed ?? DEFAULT_HASH_SEED;
+    this.entries = new EntryRecords(this.replica !== undefined);
+    const names = new NameStore();
+    this.keys = new KeyDirectory(names, seed);
+    this.owners_ = new OwnerDirectory(this.entries, names, seed);
+    this.waiters_ = new WaiterQueues(this.entries);
   }
 
   /** Entries that own their lock. */
@@ -108,54 +136,50 @@ export class LockTable {
     maxEntries = this.maxEntries,
     origin: ByteString = '',
   ): number {
-    const filed = this.queues.get(key, index);
-    const existing = filed?.find(owner);
-    if (existing !== undefined) {
-      existing.ttl = ttl;
-      existing.ttw = ttw;
-      this.restartTimer(existing);
-      return existing.queue.positionOf(existing);
+    const entries = this.entries;
+    const found = this.keys.find(key, index);
+    if (found !== NO_ID) {
+      const existing = this.entryIn(found, owner);
+      if (existing !== NO_ID) {
+        entries.ttl[existing] = ttl;
+        entries.ttw[existing] = ttw;
+        this.restartTimer(existing);
+        return this.positionOf(found, existing);
+      }
     }
     if (!allowCreate || this.size >= maxEntries) return 0;
-    // A filed queue (held, or emptied and lingering) is taken as is: one key lookup, not two.
-    // A lingering one counts as created anew in its key's list order (only multi-index keys move).
-    const queue = filed ?? this.queues.create(key, index);
-    if (filed !== undefined && filed.isEmpty) this.queues.revive(filed);
-    const ticket = this.replica === undefined ? this.nextArrival++ : this.position;
-    const entry = new LockEntry(queue, owner, priority, ticket, ttl, ttw);
-    entry.origin = origin;
-    this.ownerIndex.add(entry);
-    this.replica?.added(entry);
-    if (queue.owner === undefined) {
+    const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
+    const entry = this.newEntry(queue, owner, priority, this.replica === undefined ? this.nextArrival++ : this.position, ttl, ttw, origin);
+    if (this.keys.queueOwner[queue] === NO_ID) {
       this.makeOwner(entry);
       return 1;
     }
-    queue.addWaiter(entry);
+    this.waiters_.add(queue, entry);
     this.waiterCount++;
     this.restartTimer(entry);
-    return queue.positionOf(entry);
-  }
-
-  /** The owner's entry in the queue of (key, index), if any. */
-  private find(key: ByteString, index: ByteString, owner: ByteString): LockEntry | undefined {
-    return this.queues.get(key, index)?.find(owner);
+    return this.waiters_.positionOf(queue, entry);
   }
 
   /** Find owner (0x01): the owner's name, or the empty string when nobody owns it. */
   findOwner(key: ByteString, index: ByteString): ByteString {
-    return this.queues.get(key, index)?.owner?.owner ?? '';
+    const queue = this.keys.find(key, index);
+    if (queue === NO_ID) return '';
+    const owner = this.keys.queueOwner[queue]!;
+    return owner === NO_ID ? '' : this.ownerName(owner);
   }
 
   /** Find contender location (0x03): the position, or 0 when absent. */
   location(key: ByteString, index: ByteString, owner: ByteString): number {
-    const entry = this.find(key, index, owner);
-    return entry === undefined ? 0 : entry.queue.positionOf(entry);
+    const queue = this.keys.find(key, index);
+    if (queue === NO_ID) return 0;
+    const entry = this.entryIn(queue, owner);
+    return entry === NO_ID ? 0 : this.positionOf(queue, entry);
   }
 
   /** Renew (0x04): restarts the entry's timer. False when there is no such entry. */
   renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
     const entry = this.find(key, index, owner);
-    if (entry === undefined) return false;
+    if (entry === NO_ID) return false;
     this.restartTimer(entry);
     return true;
   }
@@ -163,7 +187,7 @@ export class LockTable {
   /** Release (0x05) of one (key, index, owner): entries removed, 0 or 1. */
   release(key: ByteString, index: ByteString, owner: ByteString): number {
     const entry = this.find(key, index, owner);
-    if (entry === undefined) return 0;
+    if (entry === NO_ID) return 0;
     this.remove(entry);
     return 1;
   }
@@ -171,8 +195,8 @@ export class LockTable {
   /** Release (0x05) with index `*`: every entry of the owner under the key, across indexes. */
   releaseKey(key: ByteString, owner: ByteString): number {
     let removed = 0;
-    for (const entry of this.ownerIndex.entriesOf(owner)) {
-      if (entry.queue.key !== key) continue;
+    for (const entry of this.owners_.entriesOf(owner)) {
+      if (!this.keys.isUnder(this.entries.queue[entry]!, key)) continue;
       this.remove(entry);
       removed++;
     }
@@ -181,7 +205,7 @@ export class LockTable {
 
   /** Release all (0x06): every entry of the owner, across all keys. */
   releaseAll(owner: ByteString): number {
-    const entries = this.ownerIndex.entriesOf(owner);
+    const entries = this.owners_.entriesOf(owner);
     for (const entry of entries) this.remove(entry);
     return entries.length;
   }
@@ -189,10 +213,12 @@ export class LockTable {
   /** List (0x07): every entry under the key; indexes in creation order, each in queue order. */
   list(key: ByteString, limit = Number.POSITIVE_INFINITY): Contender[] {
     const result: Contender[] = [];
-    for (const queue of this.queues.queuesOf(key)) {
-      for (const e of queue.entries()) {
+    const e = this.entries;
+    for (const queue of this.keys.queuesOf(key)) {
+      const index = this.keys.indexOf(queue);
+      for (const entry of this.queueEntries(queue)) {
         if (result.length >= limit) return result;
-        result.push({ priority: e.priority, ttl: e.ttl, ttw: e.ttw, index: queue.index, owner: e.owner, isOwner: e.isOwner });
+        result.push({ priority: e.priority[entry]!, ttl: e.ttl[entry]!, ttw: e.ttw[entry]!, index, owner: this.ownerName(entry), isOwner: e.isOwner[entry] === 1 });
       }
     }
     return result;
@@ -204,8 +230,8 @@ export class LockTable {
    */
   expireVersion(key: ByteString, index: ByteString, owner: ByteString, version: number): number {
     const entry = this.find(key, index, owner);
-    if (entry === undefined || entry.version !== version) return 0;
-    this.remove(entry, EXPIRED);
+    if (entry === NO_ID || this.entries.version[entry] !== version) return 0;
+    this.remove(entry);
     return 1;
   }
 
@@ -214,19 +240,31 @@ export class LockTable {
    * clock) is earliest and past out of the heap, so it is proposed for expiry once. Give it back
    * with `rearm` if the proposal fails; a committed expiry removes it for good.
    */
-  takeDue(): LockEntry | undefined {
-    const next = this.expiry.peek();
-    if (next === undefined || next.deadline > this.clock.now()) return undefined;
-    this.expiry.remove(next);
-    return next;
+  takeDue(): DueEntry | undefined {
+    const entry = this.expiry.peekId();
+    if (entry === NO_ID || this.expiry.peekDeadline() > this.clock.now()) return undefined;
+    this.expiry.remove(entry);
+    const e = this.entries;
+    const queue = e.queue[entry]!;
+    return {
+      key: this.keys.keyOf(queue),
+      index: this.keys.indexOf(queue),
+      owner: this.ownerName(entry),
+      version: e.version[entry]!,
+      isOwner: e.isOwner[entry] === 1,
+      ttl: e.ttl[entry]!,
+      ttw: e.ttw[entry]!,
+      deadline: e.deadline[entry]!,
+    };
   }
 
-  /** Puts an entry taken by `takeDue` back in the heap, due now, if it is still in the same phase. */
-  rearm(entry: LockEntry, version: number): void {
-    if (entry.version !== version || entry.heapIndex !== NOT_IN_HEAP) return;
-    if (entry.queue.find(entry.owner) !== entry) return;
-    entry.deadline = Math.min(entry.deadline, this.clock.now());
-    this.expiry.schedule(entry);
+  /** Puts an entry taken by `takeDue` back in the heap, due when it was, if it is still in that same phase. */
+  rearm(due: DueEntry): void {
+    const entry = this.find(due.key, due.index, due.owner);
+    if (entry === NO_ID || this.entries.version[entry] !== due.version || this.expiry.has(entry)) return;
+    const deadline = Math.min(this.entries.deadline[entry]!, this.clock.now());
+    this.entries.deadline[entry] = deadline;
+    this.expiry.schedule(entry, deadline);
   }
 
   /**
@@ -234,20 +272,18 @@ export class LockTable {
    * replicated fields as saved. This node never saw the phase begin, so its deadline runs from now:
    * a restarted or new node can only make a lock last longer, never shorter.
    */
-  load(e: ReplicaEntry): LockEntry {
-    const queue = this.queues.getOrCreate(e.key, e.index);
-    if (queue.find(e.owner) !== undefined) throw new Error('duplicate entry for owner in one queue');
-    if (e.isOwner && queue.owner !== undefined) throw new Error('two owners for one lock');
-    if (!e.isOwner && queue.owner === undefined) throw new Error('a waiter in a queue without owner');
-    const entry = new LockEntry(queue, e.owner, e.priority, e.ticket, e.ttl, e.ttw);
-    entry.origin = e.origin;
+  load(e: ReplicaEntry): void {
+    const queue = this.keys.getOrCreate(e.key, e.index);
+    if (this.entryIn(queue, e.owner) !== NO_ID) throw new Error('duplicate entry for owner in one queue');
+    const owned = this.keys.queueOwner[queue] !== NO_ID;
+    if (e.isOwner && owned) throw new Error('two owners for one lock');
+    if (!e.isOwner && !owned) throw new Error('a waiter in a queue without owner');
+    const entry = this.newEntry(queue, e.owner, e.priority, e.ticket, e.ttl, e.ttw, e.origin);
     this.insertSaved(entry, e.isOwner);
-    this.replica?.added(entry);
     const position = this.position;
     this.position = e.version;
     this.restartTimer(entry);
     this.position = position;
-    return entry;
   }
 
   /**
@@ -257,30 +293,29 @@ export class LockTable {
    * the owner already has an entry there.
    */
   importEntry(s: Omit<SavedLock, 'remainingMs'>, remainingMs: number | null, origin: ByteString): number {
-    const queue = this.queues.getOrCreate(s.key, s.index);
-    if (queue.find(s.owner) !== undefined) return 0;
-    const entry = new LockEntry(queue, s.owner, s.priority, this.position, s.ttl, s.ttw);
-    entry.origin = origin;
-    this.insertSaved(entry, queue.owner === undefined);
-    this.replica?.added(entry);
-    entry.version = this.position;
-    entry.deadline = remainingMs === null ? NO_DEADLINE : this.clock.now() + remainingMs;
-    if (entry.deadline !== NO_DEADLINE) this.expiry.schedule(entry);
+    const queue = this.keys.getOrCreate(s.key, s.index);
+    if (this.entryIn(queue, s.owner) !== NO_ID) return 0;
+    const entry = this.newEntry(queue, s.owner, s.priority, this.position, s.ttl, s.ttw, origin);
+    this.insertSaved(entry, this.keys.queueOwner[queue] === NO_ID);
+    this.entries.version[entry] = this.position;
+    this.setDeadline(entry, remainingMs === null ? NO_DEADLINE : this.clock.now() + remainingMs);
     return 1;
   }
 
   /** Every entry with its replicated fields, queue by queue in directory order, owner first. */
   *replicaEntries(): IterableIterator<ReplicaEntry> {
-    for (const queue of this.queues.all()) {
-      for (const e of queue.entries()) {
-        yield { ...describeEntry(queue, e), ticket: e.arrival, version: e.version, origin: e.origin };
+    const e = this.entries;
+    for (const queue of this.keys.all()) {
+      for (const entry of this.queueEntries(queue)) {
+        yield { ...this.describe(queue, entry), ticket: e.arrival[entry]!, version: e.version[entry]!, origin: e.origin[entry]! };
       }
     }
   }
 
   /** The earliest deadline, if any entry can expire. */
   nextDeadline(): number | undefined {
-    return this.expiry.peek()?.deadline;
+    const deadline = this.expiry.peekDeadline();
+    return deadline === NO_DEADLINE ? undefined : deadline;
   }
 
   /**
@@ -290,40 +325,22 @@ export class LockTable {
    */
   expire(budget = Number.POSITIVE_INFINITY): number {
     const now = this.clock.now();
-    this.sweptAt = now;
     let removed = 0;
-    while (removed < budget) {
-      const next = this.expiry.peek();
-      if (next === undefined || next.deadline > now) break;
-      this.remove(next, EXPIRED);
+    while (removed < budget && this.expiry.peekDeadline() <= now) {
+      this.remove(this.expiry.peekId());
       removed++;
     }
     return removed;
   }
 
-  /**
-   * Deletes the queues and owner names that have stayed empty for VACANCY_GRACE_MS (until then
-   * they keep their Map slots, see VacancyQueue), looking at no more than `budget` of them.
-   * Returns how many it looked at; fewer than `budget` means none is due any more.
-   */
-  forgetVacant(budget = Number.POSITIVE_INFINITY): number {
-    this.sweptAt = this.clock.now();
-    const cutoff = this.sweptAt - VACANCY_GRACE_MS;
-    const queues = this.queues.forgetVacant(cutoff, budget);
-    return queues + this.ownerIndex.forgetVacant(cutoff, budget - queues);
-  }
-
-  /** Emptied queues and owner names still holding their slots (for tests and stats). */
-  get pendingVacancies(): number {
-    return this.queues.pendingVacancies + this.ownerIndex.pendingVacancies;
-  }
-
   /** Every entry with the time its current phase has left, queue by queue, owner first. */
   *snapshot(): IterableIterator<SavedLock> {
     const now = this.clock.now();
-    for (const queue of this.queues.all()) {
-      for (const e of queue.entries()) {
-        yield { ...describeEntry(queue, e), remainingMs: e.deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(e.deadline - now)) };
+    const deadlines = this.entries.deadline;
+    for (const queue of this.keys.all()) {
+      for (const entry of this.queueEntries(queue)) {
+        const deadline = deadlines[entry]!;
+        yield { ...this.describe(queue, entry), remainingMs: deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(deadline - now)) };
       }
     }
   }
@@ -335,52 +352,119 @@ export class LockTable {
   restore(saved: Iterable<SavedLock>): void {
     const now = this.clock.now();
     for (const s of saved) {
-      const queue = this.queues.getOrCreate(s.key, s.index);
-      if (queue.find(s.owner) !== undefined) throw new Error(`duplicate entry for owner in one queue`);
-      if (s.isOwner && queue.owner !== undefined) throw new Error(`two owners for one lock`);
-      const entry = new LockEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw);
+      const queue = this.keys.getOrCreate(s.key, s.index);
+      if (this.entryIn(queue, s.owner) !== NO_ID) throw new Error(`duplicate entry for owner in one queue`);
+      if (s.isOwner && this.keys.queueOwner[queue] !== NO_ID) throw new Error(`two owners for one lock`);
+      const entry = this.newEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw, '');
       this.insertSaved(entry, s.isOwner);
-      entry.deadline = s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs;
-      if (entry.deadline !== NO_DEADLINE) this.expiry.schedule(entry);
+      this.setDeadline(entry, s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs);
     }
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
     // hand-edited file might list only waiters: the first of them takes the lock.
     // Waiters saved with no time left are dropped by that promotion; a queue left empty goes too.
-    for (const queue of this.queues.all()) {
-      if (queue.owner === undefined) this.promoteNext(queue);
-      if (queue.isEmpty) this.queues.delete(queue);
+    for (const queue of [...this.keys.all()]) {
+      if (this.keys.queueOwner[queue] !== NO_ID) continue;
+      this.promoteNext(queue);
+      if (this.isEmpty(queue)) this.keys.delete(queue);
     }
   }
 
+  /** The owner's entry in the queue of (key, index), or NO_ID. */
+  private find(key: ByteString, index: ByteString, owner: ByteString): number {
+    const queue = this.keys.find(key, index);
+    return queue === NO_ID ? NO_ID : this.entryIn(queue, owner);
+  }
+
+  /** The owner's entry in the queue, or NO_ID: its owner first (the usual case, no lookup), then its waiters. */
+  private entryIn(queue: number, owner: ByteString): number {
+    const holder = this.keys.queueOwner[queue]!;
+    if (holder !== NO_ID && this.owners_.isNamed(this.entries.owner[holder]!, owner)) return holder;
+    if (this.waiters_.countOf(queue) === 0) return NO_ID;
+    const ownerId = this.owners_.find(owner);
+    return ownerId === NO_ID ? NO_ID : this.waiters_.find(queue, ownerId);
+  }
+
+  /** 1 for the owner, 2 for the first waiter, … */
+  private positionOf(queue: number, entry: number): number {
+    return this.entries.isOwner[entry] === 1 ? 1 : this.waiters_.positionOf(queue, entry);
+  }
+
+  private ownerName(entry: number): ByteString {
+    return this.owners_.nameOf(this.entries.owner[entry]!);
+  }
+
+  private isEmpty(queue: number): boolean {
+    return this.keys.queueOwner[queue] === NO_ID && this.waiters_.countOf(queue) === 0;
+  }
+
+  /** Owner first, then waiters in queue order. */
+  private *queueEntries(queue: number): IterableIterator<number> {
+    const holder = this.keys.queueOwner[queue]!;
+    if (holder !== NO_ID) yield holder;
+    yield* this.waiters_.entriesOf(queue);
+  }
+
+  /** The fields of an entry that the lock file and a replica snapshot both hold. */
+  private describe(queue: number, entry: number): Omit<SavedLock, 'remainingMs'> {
+    const e = this.entries;
+    return {
+      key: this.keys.keyOf(queue),
+      index: this.keys.indexOf(queue),
+      owner: this.ownerName(entry),
+      priority: e.priority[entry]!,
+      ttl: e.ttl[entry]!,
+      ttw: e.ttw[entry]!,
+      isOwner: e.isOwner[entry] === 1,
+    };
+  }
+
+  /** A new entry in the queue, filed under its owner, neither owner nor waiter yet. */
+  private newEntry(queue: number, owner: ByteString, priority: number, arrival: number, ttl: number, ttw: number, origin: ByteString): number {
+    const e = this.entries;
+    const entry = e.allocate();
+    e.queue[entry] = queue;
+    e.priority[entry] = priority;
+    e.arrival[entry] = arrival;
+    e.ttl[entry] = ttl;
+    e.ttw[entry] = ttw;
+    this.owners_.add(entry, owner);
+    if (this.replica !== undefined) {
+      e.origin[entry] = origin;
+      this.replica.added(origin);
+    }
+    return entry;
+  }
+
   /** Files a saved entry in its queue as it was (owner, or the next waiter in saved order). */
-  private insertSaved(entry: LockEntry, isOwner: boolean): void {
-    this.ownerIndex.add(entry);
+  private insertSaved(entry: number, isOwner: boolean): void {
+    const queue = this.entries.queue[entry]!;
     if (isOwner) {
-      entry.isOwner = true;
-      entry.queue.owner = entry;
+      this.entries.isOwner[entry] = 1;
+      this.keys.queueOwner[queue] = entry;
       this.ownerCount++;
     } else {
-      entry.queue.addWaiter(entry);
+      this.waiters_.add(queue, entry);
       this.waiterCount++;
     }
   }
 
-  private restartTimer(entry: LockEntry): void {
-    entry.version = this.position;
-    const seconds = entry.phaseSeconds;
-    if (seconds === 0) {
-      entry.deadline = NO_DEADLINE;
-      this.expiry.remove(entry);
-    } else {
-      entry.deadline = this.clock.now() + seconds * MS_PER_SECOND;
-      this.expiry.schedule(entry);
-    }
+  private restartTimer(entry: number): void {
+    const e = this.entries;
+    if (this.replica !== undefined) e.version[entry] = this.position;
+    const seconds = e.isOwner[entry] === 1 ? e.ttl[entry]! : e.ttw[entry]!;
+    this.setDeadline(entry, seconds === 0 ? NO_DEADLINE : this.clock.now() + seconds * MS_PER_SECOND);
+  }
+
+  private setDeadline(entry: number, deadline: number): void {
+    this.entries.deadline[entry] = deadline;
+    if (deadline === NO_DEADLINE) this.expiry.remove(entry);
+    else this.expiry.schedule(entry, deadline);
   }
 
   /** The entry takes the lock; its TTL clock starts now. */
-  private makeOwner(entry: LockEntry): void {
-    entry.isOwner = true;
-    entry.queue.owner = entry;
+  private makeOwner(entry: number): void {
+    this.entries.isOwner[entry] = 1;
+    this.keys.queueOwner[this.entries.queue[entry]!] = entry;
     this.ownerCount++;
     this.restartTimer(entry);
   }
@@ -389,66 +473,52 @@ export class LockTable {
    * Promotes the first waiter whose wait has not run out. A waiter past its TTW deadline that the
    * sweep has not reached yet is already gone in meaning; promoting it would hand it a fresh TTL.
    */
-  private promoteNext(queue: LockQueue): void {
+  private promoteNext(queue: number): void {
+    const waiters = this.waiters_;
     // Most locks have nobody waiting: do not read the clock for them.
-    if (queue.waiterCount === 0) return;
+    if (waiters.countOf(queue) === 0) return;
     const now = this.clock.now();
+    const deadlines = this.entries.deadline;
     if (this.replica !== undefined) {
       // Every replica promotes the same waiter, whatever its own clock says. A waiter whose wait
       // ran out on this node's clock gets its new TTL due at once, so a leader proposes its
       // expiry straight away: it never keeps a fresh TTL for long.
-      const next = queue.shiftWaiter()!;
+      const next = waiters.shift(queue);
       this.waiterCount--;
-      const overdue = next.deadline <= now;
+      const overdue = deadlines[next]! <= now;
       this.makeOwner(next);
-      if (overdue && next.deadline !== NO_DEADLINE) {
-        next.deadline = now;
-        this.expiry.schedule(next);
-      }
+      if (overdue && this.entries.deadline[next] !== NO_DEADLINE) this.setDeadline(next, now);
       return;
     }
-    for (;;) {
-      const next = queue.shiftWaiter();
-      if (next === undefined) return;
+    for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {
       this.waiterCount--;
-      if (next.deadline > now) {
+      if (deadlines[next]! > now) {
         this.makeOwner(next);
         return;
       }
       this.expiry.remove(next);
-      this.ownerIndex.delete(next, undefined);
+      this.owners_.remove(next);
+      this.entries.release(next);
     }
   }
 
-  /**
-   * Takes the entry out of its queue and every index. A key or owner a release leaves empty keeps
-   * its Map slot a while, as it may well be taken again soon (see VacancyQueue); it is dated with
-   * the last sweep's time, not the clock's: no clock read per release, and a grace period of a
-   * second needs no finer dates. One left empty by expiry, which nobody renewed, goes at once:
-   * a mass expiry would otherwise make a million short-lived vacancy records at one go.
-   */
-  private remove(entry: LockEntry, why: typeof RELEASED | typeof EXPIRED = RELEASED): void {
-    const queue = entry.queue;
-    const vacantSince = why === RELEASED && this.replica === undefined ? this.sweptAt : undefined;
-    this.replica?.removed(entry);
+  /** Takes the entry out of its queue and every index; a queue (and key, and owner) left empty goes at once. */
+  private remove(entry: number): void {
+    const e = this.entries;
+    const queue = e.queue[entry]!;
+    if (this.replica !== undefined) this.replica.removed(e.origin[entry]!);
     this.expiry.remove(entry);
-    this.ownerIndex.delete(entry, vacantSince);
-    if (entry.isOwner) {
-      queue.owner = undefined;
-      entry.isOwner = false;
+    this.owners_.remove(entry);
+    if (e.isOwner[entry] === 1) {
+      this.keys.queueOwner[queue] = NO_ID;
       this.ownerCount--;
+      e.release(entry);
       this.promoteNext(queue);
     } else {
-      queue.removeWaiter(entry);
+      this.waiters_.remove(queue, entry);
       this.waiterCount--;
+      e.release(entry);
     }
-    if (!queue.isEmpty) return;
-    if (vacantSince === undefined) this.queues.delete(queue);
-    else this.queues.vacate(queue, vacantSince);
+    if (this.isEmpty(queue)) this.keys.delete(queue);
   }
-}
-
-/** The fields of an entry that the lock file and a replica snapshot both hold. */
-function describeEntry(queue: LockQueue, e: LockEntry): Omit<SavedLock, 'remainingMs'> {
-  return { key: queue.key, index: queue.index, owner: e.owner, priority: e.priority, ttl: e.ttl, ttw: e.ttw, isOwner: e.isOwner };
 }

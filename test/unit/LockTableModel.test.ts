@@ -151,7 +151,6 @@ for (const seed of [1, 7, 99, 2024, 31337]) {
       } else {
         clock.advance(pick([100, 500, 1000, 2500]));
         table.expire();
-        table.forgetVacant(); // emptied keys and owners that stayed empty long enough give up their slots
         model.expire();
       }
       if (step % 50 === 0) {

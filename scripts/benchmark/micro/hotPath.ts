@@ -104,7 +104,6 @@ setImmediate(() => {
       nsPerOp: Math.round(rounds[2]!),
       nsPerOpBest: Math.round(rounds[0]!),
       bytesPerOp: collections === 0 ? Math.round(allocated) : `unknown (${collections} GCs in the sample)`,
-      vacancies: service.table.pendingVacancies,
     }),
   );
 });

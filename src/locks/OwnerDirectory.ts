@@ -1,0 +1,119 @@
+import type { ByteString } from '../bytes.js';
+import type { EntryRecords } from './EntryRecords.js';
+import { hashByteString } from './hashByteString.js';
+import { HashIndex, NO_ID } from './HashIndex.js';
+import type { NameStore } from './NameStore.js';
+import { grownCapacity, IdAllocator, resized } from './records.js';
+
+const MIN_CAPACITY = 64;
+
+/**
+ * Every owner name that holds or waits for a lock, with its entries across all keys in a doubly
+ * linked list (through the entries' ownerPrev/ownerNext), so that release-all (0x06) and release
+ * with index `*` cost O(entries of that owner), and an entry leaves its owner in O(1). An owner
+ * with no entries left is forgotten at once: the hash index has no tombstones to grow (see
+ * HashIndex), so nothing is gained by keeping it. 20 bytes per owner, plus its name's bytes.
+ */
+export class OwnerDirectory {
+  /** NameStore handles of the owners' names. */
+  private names = new Int32Array(MIN_CAPACITY);
+  private hashes = new Int32Array(MIN_CAPACITY);
+  private firstEntry = new Int32Array(MIN_CAPACITY);
+  private lastEntry = new Int32Array(MIN_CAPACITY);
+  private entryCount = new Int32Array(MIN_CAPACITY);
+  private capacity = MIN_CAPACITY;
+  private readonly ids = new IdAllocator();
+  private readonly index = new HashIndex();
+
+  constructor(
+    private readonly entries: EntryRecords,
+    private readonly nameStore: NameStore,
+    private readonly seed: number,
+  ) {}
+
+  /** Owner names with at least one entry. */
+  get count(): number {
+    return this.ids.live;
+  }
+
+  /** The owner record of this name, or NO_ID. */
+  find(owner: ByteString): number {
+    return this.findHashed(owner, hashByteString(owner, this.seed));
+  }
+
+  private findHashed(owner: ByteString, hash: number): number {
+    const index = this.index;
+    let id = index.first(hash);
+    while (id !== NO_ID && !this.nameStore.equals(this.names[id]!, owner)) id = index.next(hash);
+    return id;
+  }
+
+  /** The owner's name, as a new byte string. */
+  nameOf(id: number): ByteString {
+    return this.nameStore.toString(this.names[id]!);
+  }
+
+  /** Whether the owner record has exactly this name. */
+  isNamed(id: number, owner: ByteString): boolean {
+    return this.nameStore.equals(this.names[id]!, owner);
+  }
+
+  /** Files entry `entry` under `owner` (made if new), last in the owner's list; sets the entry's owner field. */
+  add(entry: number, owner: ByteString): void {
+    const hash = hashByteString(owner, this.seed);
+    let id = this.findHashed(owner, hash);
+    const entries = this.entries;
+    if (id === NO_ID) {
+      id = this.ids.allocate();
+      if (id >= this.capacity) this.grow(grownCapacity(this.capacity, id + 1));
+      this.names[id] = this.nameStore.add(owner);
+      this.hashes[id] = hash;
+      this.firstEntry[id] = entry;
+      this.entryCount[id] = 0;
+      this.index.add(hash, id);
+    } else {
+      const last = this.lastEntry[id]!;
+      entries.ownerNext[last] = entry;
+      entries.ownerPrev[entry] = last;
+    }
+    this.lastEntry[id] = entry;
+    this.entryCount[id]!++;
+    entries.owner[entry] = id;
+  }
+
+  /** Takes the entry out of its owner's list; an owner left without entries is forgotten. */
+  remove(entry: number): void {
+    const entries = this.entries;
+    const id = entries.owner[entry]!;
+    const prev = entries.ownerPrev[entry]!;
+    const next = entries.ownerNext[entry]!;
+    if (prev === NO_ID) this.firstEntry[id] = next;
+    else entries.ownerNext[prev] = next;
+    if (next === NO_ID) this.lastEntry[id] = prev;
+    else entries.ownerPrev[next] = prev;
+    entries.ownerPrev[entry] = NO_ID;
+    entries.ownerNext[entry] = NO_ID;
+    if (--this.entryCount[id]! > 0) return;
+    this.index.remove(this.hashes[id]!, id);
+    this.nameStore.remove(this.names[id]!);
+    this.ids.release(id);
+  }
+
+  /** The owner's entries in the order they were added: a copy, safe to use while removing them. */
+  entriesOf(owner: ByteString): number[] {
+    const id = this.find(owner);
+    if (id === NO_ID) return [];
+    const result: number[] = [];
+    for (let entry = this.firstEntry[id]!; entry !== NO_ID; entry = this.entries.ownerNext[entry]!) result.push(entry);
+    return result;
+  }
+
+  private grow(capacity: number): void {
+    this.capacity = capacity;
+    this.names = resized(this.names, capacity);
+    this.hashes = resized(this.hashes, capacity);
+    this.firstEntry = resized(this.firstEntry, capacity);
+    this.lastEntry = resized(this.lastEntry, capacity);
+    this.entryCount = resized(this.entryCount, capacity);
+  }
+}

@@ -1,0 +1,65 @@
+import test from 'ava';
+import { HashIndex, NO_ID } from '../../src/locks/HashIndex.js';
+import { mulberry32 } from '../helpers/random.js';
+
+/** Every id filed under `hash`, in probe order. */
+function idsUnder(index: HashIndex, hash: number): number[] {
+  const ids: number[] = [];
+  for (let id = index.first(hash); id !== NO_ID; id = index.next(hash)) ids.push(id);
+  return ids;
+}
+
+test('random adds and removes agree with a Map, through growth and shrinking, even when every hash collides', (t) => {
+  // Few distinct hashes (and few distinct home slots) make long probe runs, where a removal must
+  // shift later members back without losing any of them.
+  for (const [seed, hashes] of [[1, 7], [2, 1], [3, 1000], [4, 2 ** 31]] as const) {
+    const random = mulberry32(seed);
+    const index = new HashIndex();
+    const model = new Map<number, number>(); // id → hash
+    let nextId = 0;
+    let peak = 0;
+    for (let step = 0; step < 6000; step++) {
+      const growing = step < 3000;
+      if (model.size === 0 || random() < (growing ? 0.7 : 0.3)) {
+        const hash = (Math.floor(random() * hashes) * 0x9e3779b1) | 0;
+        index.add(hash, nextId);
+        model.set(nextId++, hash);
+      } else {
+        const ids = [...model.keys()];
+        const id = ids[Math.floor(random() * ids.length)]!;
+        index.remove(model.get(id)!, id);
+        model.delete(id);
+      }
+      peak = Math.max(peak, index.capacity);
+      t.is(index.size, model.size);
+      if (step % 250 === 0 || step === 5999) {
+        for (const hash of new Set(model.values())) {
+          const expected = [...model].filter(([, h]) => h === hash).map(([id]) => id).sort((a, b) => a - b);
+          t.deepEqual(idsUnder(index, hash).sort((a, b) => a - b), expected, `seed ${seed} step ${step}`);
+        }
+        t.deepEqual(idsUnder(index, 12345), [], 'a hash never filed finds nothing');
+      }
+    }
+    t.true(index.capacity >= model.size * 2, 'never more than half full');
+    t.true(index.capacity < peak || peak === 16, `seed ${seed}: shrank after the removals (peak ${peak}, now ${index.capacity})`);
+  }
+});
+
+test('removing an id that is not filed throws and changes nothing', (t) => {
+  const index = new HashIndex();
+  index.add(5, 1);
+  t.throws(() => index.remove(5, 2), { message: /id 2 is not filed/ });
+  t.throws(() => index.remove(6, 1), { message: /id 1 is not filed/ });
+  t.deepEqual(idsUnder(index, 5), [1]);
+  t.is(index.size, 1);
+});
+
+test('an index emptied after a million adds is back to its smallest size', (t) => {
+  const index = new HashIndex();
+  const hashOf = (id: number): number => Math.imul(id, 0x9e3779b1);
+  for (let id = 0; id < 1_000_000; id++) index.add(hashOf(id), id);
+  t.true(index.capacity >= 2_000_000);
+  for (let id = 0; id < 1_000_000; id++) index.remove(hashOf(id), id);
+  t.is(index.size, 0);
+  t.is(index.capacity, 16);
+});

@@ -6,13 +6,21 @@ import type { NameStore } from './NameStore.js';
 import { grownCapacity, IdAllocator, resized } from './records.js';
 
 const MIN_CAPACITY = 64;
+/**
+ * Owners left without entries that keep their record a while: a client mostly holds one lock at a
+ * time, so its name empties and comes back at every lock it takes, and making its record anew
+ * (hashing, copying the name, filing it) was the largest part of taking a lock on a fresh key. The
+ * least recently emptied goes once this many are kept, so they cost at most a few hundred KiB.
+ */
+export const KEPT_EMPTY_OWNERS = 4_096;
 
 /**
  * Every owner name that holds or waits for a lock, with its entries across all keys in a doubly
  * linked list (through the entries' ownerPrev/ownerNext), so that release-all (0x06) and release
  * with index `*` cost O(entries of that owner), and an entry leaves its owner in O(1). An owner
- * with no entries left is forgotten at once: the hash index has no tombstones to grow (see
- * HashIndex), so nothing is gained by keeping it. 20 bytes per owner, plus its name's bytes.
+ * with no entries left keeps its record until KEPT_EMPTY_OWNERS others have emptied since; it has
+ * no entries, so nothing but the cost of the next lock it takes can tell. 21 bytes per owner, plus
+ * its name's bytes.
  */
 export class OwnerDirectory {
   /** NameStore handles of the owners' names. */
@@ -21,6 +29,12 @@ export class OwnerDirectory {
   private firstEntry = new Int32Array(MIN_CAPACITY);
   private lastEntry = new Int32Array(MIN_CAPACITY);
   private entryCount = new Int32Array(MIN_CAPACITY);
+  /** 1 while the owner's id is in `kept` (it had no entries when it was put there). */
+  private isKept = new Uint8Array(MIN_CAPACITY);
+  /** Ring of owners kept without entries, the least recently emptied at `keptHead`. */
+  private readonly kept = new Int32Array(KEPT_EMPTY_OWNERS);
+  private keptHead = 0;
+  private keptCount = 0;
   private capacity = MIN_CAPACITY;
   private readonly ids = new IdAllocator();
   private readonly index = new HashIndex();
@@ -31,9 +45,14 @@ export class OwnerDirectory {
     private readonly seed: number,
   ) {}
 
-  /** Owner names with at least one entry. */
+  /** Owner records, those kept without entries included. */
   get count(): number {
     return this.ids.live;
+  }
+
+  /** Owner records kept without entries. */
+  get keptEmpty(): number {
+    return this.keptCount;
   }
 
   /** The owner record of this name, or NO_ID. */
@@ -68,9 +87,12 @@ export class OwnerDirectory {
       if (id >= this.capacity) this.grow(grownCapacity(this.capacity, id + 1));
       this.names[id] = this.nameStore.add(owner);
       this.hashes[id] = hash;
-      this.firstEntry[id] = entry;
       this.entryCount[id] = 0;
+      this.isKept[id] = 0;
       this.index.add(hash, id);
+    }
+    if (this.entryCount[id] === 0) {
+      this.firstEntry[id] = entry;
     } else {
       const last = this.lastEntry[id]!;
       entries.ownerNext[last] = entry;
@@ -93,7 +115,19 @@ export class OwnerDirectory {
     else entries.ownerPrev[next] = prev;
     entries.ownerPrev[entry] = NO_ID;
     entries.ownerNext[entry] = NO_ID;
-    if (--this.entryCount[id]! > 0) return;
+    if (--this.entryCount[id]! > 0 || this.isKept[id] === 1) return;
+    if (this.keptCount === KEPT_EMPTY_OWNERS) this.dropOldestKept();
+    this.kept[(this.keptHead + this.keptCount++) % KEPT_EMPTY_OWNERS] = id;
+    this.isKept[id] = 1;
+  }
+
+  /** Takes the least recently emptied owner out of the ring, and forgets it if it is still empty. */
+  private dropOldestKept(): void {
+    const id = this.kept[this.keptHead]!;
+    this.keptHead = (this.keptHead + 1) % KEPT_EMPTY_OWNERS;
+    this.keptCount--;
+    this.isKept[id] = 0;
+    if (this.entryCount[id] !== 0) return;
     this.index.remove(this.hashes[id]!, id);
     this.nameStore.remove(this.names[id]!);
     this.ids.release(id);
@@ -115,5 +149,6 @@ export class OwnerDirectory {
     this.firstEntry = resized(this.firstEntry, capacity);
     this.lastEntry = resized(this.lastEntry, capacity);
     this.entryCount = resized(this.entryCount, capacity);
+    this.isKept = resized(this.isKept, capacity);
   }
 }

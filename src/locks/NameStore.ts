@@ -25,8 +25,6 @@ function classOf(length: number): number {
  */
 export class NameStore {
   private readonly slabs: Uint8Array[] = [];
-  /** Buffer views of the slabs, for turning a name back into a byte string. */
-  private readonly views: Buffer[] = [];
   /** Slots ever used per class; freed ones are reused first. */
   private readonly used: number[] = [];
   private readonly free: Int32Array[] = [];
@@ -35,7 +33,6 @@ export class NameStore {
   constructor() {
     for (let c = 0; c < CLASSES; c++) {
       this.slabs.push(new Uint8Array(MIN_SLOTS << (c + SMALLEST_SLOT_SHIFT)));
-      this.views.push(viewOf(this.slabs[c]!));
       this.used.push(0);
       this.free.push(new Int32Array(MIN_SLOTS));
       this.freeCount.push(0);
@@ -92,8 +89,8 @@ export class NameStore {
   toString(handle: number): ByteString {
     const c = handle & CLASS_MASK;
     const at = (handle >>> CLASS_BITS) << (c + SMALLEST_SLOT_SHIFT);
-    const length = this.slabs[c]![at]!;
-    return length === 0 ? '' : byteString(this.views[c]!, at + 1, at + 1 + length);
+    const slab = this.slabs[c]!;
+    return byteString(slab, at + 1, at + 1 + slab[at]!);
   }
 
   /** Bytes held in slabs, used or free (for memory accounting and tests). */
@@ -104,11 +101,6 @@ export class NameStore {
   private grow(c: number, slots: number): Uint8Array {
     const slab = resized(this.slabs[c]!, slots << (c + SMALLEST_SLOT_SHIFT));
     this.slabs[c] = slab;
-    this.views[c] = viewOf(slab);
     return slab;
   }
-}
-
-function viewOf(slab: Uint8Array): Buffer {
-  return Buffer.from(slab.buffer, slab.byteOffset, slab.byteLength);
 }

@@ -4,6 +4,8 @@ import { MAX_STRING_LENGTH } from '../bytes.js';
 const INITIAL_CAPACITY = 16 * 1024;
 /** By default, after a flush, a buffer grown past this (a huge list reply) is dropped, not kept. */
 const DEFAULT_RETAINED_CAPACITY = 256 * 1024;
+/** Flushes up to this long are copied in a loop rather than by a native call. */
+const SHORT_COPY = 64;
 
 /**
  * Appends big-endian integers and length-prefixed byte strings to one reusable buffer, tracking
@@ -74,9 +76,21 @@ export class BufferWriter {
     return this;
   }
 
-  /** Copies out everything written since the last flush and starts over. */
+  /**
+   * Copies out everything written since the last flush and starts over. The copy comes from
+   * Node's shared pool (allocUnsafe, every byte then written), and a short one is copied byte by
+   * byte: most flushes are a reply or a few, and `Buffer.from(subarray)` made two typed arrays
+   * and went through generic checks for each (measured ~75 ns a flush, more than the copy).
+   */
   flush(): Buffer {
-    const out = Buffer.from(this.buffer.subarray(0, this.offset));
+    const length = this.offset;
+    const out = Buffer.allocUnsafe(length);
+    const buffer = this.buffer;
+    if (length <= SHORT_COPY) {
+      for (let i = 0; i < length; i++) out[i] = buffer[i]!;
+    } else {
+      buffer.copy(out, 0, 0, length);
+    }
     this.offset = 0;
     if (this.buffer.length > this.retainedCapacity) this.buffer = Buffer.allocUnsafe(this.initialCapacity);
     return out;

@@ -35,6 +35,13 @@ export class OwnerDirectory {
   private readonly kept = new Int32Array(KEPT_EMPTY_OWNERS);
   private keptHead = 0;
   private keptCount = 0;
+  /**
+   * The owner name add() was last given, and its record. A client names the same owner in
+   * request after request, and the decoder hands each connection's owner out as one string, so
+   * this is mostly a hit found by identity, with no hashing and no probe.
+   */
+  private lastName: ByteString = '';
+  private lastId = NO_ID;
   private capacity = MIN_CAPACITY;
   private readonly ids = new IdAllocator();
   private readonly index = new HashIndex();
@@ -77,11 +84,10 @@ export class OwnerDirectory {
     return this.nameStore.equals(this.names[id]!, owner);
   }
 
-  /** Files entry `entry` under `owner` (made if new), last in the owner's list; sets the entry's owner field. */
-  add(entry: number, owner: ByteString): void {
+  /** The record of this owner name, made if there is none; remembered as the last one looked up. */
+  private findOrMake(owner: ByteString): number {
     const hash = hashByteString(owner, this.seed);
     let id = this.findHashed(owner, hash);
-    const entries = this.entries;
     if (id === NO_ID) {
       id = this.ids.allocate();
       if (id >= this.capacity) this.grow(grownCapacity(this.capacity, id + 1));
@@ -91,6 +97,16 @@ export class OwnerDirectory {
       this.isKept[id] = 0;
       this.index.add(hash, id);
     }
+    this.lastName = owner;
+    this.lastId = id;
+    return id;
+  }
+
+  /** Files entry `entry` under `owner` (made if new), last in the owner's list; sets the entry's owner field. */
+  add(entry: number, owner: ByteString): void {
+    let id = owner === this.lastName ? this.lastId : NO_ID;
+    if (id === NO_ID) id = this.findOrMake(owner);
+    const entries = this.entries;
     if (this.entryCount[id] === 0) {
       this.firstEntry[id] = entry;
     } else {
@@ -103,7 +119,7 @@ export class OwnerDirectory {
     entries.owner[entry] = id;
   }
 
-  /** Takes the entry out of its owner's list; an owner left without entries is forgotten. */
+  /** Takes the entry out of its owner's list; an owner left without entries is kept a while (KEPT_EMPTY_OWNERS). */
   remove(entry: number): void {
     const entries = this.entries;
     const id = entries.owner[entry]!;
@@ -128,6 +144,7 @@ export class OwnerDirectory {
     this.keptCount--;
     this.isKept[id] = 0;
     if (this.entryCount[id] !== 0) return;
+    if (id === this.lastId) this.lastId = NO_ID;
     this.index.remove(this.hashes[id]!, id);
     this.nameStore.remove(this.names[id]!);
     this.ids.release(id);

@@ -56,6 +56,16 @@ export class KeyDirectory {
   /** What the last find() learnt, so that create() after a miss looks nothing up twice. */
   private foundKey = NO_ID;
   private foundKeyHash = 0;
+  /**
+   * The queue last made, and the key and index it was made for: a client mostly releases (or
+   * renews) the lock it has just requested, and the decoder hands the names out as the same
+   * strings, so that lookup is found by identity, without hashing or probing. Only queues just
+   * made are remembered: remembering every lookup cost unpipelined clients (whose lookups follow
+   * other connections' and never hit) more than it saved.
+   */
+  private lastQueue = NO_ID;
+  private lastKeyName: ByteString = '';
+  private lastIndexName: ByteString = '';
 
   constructor(
     private readonly names: NameStore,
@@ -73,6 +83,17 @@ export class KeyDirectory {
 
   /** The queue of (key, index), or NO_ID. */
   find(key: ByteString, index: ByteString): number {
+    if (this.lastQueue !== NO_ID && key === this.lastKeyName && index === this.lastIndexName) return this.lastQueue;
+    return this.lookUp(key, index);
+  }
+
+  private remember(q: number, key: ByteString, index: ByteString): void {
+    this.lastQueue = q;
+    this.lastKeyName = key;
+    this.lastIndexName = index;
+  }
+
+  private lookUp(key: ByteString, index: ByteString): number {
     const hash = hashByteString(key, this.seed);
     const keys = this.keyIndex;
     let k = keys.first(hash);
@@ -110,6 +131,7 @@ export class KeyDirectory {
     // A key with several indexes files each queue by index; its first queue once the second comes.
     if (count === 2) this.fileByIndex(this.keyFirstQueue[k]!);
     if (count >= 2) this.fileByIndex(q);
+    this.remember(q, key, index);
     return q;
   }
 
@@ -121,6 +143,7 @@ export class KeyDirectory {
 
   /** Deletes the queue (its key too, if it was the key's last). Its entries are gone already. */
   delete(q: number): void {
+    if (q === this.lastQueue) this.lastQueue = NO_ID;
     const k = this.queueKey[q]!;
     const count = this.keyQueueCount[k]!;
     if (count >= 2) this.unfileByIndex(q);

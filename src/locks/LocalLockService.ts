@@ -42,6 +42,12 @@ export interface LocalLockServiceOptions extends LockTableOptions {
    * full collection then; see collectGarbage). At most once per such burst.
    */
   readonly onQuietAfterChurn?: () => void;
+  /**
+   * Called when the sweep has rebuilt the table's records at a fraction of their peak size (see
+   * LockTable.compactIfSparse): the old ones are garbage now, to be collected for their memory
+   * to go back.
+   */
+  readonly onCompacted?: () => void;
 }
 
 /** The single-node LockService: a LockTable in this process, swept by one periodic task. */
@@ -69,6 +75,7 @@ export class LocalLockService implements LockService {
     if (++this.sweepsSinceCheck >= QUIET_CHECK_SWEEPS) this.checkQuiet();
     const removed = this.table.expire(SWEEP_BUDGET);
     if (removed > 0) this.options.onExpired?.(removed);
+    if (removed < SWEEP_BUDGET && this.table.compactIfSparse()) this.options.onCompacted?.();
     if (removed === SWEEP_BUDGET) {
       this.sweeping = true;
       this.scheduler.soon(() => {

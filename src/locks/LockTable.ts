@@ -60,6 +60,16 @@ export interface DueEntry {
 }
 
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
+/** Entries the table must once have held before compactIfSparse() finds anything worth doing. */
+export const COMPACT_AFTER_PEAK = 65_536;
+/** compactIfSparse() rebuilds once the table holds fewer entries than its peak divided by this. */
+export const COMPACT_RATIO = 16;
+
+/** One entry as a rebuild carries it over: every field, the deadline heap's say included. */
+interface CarriedEntry extends ReplicaEntry {
+  readonly deadline: number;
+  readonly inHeap: boolean;
+}
 
 /**
  * The lock state: one queue per (key, index), each with its owner and its waiters in priority,
@@ -71,14 +81,19 @@ export const DEFAULT_MAX_ENTRIES = 10_000_000;
  * KeyDirectory, OwnerDirectory), found through the table's own hash indexes (HashIndex): a lock
  * taken and given back allocates no JavaScript object, a million held locks are a few hundred
  * bytes each with almost nothing for the garbage collector to trace, and a key or owner left
- * without entries is forgotten at once at no cost to later lookups.
+ * without entries is forgotten at once at no cost to later lookups. Records are reused but never
+ * shrink on their own; compactIfSparse() rebuilds them once the table has emptied far below its
+ * peak, so a burst of a million locks does not pin their memory after they are gone.
  */
 export class LockTable {
-  private readonly entries: EntryRecords;
-  private readonly keys: KeyDirectory;
-  private readonly owners_: OwnerDirectory;
-  private readonly waiters_: WaiterQueues;
-  private readonly expiry = new DeadlineHeap();
+  private entries!: EntryRecords;
+  private keys!: KeyDirectory;
+  private owners_!: OwnerDirectory;
+  private waiters_!: WaiterQueues;
+  private expiry!: DeadlineHeap;
+  private readonly seed: number;
+  /** Most entries held at once since the records were last built. */
+  private peak = 0;
   private nextArrival = 0;
   private ownerCount = 0;
   private waiterCount = 0;
@@ -93,12 +108,58 @@ export class LockTable {
   ) {
     this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
     this.replica = options.replica;
-    const seed = options.hashSeed ?? DEFAULT_HASH_SEED;
+    this.seed = options.hashSeed ?? DEFAULT_HASH_SEED;
+    this.buildRecords();
+  }
+
+  /** Fresh, empty records (and the indexes over them). */
+  private buildRecords(): void {
     this.entries = new EntryRecords(this.replica !== undefined);
     const names = new NameStore();
-    this.keys = new KeyDirectory(names, seed);
-    this.owners_ = new OwnerDirectory(this.entries, names, seed);
+    this.keys = new KeyDirectory(names, this.seed);
+    this.owners_ = new OwnerDirectory(this.entries, names, this.seed);
     this.waiters_ = new WaiterQueues(this.entries);
+    this.expiry = new DeadlineHeap();
+    this.ownerCount = 0;
+    this.waiterCount = 0;
+    this.peak = 0;
+  }
+
+  /**
+   * When the table holds fewer than 1/COMPACT_RATIO of the entries it once did (and that peak was
+   * at least COMPACT_AFTER_PEAK), rebuilds its records at their present size, so the memory the
+   * peak grew goes back once the garbage collector takes the old records. Nothing anyone can ask
+   * changes: order, arrivals, tickets, versions, deadlines and origins are carried over as they
+   * are. Costs O(entries held), at most a sixteenth of the peak; the sweep calls it, not a
+   * command. Returns whether it rebuilt.
+   */
+  compactIfSparse(): boolean {
+    if (this.peak < COMPACT_AFTER_PEAK || this.size * COMPACT_RATIO >= this.peak) return false;
+    const carried: CarriedEntry[] = [];
+    const e = this.entries;
+    for (const queue of this.keys.all()) {
+      for (const entry of this.queueEntries(queue)) {
+        carried.push({
+          ...this.describe(queue, entry),
+          ticket: e.arrival[entry]!,
+          version: e.version[entry] ?? 0,
+          origin: e.origin[entry] ?? '',
+          deadline: e.deadline[entry]!,
+          inHeap: this.expiry.has(entry),
+        });
+      }
+    }
+    this.buildRecords();
+    for (const c of carried) {
+      const queue = this.keys.getOrCreate(c.key, c.index);
+      const entry = this.makeEntry(queue, c.owner, c.priority, c.ticket, c.ttl, c.ttw, c.origin);
+      this.insertSaved(entry, c.isOwner);
+      if (this.replica !== undefined) this.entries.version[entry] = c.version;
+      this.entries.deadline[entry] = c.deadline;
+      if (c.inHeap) this.expiry.schedule(entry, c.deadline);
+    }
+    this.peak = this.size;
+    return true;
   }
 
   /** Entries that own their lock. */
@@ -418,8 +479,16 @@ export class LockTable {
     };
   }
 
-  /** A new entry in the queue, filed under its owner, neither owner nor waiter yet. */
+  /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; a replica's hooks are told. */
   private newEntry(queue: number, owner: ByteString, priority: number, arrival: number, ttl: number, ttw: number, origin: ByteString): number {
+    const entry = this.makeEntry(queue, owner, priority, arrival, ttl, ttw, origin);
+    this.replica?.added(origin);
+    if (this.size >= this.peak) this.peak = this.size + 1;
+    return entry;
+  }
+
+  /** The record of a new entry, filed under its owner. */
+  private makeEntry(queue: number, owner: ByteString, priority: number, arrival: number, ttl: number, ttw: number, origin: ByteString): number {
     const e = this.entries;
     const entry = e.allocate();
     e.queue[entry] = queue;
@@ -428,10 +497,7 @@ export class LockTable {
     e.ttl[entry] = ttl;
     e.ttw[entry] = ttw;
     this.owners_.add(entry, owner);
-    if (this.replica !== undefined) {
-      e.origin[entry] = origin;
-      this.replica.added(origin);
-    }
+    if (this.replica !== undefined) e.origin[entry] = origin;
     return entry;
   }
 

@@ -268,6 +268,7 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
     },
     // Keys created and emptied by the hundred thousand must not pin the memory they grew.
     onQuietAfterChurn: () => void collectGarbage(),
+    onCompacted: () => void collectGarbage(),
   });
   let restored = 0;
   try {

@@ -35,7 +35,7 @@ export class KeyDirectory {
   private lastKey = NO_ID;
   private keyCapacity = MIN_CAPACITY;
   private readonly keyIds = new IdAllocator();
-  private readonly keyIndex = new HashIndex();
+  private readonly keyIndex = new HashIndex((k) => this.keyHashes[k]!);
 
   /** The key record each queue is under. */
   private queueKey = new Int32Array(MIN_CAPACITY);
@@ -51,7 +51,7 @@ export class KeyDirectory {
   private queueCapacity = MIN_CAPACITY;
   private readonly queueIds = new IdAllocator();
   /** Queues of keys with two or more, by combineHashes(key id, index hash). */
-  private readonly queueIndex = new HashIndex();
+  private readonly queueIndex = new HashIndex((q) => combineHashes(this.queueKey[q]!, this.indexHashes[q]!));
 
   /** What the last find() learnt, so that create() after a miss looks nothing up twice. */
   private foundKey = NO_ID;

@@ -44,7 +44,7 @@ export class OwnerDirectory {
   private lastId = NO_ID;
   private capacity = MIN_CAPACITY;
   private readonly ids = new IdAllocator();
-  private readonly index = new HashIndex();
+  private readonly index = new HashIndex((id) => this.hashes[id]!);
 
   constructor(
     private readonly entries: EntryRecords,

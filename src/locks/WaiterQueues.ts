@@ -14,7 +14,7 @@ export class WaiterQueues {
   private readonly trees = new Map<number, OrderedSet<number>>();
   /** Waiters per queue id (0 past the end). */
   private counts = new Int32Array(64);
-  private readonly index = new HashIndex();
+  private readonly index = new HashIndex((entry) => this.hashOf(this.entries.queue[entry]!, this.entries.owner[entry]!));
   /** Queue order of waiters: higher priority first, then earlier arrival. */
   private readonly order = (a: number, b: number): number => {
     const entries = this.entries;

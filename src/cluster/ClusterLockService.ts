@@ -117,14 +117,17 @@ export class ClusterLockService implements LockService {
   private reachable = false;
   /** When the replica last applied a batch, or last had nothing to apply (the watch watchdog). */
   private progressAt = 0;
+  /** This node's seed for the table's hash indexes (see LockTableOptions.hashSeed); never shows in the state. */
+  private readonly hashSeed: number;
 
   constructor(
     private readonly options: ClusterOptions,
     private readonly deps: ClusterDeps,
   ) {
-    this.state = new ReplicaState(deps.clock);
     // 1 … 2^32-1: with the name it tells one process's batches from a restarted one's.
     this.incarnation = 1 + Math.floor(deps.random() * 0xfffffffe);
+    this.hashSeed = Math.floor(deps.random() * 0x100000000) | 0;
+    this.state = new ReplicaState(deps.clock, this.hashSeed);
     this.leadership = new Leadership(options, deps, {
       submitExpiry: (command, failed) => this.submitInternal(command, failed),
       state: () => this.state,
@@ -229,7 +232,7 @@ export class ClusterLockService implements LockService {
         const snapshot = await log.loadSnapshot(SNAPSHOT_CALL_TIMEOUT_MS);
         if (snapshot !== undefined && snapshot.position.version > this.state.position.version) {
           const started = clock.now();
-          this.replaceState(ReplicaState.decode(snapshot.bytes, clock));
+          this.replaceState(ReplicaState.decode(snapshot.bytes, clock, this.hashSeed));
           this.leadership.snapshotLoaded(snapshot.bytes.length);
           logger.event('snapshot-loaded', {
             version: snapshot.position.version,

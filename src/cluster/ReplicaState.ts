@@ -44,9 +44,11 @@ export class ReplicaState {
   /** Entries per origin node, for that node's drain. */
   private readonly byOrigin = new Map<ByteString, number>();
 
-  constructor(clock: Clock) {
+  /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
+  constructor(clock: Clock, hashSeed?: number) {
     this.table = new LockTable(clock, {
       maxEntries: Number.MAX_SAFE_INTEGER,
+      hashSeed,
       replica: {
         added: (origin) => this.byOrigin.set(origin, (this.byOrigin.get(origin) ?? 0) + 1),
         removed: (origin) => {
@@ -167,12 +169,12 @@ export class ReplicaState {
   }
 
   /** A state read back from `encode()` bytes; throws LogFormatError on anything malformed. */
-  static decode(bytes: Uint8Array, clock: Clock): ReplicaState {
+  static decode(bytes: Uint8Array, clock: Clock, hashSeed?: number): ReplicaState {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const format = r.u8();
     if (format !== SNAPSHOT_FORMAT) throw new LogFormatError(`snapshot format ${format} is not known to this version`);
-    const state = new ReplicaState(clock);
+    const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
     const proposers = r.u32();

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { loadLockFileVersioned, saveLockFile } from '../files/lockFile.js';
@@ -262,6 +263,8 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
   const { logger, clock } = deps;
   const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
     maxEntries: config.maxLocks,
+    // Clients must not be able to aim keys at one probe run of the table's hash indexes.
+    hashSeed: randomInt(0, 2 ** 32) | 0,
     onExpired: (count) => {
       deps.onExpired?.(count);
       logger.debug?.(`${count} lock(s) overstayed their welcome and were shown out`);

@@ -1,4 +1,5 @@
 import { NO_ID } from './HashIndex.js';
+import { grownCapacity, resized } from './records.js';
 
 /** The deadline of an id that is not in the heap: its current phase never expires. */
 export const NO_DEADLINE = Number.POSITIVE_INFINITY;
@@ -45,7 +46,7 @@ export class DeadlineHeap {
 
   /** Adds the id with this deadline, or moves it there if it is in the heap already. */
   schedule(id: number, deadline: number): void {
-    if (id >= this.slotOf.length) this.slotOf = grown(this.slotOf, id + 1);
+    if (id >= this.slotOf.length) this.slotOf = resized(this.slotOf, grownCapacity(this.slotOf.length, id + 1));
     const slot = this.slotOf[id]! - 1;
     if (slot < 0) {
       if (this.count === this.ids.length) this.resize(this.ids.length * 2);
@@ -118,19 +119,7 @@ export class DeadlineHeap {
   }
 
   private resize(capacity: number): void {
-    this.ids = copied(this.ids, new Int32Array(capacity), this.count);
-    this.deadlines = copied(this.deadlines, new Float64Array(capacity), this.count);
+    this.ids = resized(this.ids, capacity);
+    this.deadlines = resized(this.deadlines, capacity);
   }
-}
-
-/** The array grown to at least `length` (doubling), contents kept. */
-function grown(array: Int32Array, length: number): Int32Array {
-  let capacity = array.length;
-  while (capacity < length) capacity *= 2;
-  return copied(array, new Int32Array(capacity), array.length);
-}
-
-function copied<T extends Int32Array | Float64Array>(from: T, to: T, count: number): T {
-  to.set(from.subarray(0, count));
-  return to;
 }

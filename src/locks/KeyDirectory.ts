@@ -59,7 +59,7 @@ export class KeyDirectory {
   /**
    * The queue last made, and the key and index it was made for: a client mostly releases (or
    * renews) the lock it has just requested, and the decoder hands the names out as the same
-   * strings, so that lookup is found by identity, without hashing or probing. Only queues just
+   * strings, which compare equal at once: that lookup needs no hashing or probing. Only queues just
    * made are remembered: remembering every lookup cost unpipelined clients (whose lookups follow
    * other connections' and never hit) more than it saved.
    */
@@ -129,8 +129,11 @@ export class KeyDirectory {
     this.keyLastQueue[k] = q;
     const count = ++this.keyQueueCount[k]!;
     // A key with several indexes files each queue by index; its first queue once the second comes.
-    if (count === 2) this.fileByIndex(this.keyFirstQueue[k]!);
-    if (count >= 2) this.fileByIndex(q);
+    if (count === 2) {
+      const first = this.keyFirstQueue[k]!;
+      this.fileByIndex(first, hashByteString(this.names.toString(this.indexNames[first]!), this.seed));
+    }
+    if (count >= 2) this.fileByIndex(q, hashByteString(index, this.seed));
     this.remember(q, key, index);
     return q;
   }
@@ -230,8 +233,7 @@ export class KeyDirectory {
     this.keyIds.release(k);
   }
 
-  private fileByIndex(q: number): void {
-    const hash = hashByteString(this.names.toString(this.indexNames[q]!), this.seed);
+  private fileByIndex(q: number, hash: number): void {
     this.indexHashes[q] = hash;
     this.queueIndex.add(combineHashes(this.queueKey[q]!, hash), q);
   }

@@ -62,8 +62,10 @@ export interface DueEntry {
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
 /** Entries the table must once have held before compactIfSparse() finds anything worth doing. */
 export const COMPACT_AFTER_PEAK = 65_536;
-/** compactIfSparse() rebuilds once the table holds fewer entries than its peak divided by this. */
+/** compactIfSparse() rebuilds once the table holds fewer entries than its peak divided by this… */
 export const COMPACT_RATIO = 16;
+/** …and no more than this many, so that one rebuild stays a matter of milliseconds. */
+export const COMPACT_MAX_ENTRIES = 65_536;
 
 /** One entry as a rebuild carries it over: every field, the deadline heap's say included. */
 interface CarriedEntry extends ReplicaEntry {
@@ -127,14 +129,16 @@ export class LockTable {
 
   /**
    * When the table holds fewer than 1/COMPACT_RATIO of the entries it once did (and that peak was
-   * at least COMPACT_AFTER_PEAK), rebuilds its records at their present size, so the memory the
-   * peak grew goes back once the garbage collector takes the old records. Nothing anyone can ask
-   * changes: order, arrivals, tickets, versions, deadlines and origins are carried over as they
-   * are. Costs O(entries held), at most a sixteenth of the peak; the sweep calls it, not a
-   * command. Returns whether it rebuilt.
+   * at least COMPACT_AFTER_PEAK), and at most COMPACT_MAX_ENTRIES, rebuilds its records at their
+   * present size, so the memory the peak grew goes back once the garbage collector takes the old
+   * records. Nothing anyone can ask changes: order, arrivals, tickets, versions, deadlines and
+   * origins are carried over as they are (only the order of an owner's entries among themselves,
+   * and of deadlines that tie, may differ, and neither shows). Costs O(entries held), bounded; the
+   * sweep calls it, not a command. Returns whether it rebuilt.
    */
   compactIfSparse(): boolean {
-    if (this.peak < COMPACT_AFTER_PEAK || this.size * COMPACT_RATIO >= this.peak) return false;
+    const size = this.size;
+    if (this.peak < COMPACT_AFTER_PEAK || size * COMPACT_RATIO >= this.peak || size > COMPACT_MAX_ENTRIES) return false;
     const carried: CarriedEntry[] = [];
     const e = this.entries;
     for (const queue of this.keys.all()) {

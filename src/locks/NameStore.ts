@@ -1,12 +1,15 @@
 import { byteString, type ByteString } from '../bytes.js';
-import { grownCapacity, resized } from './records.js';
+import { resized } from './records.js';
 
 /** Size classes: slots of 8, 16, 32, 64, 128 and 256 bytes (a length byte, then the name). */
 const CLASSES = 6;
 const CLASS_BITS = 3;
 const CLASS_MASK = (1 << CLASS_BITS) - 1;
 const SMALLEST_SLOT_SHIFT = 3;
-const MIN_SLOTS = 64;
+/** Each class's slots live in pages of this many bytes, made as they are needed. */
+const PAGE_SHIFT = 16;
+/** Most slots of one class: the handle keeps 29 bits for the slot number. */
+export const MAX_SLOTS_PER_CLASS = 2 ** (32 - CLASS_BITS);
 
 /** The size class of a name of `length` bytes: the smallest slot holding it and its length byte. */
 function classOf(length: number): number {
@@ -14,17 +17,22 @@ function classOf(length: number): number {
 }
 
 /**
- * The bytes of every name the lock table holds (keys, indexes, owners), in slabs of fixed-size
- * slots by size class; a name is known by its handle (slot number and class in one integer).
+ * The bytes of every name the lock table holds (keys, indexes, owners), in fixed-size slots by size
+ * class; a name is known by its handle (slot number and class in one integer).
  *
  * Why not keep the names as JavaScript strings: a byte string of ten bytes is a 32-byte heap
  * object plus an 8-byte reference, which the collector traces and, for a lock held a while,
  * promotes and later compacts; here it is 16 bytes in a typed array, and a name that is looked up
  * (every command names one) is compared byte by byte where it lies, with no string made. Names
  * become strings again only to leave the table (find owner, list, the lock file).
+ *
+ * Slots are kept in 64 KiB pages, added as a class fills: nothing is ever copied to grow, and no
+ * single array has to hold a whole class (a hundred million names of 200 bytes are 25 GB, beyond
+ * any one typed array).
  */
 export class NameStore {
-  private readonly slabs: Uint8Array[] = [];
+  /** Per class, its pages; slot s of class c is at byte (s mod slotsPerPage) << (c + 3) of page s / slotsPerPage. */
+  private readonly pages: Uint8Array[][] = [];
   /** Slots ever used per class; freed ones are reused first. */
   private readonly used: number[] = [];
   private readonly free: Int32Array[] = [];
@@ -32,9 +40,9 @@ export class NameStore {
 
   constructor() {
     for (let c = 0; c < CLASSES; c++) {
-      this.slabs.push(new Uint8Array(MIN_SLOTS << (c + SMALLEST_SLOT_SHIFT)));
+      this.pages.push([]);
       this.used.push(0);
-      this.free.push(new Int32Array(MIN_SLOTS));
+      this.free.push(new Int32Array(64));
       this.freeCount.push(0);
     }
   }
@@ -43,13 +51,22 @@ export class NameStore {
   add(name: ByteString): number {
     const length = name.length;
     const c = classOf(length);
-    const slot = this.freeCount[c]! > 0 ? this.free[c]![--this.freeCount[c]!]! : this.used[c]!++;
+    let slot: number;
+    if (this.freeCount[c]! > 0) {
+      slot = this.free[c]![--this.freeCount[c]!]!;
+    } else {
+      slot = this.used[c]!++;
+      if (slot >= MAX_SLOTS_PER_CLASS) throw new RangeError(`NameStore: more than ${MAX_SLOTS_PER_CLASS} names of one size`);
+    }
     const shift = c + SMALLEST_SLOT_SHIFT;
-    let slab = this.slabs[c]!;
-    if ((slot + 1) << shift > slab.length) slab = this.grow(c, grownCapacity(slab.length >> shift, slot + 1));
-    let at = slot << shift;
-    slab[at++] = length;
-    for (let i = 0; i < length; i++) slab[at + i] = name.charCodeAt(i);
+    const pageSlots = PAGE_SHIFT - shift;
+    const pages = this.pages[c]!;
+    const p = slot >>> pageSlots;
+    if (p === pages.length) pages.push(new Uint8Array(1 << PAGE_SHIFT));
+    const page = pages[p]!;
+    let at = (slot & ((1 << pageSlots) - 1)) << shift;
+    page[at++] = length;
+    for (let i = 0; i < length; i++) page[at + i] = name.charCodeAt(i);
     return (slot << CLASS_BITS) | c;
   }
 
@@ -63,44 +80,28 @@ export class NameStore {
   /** Whether the handle's name is exactly these bytes. */
   equals(handle: number, name: ByteString): boolean {
     const c = handle & CLASS_MASK;
-    const slab = this.slabs[c]!;
-    let at = (handle >>> CLASS_BITS) << (c + SMALLEST_SLOT_SHIFT);
+    const shift = c + SMALLEST_SLOT_SHIFT;
+    const slot = handle >>> CLASS_BITS;
+    const page = this.pages[c]![slot >>> (PAGE_SHIFT - shift)]!;
+    let at = (slot & ((1 << (PAGE_SHIFT - shift)) - 1)) << shift;
     const length = name.length;
-    if (slab[at++] !== length) return false;
-    for (let i = 0; i < length; i++) if (slab[at + i] !== name.charCodeAt(i)) return false;
-    return true;
-  }
-
-  /** Whether two handles hold the same bytes. */
-  same(a: number, b: number): boolean {
-    if (a === b) return true;
-    const ca = a & CLASS_MASK;
-    if (ca !== (b & CLASS_MASK)) return false;
-    const slab = this.slabs[ca]!;
-    const shift = ca + SMALLEST_SLOT_SHIFT;
-    const atA = (a >>> CLASS_BITS) << shift;
-    const atB = (b >>> CLASS_BITS) << shift;
-    const length = slab[atA]!;
-    for (let i = 0; i <= length; i++) if (slab[atA + i] !== slab[atB + i]) return false;
+    if (page[at++] !== length) return false;
+    for (let i = 0; i < length; i++) if (page[at + i] !== name.charCodeAt(i)) return false;
     return true;
   }
 
   /** The name as a byte string (a new string: for answers that leave the table). */
   toString(handle: number): ByteString {
     const c = handle & CLASS_MASK;
-    const at = (handle >>> CLASS_BITS) << (c + SMALLEST_SLOT_SHIFT);
-    const slab = this.slabs[c]!;
-    return byteString(slab, at + 1, at + 1 + slab[at]!);
+    const shift = c + SMALLEST_SLOT_SHIFT;
+    const slot = handle >>> CLASS_BITS;
+    const page = this.pages[c]![slot >>> (PAGE_SHIFT - shift)]!;
+    const at = (slot & ((1 << (PAGE_SHIFT - shift)) - 1)) << shift;
+    return byteString(page, at + 1, at + 1 + page[at]!);
   }
 
-  /** Bytes held in slabs, used or free (for memory accounting and tests). */
-  get slabBytes(): number {
-    return this.slabs.reduce((sum, slab) => sum + slab.length, 0);
-  }
-
-  private grow(c: number, slots: number): Uint8Array {
-    const slab = resized(this.slabs[c]!, slots << (c + SMALLEST_SLOT_SHIFT));
-    this.slabs[c] = slab;
-    return slab;
+  /** Bytes held in pages, used or free (for memory accounting and tests). */
+  get pageBytes(): number {
+    return this.pages.reduce((sum, pages) => sum + pages.length * (1 << PAGE_SHIFT), 0);
   }
 }

@@ -38,7 +38,7 @@ export class OwnerDirectory {
   /**
    * The owner name add() was last given, and its record. A client names the same owner in
    * request after request, and the decoder hands each connection's owner out as one string, so
-   * this is mostly a hit found by identity, with no hashing and no probe.
+   * this is mostly a hit (the same string compares equal at once), with no hashing and no probe.
    */
   private lastName: ByteString = '';
   private lastId = NO_ID;

@@ -40,8 +40,8 @@ test('freed slots are reused, and names stored over them are intact', (t) => {
     }
   }
   for (const [handle, name] of live) t.is(store.toString(handle), name);
-  const bytesWhenFull = store.slabBytes;
+  const bytesWhenFull = store.pageBytes;
   for (const handle of [...live.keys()]) store.remove(handle);
   for (const [, name] of live) store.add(name);
-  t.is(store.slabBytes, bytesWhenFull, 'the same names again fit in the slots they left');
+  t.is(store.pageBytes, bytesWhenFull, 'the same names again fit in the slots they left');
 });

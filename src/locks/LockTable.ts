@@ -561,13 +561,13 @@ export class LockTable {
     const deadlines = this.entries.deadline;
     if (this.replica !== undefined) {
       // Every replica promotes the same waiter, whatever its own clock says. A waiter whose wait
-      // ran out on this node's clock gets its new TTL due at once, so a leader proposes its
-      // expiry straight away: it never keeps a fresh TTL for long.
+      // ran out on this node's clock is due at once as owner, so a leader proposes its expiry
+      // straight away: it never keeps a fresh TTL for long, nor, with TTL 0, the lock for good.
       const next = waiters.shift(queue);
       this.waiterCount--;
       const overdue = deadlines[next]! <= now;
       this.makeOwner(next);
-      if (overdue && this.entries.deadline[next] !== NO_DEADLINE) this.setDeadline(next, now);
+      if (overdue) this.setDeadline(next, now);
       return;
     }
     for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {

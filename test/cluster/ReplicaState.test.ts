@@ -300,3 +300,25 @@ test('an import fills an empty table in file order; one whose first entry finds 
   t.deepEqual(state.table.list('x'), []);
   t.is(state.table.size, 4);
 });
+
+for (const ttl of [30, 0]) {
+  test(`a waiter promoted after its wait ran out is due at once, with TTL ${ttl} as with any other`, (t) => {
+    const clock = new FakeClock();
+    const state = new ReplicaState(clock);
+    const feed = new Feed();
+    feed.apply(state, feed.batch('A', [request('k', 'i', 'a', { ttl: 1 })]));
+    clock.advance(500);
+    feed.apply(state, feed.batch('A', [request('k', 'i', 'b', { ttl, ttw: 1 })]));
+    clock.advance(1_500); // both phases ran out; the leader's sweep takes both
+    const dueOwner = state.table.takeDue()!;
+    const dueWaiter = state.table.takeDue()!;
+    t.deepEqual([dueOwner.owner, dueWaiter.owner], ['a', 'b']);
+    const expire = (due: typeof dueOwner): LogCommand => ({ op: LogOp.Expire, key: due.key, index: due.index, owner: due.owner, version: due.version });
+    t.deepEqual(feed.apply(state, feed.batch('L', [expire(dueOwner), expire(dueWaiter)])), [1, 0], "b's waiting phase is stale: b was promoted");
+    t.is(state.table.findOwner('k', 'i'), 'b');
+    const promoted = state.table.takeDue();
+    t.is(promoted?.owner, 'b', 'its owner phase is proposed for expiry at once');
+    t.deepEqual(feed.apply(state, feed.batch('L', [expire(promoted!)])), [1]);
+    t.is(state.table.findOwner('k', 'i'), '');
+  });
+}

@@ -34,6 +34,10 @@ export const QUIET_ARRIVALS = 100;
 export const CHURN_WORTH_COLLECTING = 100_000;
 
 export interface LocalLockServiceOptions extends LockTableOptions {
+  /**
+   * Entries whose TTL or TTW ran out, reported by each sweep: those it removed, and waiters that
+   * were dropped since the last sweep because their wait had run out when the lock came free.
+   */
   readonly onExpired?: (count: number) => void;
   /**
    * Called once when the table falls quiet (a second with almost no new entries, fewer than
@@ -55,6 +59,8 @@ export class LocalLockService implements LockService {
   readonly table: LockTable;
   private readonly stopSweeping: () => void;
   private sweeping = false;
+  /** The table's count of dropped overdue waiters at the last sweep, which reports those since. */
+  private droppedAtSweep = 0;
   private closed = false;
   private sweepsSinceCheck = 0;
   private arrivalsAtCheck = 0;
@@ -74,7 +80,10 @@ export class LocalLockService implements LockService {
     if (this.sweeping || this.closed) return;
     if (++this.sweepsSinceCheck >= QUIET_CHECK_SWEEPS) this.checkQuiet();
     const removed = this.table.expire(SWEEP_BUDGET);
-    if (removed > 0) this.options.onExpired?.(removed);
+    const dropped = this.table.droppedOverdueWaiters;
+    const expired = removed + dropped - this.droppedAtSweep;
+    this.droppedAtSweep = dropped;
+    if (expired > 0) this.options.onExpired?.(expired);
     if (removed < SWEEP_BUDGET && this.table.compactIfSparse()) this.options.onCompacted?.();
     if (removed === SWEEP_BUDGET) {
       this.sweeping = true;

@@ -94,6 +94,7 @@ export class LockTable {
   private nextArrival = 0;
   private ownerCount = 0;
   private waiterCount = 0;
+  private overdueWaitersDropped = 0;
   private readonly maxEntries: number;
   private readonly replica: ReplicaHooks | undefined;
   /** Cluster mode: the log position of the command being applied; tickets and versions come from it. */
@@ -188,6 +189,15 @@ export class LockTable {
 
   get size(): number {
     return this.ownerCount + this.waiterCount;
+  }
+
+  /**
+   * Waiters dropped so far because their wait had run out when their turn came (an owner left
+   * before the sweep reached them): expired as much as those expire() removes, but removed by
+   * whatever freed the lock, a release as well as an expiry.
+   */
+  get droppedOverdueWaiters(): number {
+    return this.overdueWaitersDropped;
   }
 
   /** Entries created so far on a single node (their arrival numbers); how busy the table has been. */
@@ -579,6 +589,7 @@ export class LockTable {
       this.expiry.remove(next);
       this.owners_.remove(next);
       this.entries.release(next);
+      this.overdueWaitersDropped++;
     }
   }
 

@@ -59,3 +59,28 @@ test('after close, no sweep runs and the state stays readable', async (t) => {
   scheduler.tick();
   t.is((await service.snapshot()).length, 1);
 });
+
+test('every entry whose time ran out is counted as expired, waiters dropped at a promotion too', async (t) => {
+  const clock = new FakeClock();
+  const scheduler = new ManualScheduler();
+  const expired: number[] = [];
+  const service = new LocalLockService(clock, scheduler, { onExpired: (n) => expired.push(n) });
+  const request = (key: string, owner: string, ttl: number, ttw: number) =>
+    service.request({ key, index: 'i', owner, ttl, ttw, priority: 0 }, true);
+  // k1: owner and waiter run out together; the owner's expiry drops the waiter as it promotes.
+  await request('k1', 'a', 1, 1);
+  await request('k1', 'b', 1, 1);
+  // k2: the waiter's wait runs out, then the owner releases before any sweep: the waiter is dropped.
+  await request('k2', 'a', 10, 1);
+  await request('k2', 'b', 10, 1);
+  clock.advance(1000);
+  t.is(await service.release('k2', 'i', 'a'), 1);
+  t.is(await service.findOwner('k2', 'i'), '', 'a waiter whose wait ran out is not promoted');
+  scheduler.tick();
+  t.is(
+    expired.reduce((sum, n) => sum + n, 0),
+    3,
+    'a at k1, b at k1, b at k2',
+  );
+  t.deepEqual(await service.counts(), { owners: 0, waiters: 0 });
+});

@@ -4,6 +4,7 @@ import { asBuffer } from '../bytes.js';
 import { Etcd3, type IOptions, type Lease, type Watcher } from 'etcd3';
 import type {
   Candidate,
+  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
@@ -88,6 +89,18 @@ export class EtcdLog implements ReplicatedLog {
     const kv = response.responses[1]?.response_range.kvs[0];
     if (kv === undefined) throw new Error('append: the log key vanished');
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
+  }
+
+  /** Not fenced yet: a given-up append can commit whenever its request reaches etcd. */
+  readonly lateCommitMs = 0;
+
+  async latest(timeoutMs: number): Promise<LatestBatch> {
+    const response = await within(timeoutMs, 'latest batch', this.client.kv.range({ key: this.logKey }, deadline(timeoutMs)));
+    const kv = response.kvs[0];
+    const storeRevision = Number(response.header.revision);
+    return kv === undefined
+      ? { version: 0, revision: 0, storeRevision, value: undefined }
+      : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision, value: kv.value };
   }
 
   async head(timeoutMs: number): Promise<LogHead> {

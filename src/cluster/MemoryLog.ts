@@ -2,6 +2,7 @@ import type { Clock } from '../locks/Clock.js';
 import type { Random } from './random.js';
 import type {
   Candidate,
+  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
@@ -783,6 +784,16 @@ export class MemoryLog implements ReplicatedLog {
 
   head(timeoutMs: number): Promise<LogHead> {
     return this.call('head', timeoutMs, () => this.store.head());
+  }
+
+  /** Not modelled yet: a given-up append commits whenever it reaches the store. */
+  readonly lateCommitMs = 0;
+
+  latest(timeoutMs: number): Promise<LatestBatch> {
+    return this.call('latest', timeoutMs, () => {
+      const kv = this.store.keys(LOG_KEY).find((k) => k.key === LOG_KEY);
+      return { ...this.store.head(), value: kv === undefined ? undefined : new Uint8Array(kv.value) };
+    });
   }
 
   /** Positions are revisions, 1 or more; etcd's "0 = from now" is not offered (a trap, not a feature). */

@@ -75,16 +75,37 @@ export interface Candidate {
   readonly since: number;
 }
 
+/** The log's last batch with its value: the one batch that survives any compaction. */
+export interface LatestBatch extends LogHead {
+  /** The batch's bytes; undefined when the log has no batch yet (version 0). */
+  readonly value: Uint8Array | undefined;
+}
+
 /**
  * What the cluster needs of its store. Every call that goes to the store is bounded by
  * `timeoutMs` and rejects when that passes: an append that rejects may or may not have
  * committed (its batch id makes a second copy harmless).
  */
 export interface ReplicatedLog {
-  /** Appends one batch; resolves with its position once a quorum committed it. */
+  /**
+   * Appends one batch; resolves with its position once a quorum committed it. Fenced: once the
+   * call has rejected, its batch may still commit for at most `lateCommitMs` (it can sit in a cut
+   * link's send queue and arrive when the link heals); after that the store refuses it. A node
+   * closes the connections of a batch it gave up on only once that time has passed, so a client
+   * that got no answer can rely on "not applied" from the moment its connection closed.
+   */
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
+  /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */
+  readonly lateCommitMs: number;
   /** The last committed batch, read linearizably (a quorum confirms it): the read barrier. */
   head(timeoutMs: number): Promise<LogHead>;
+  /**
+   * The last committed batch with its value, read linearizably. History before the watch
+   * position may be compacted away (by this cluster's leader, another cluster sharing the store,
+   * or the store's own auto-compaction); the log key's latest value survives every compaction, so
+   * a follower one batch behind catches up with this one read.
+   */
+  latest(timeoutMs: number): Promise<LatestBatch>;
   /** Delivers every batch from `fromRevision` on, in order, until closed or ended. */
   watch(fromRevision: number, listener: LogListener): LogWatch;
   /** The newest complete snapshot, or undefined when none was ever written (`timeoutMs` bounds each call). */

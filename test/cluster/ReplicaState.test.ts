@@ -302,7 +302,7 @@ test('an import fills an empty table in file order; one whose first entry finds 
 });
 
 for (const ttl of [30, 0]) {
-  test(`a waiter promoted after its wait ran out is due at once, with TTL ${ttl} as with any other`, (t) => {
+  test(`a waiter promoted after its wait ran out keeps its full TTL (${ttl}) from its promotion: any node may have told it it owns`, (t) => {
     const clock = new FakeClock();
     const state = new ReplicaState(clock);
     const feed = new Feed();
@@ -316,8 +316,18 @@ for (const ttl of [30, 0]) {
     const expire = (due: typeof dueOwner): LogCommand => ({ op: LogOp.Expire, key: due.key, index: due.index, owner: due.owner, version: due.version });
     t.deepEqual(feed.apply(state, feed.batch('L', [expire(dueOwner), expire(dueWaiter)])), [1, 0], "b's waiting phase is stale: b was promoted");
     t.is(state.table.findOwner('k', 'i'), 'b');
+    t.is(state.table.location('k', 'i', 'b'), 1, 'b is told it owns');
+    t.is(state.table.takeDue(), undefined, 'its owner phase is not due at once');
+    if (ttl === 0) {
+      clock.advance(3_600_000);
+      t.is(state.table.takeDue(), undefined, 'TTL 0 never expires');
+      return;
+    }
+    clock.advance(ttl * 1000 - 1);
+    t.is(state.table.takeDue(), undefined, 'not before its TTL from the promotion');
+    clock.advance(1);
     const promoted = state.table.takeDue();
-    t.is(promoted?.owner, 'b', 'its owner phase is proposed for expiry at once');
+    t.is(promoted?.owner, 'b', 'due once its TTL has passed since the promotion');
     t.deepEqual(feed.apply(state, feed.batch('L', [expire(promoted!)])), [1]);
     t.is(state.table.findOwner('k', 'i'), '');
   });

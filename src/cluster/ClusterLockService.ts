@@ -200,9 +200,11 @@ export class ClusterLockService implements LockService {
 
   /**
    * `--import-lock-file`: seeds an empty cluster with a single node's saved entries, in their
-   * order (queue order, priorities, TTL/TTW, remaining times). Refused, writing nothing, when the
-   * cluster already holds entries; the first batch re-checks that as it is applied, so two
-   * importers racing cannot both succeed. Resolves with the number of entries imported.
+   * order (queue order, priorities, TTL/TTW, remaining times). All or nothing: the entries are
+   * staged in the replicated state, in as many batches as they need, then one commit command
+   * puts them all into the table at once, only if it is still empty and this import is still
+   * the one staged (a later importer replaces it; the log's order decides). Refused, writing
+   * nothing, when the cluster already holds entries. Resolves with the number of entries imported.
    */
   async importLocks(saved: readonly SavedLock[]): Promise<number> {
     const held = await this.counts();
@@ -210,11 +212,11 @@ export class ClusterLockService implements LockService {
       throw new ImportRefusedError(`the cluster already holds ${held.owners + held.waiters} entries; nothing was imported`);
     }
     if (saved.length === 0) return 0;
-    // A fresh round, so that the first entry opens its batch (the emptiness check rides on it).
-    this.committer.openRound();
-    const answers = saved.map((s, i) =>
+    const importId = 1 + Math.floor(this.deps.random() * 0xfffffffe);
+    const staged = saved.map((s, i) =>
       this.submit({
-        op: LogOp.Import,
+        op: LogOp.ImportStaged,
+        importId,
         key: s.key,
         index: s.index,
         owner: s.owner,
@@ -226,9 +228,15 @@ export class ClusterLockService implements LockService {
         first: i === 0,
       }),
     );
-    const results = await Promise.all(answers);
-    if (results[0] === 0) throw new ImportRefusedError('another node wrote to the cluster first; nothing was imported');
-    return results.reduce((sum, r) => sum + r, 0);
+    const committed = this.submit({ op: LogOp.ImportCommit, importId });
+    let imported: number;
+    try {
+      [, imported] = await Promise.all([Promise.all(staged), committed]);
+    } catch (error) {
+      throw new Error(`the import's commit got no answer (${(error as Error).message}); whether it was imported is unknown: look with lockctl list before trying again`);
+    }
+    if (imported === 0) throw new ImportRefusedError('another node wrote to the cluster (or began another import) meanwhile; nothing was imported');
+    return imported;
   }
 
   /** This node's view of the table, for the lock-file backup (never loaded back in cluster mode). */

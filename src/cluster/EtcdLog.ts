@@ -59,6 +59,8 @@ export class EtcdLog implements ReplicatedLog {
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
   private readonly nameLeases = new Set<NameLease>();
+  /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
+  private readonly watches = new Set<() => void>();
   /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
   private lastWatchEndpoint: Endpoint | undefined;
 
@@ -128,6 +130,7 @@ export class EtcdLog implements ReplicatedLog {
     let closed = false;
     const stop = (): void => {
       closed = true;
+      this.watches.delete(stop);
       // On a silent stream the cancel never completes; the stream's end (keepalive, close()) settles it.
       void watcher?.cancel().catch(() => {});
     };
@@ -136,6 +139,7 @@ export class EtcdLog implements ReplicatedLog {
       stop();
       listener.onEnd(why, detail);
     };
+    this.watches.add(stop);
     endpoint.client
       .watch()
       .key(this.logKey)
@@ -247,6 +251,7 @@ export class EtcdLog implements ReplicatedLog {
   async close(): Promise<void> {
     // Name leases not released are left to expire (as a crashed node's would); their renewals stop.
     for (const lease of [...this.nameLeases]) lease.close();
+    for (const stop of [...this.watches]) stop();
     this.pool.close();
   }
 }

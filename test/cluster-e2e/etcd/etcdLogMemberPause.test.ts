@@ -59,7 +59,7 @@ async function serve(node: ServerProcess, i: number, pausedAt: number, until: nu
   return load;
 }
 
-etcdTest.serial('one etcd member of three paused for 15 s (the one serving node watches): every node keeps answering writes and reads; after SIGCONT too', async (t) => {
+etcdTest.serial('one etcd member of three paused for 15 s (the one serving node watches): every node keeps answering writes and reads and keeps its name; after SIGCONT too', async (t) => {
   t.timeout(120_000);
   const { etcd, nodes } = await startCluster(t);
   for (const [i, node] of nodes.entries()) t.is(await untilAnswered(node, (c) => ask.request(c, 'warm', String(i), 'w')), 1);
@@ -85,5 +85,9 @@ etcdTest.serial('one etcd member of three paused for 15 s (the one serving node 
     t.log(`node n${i + 1}: ${load.answered} rounds answered, ${load.closed} connections closed unanswered, first answer ${load.firstAnswerMs} ms after the pause, longest gap ${load.longestGapMs} ms`);
     t.true(load.answered > 0, `node n${i + 1} answered during the pause`);
   }
-  for (const [i, node] of nodes.entries()) t.is(await untilAnswered(node, (c) => ask.request(c, 'after', String(i), 'back')), 1);
+  for (const [i, node] of nodes.entries()) {
+    t.is(await untilAnswered(node, (c) => ask.request(c, 'after', String(i), 'back')), 1);
+    // The name lease is kept alive through the other members: no node lost its name and rejoined.
+    t.deepEqual(node.lines.filter((line) => line.includes('event=name-lost')), [], `node n${i + 1} kept its name`);
+  }
 });

@@ -51,7 +51,7 @@ etcdTest('a fenced append whose writer lease expired before it reached etcd is r
   for (const deadline = Date.now() + 15_000; ; ) {
     const left = await raw.leaseClient.leaseTimeToLive({ ID: expired.ID });
     if (Number(left.TTL) < 0) break;
-    if (Date.now() >= deadline) t.fail(`lease ${expired.ID} still alive after 15 s (TTL ${left.TTL})`);
+    if (Date.now() >= deadline) throw new Error(`lease ${expired.ID} still alive after 15 s (TTL ${left.TTL})`);
     await delay(100);
   }
   log['writers'].chooseNext(expired.ID, 60_000);
@@ -201,4 +201,27 @@ etcdTest.serial('a watch whose member is paused in the middle of a backlog resum
   t.log(`first watch delivered ${firstWatchDelivered ?? seen.length} of ${BATCHES} before its member was paused; ${restarts} restart(s)`);
   t.true(restarts >= 1, 'the watch was broken and restarted');
   t.deepEqual(seen, Array.from({ length: BATCHES }, (_, i) => i + 1));
+});
+
+etcdTest.serial('a member left without a quorum refuses calls with "no leader" and ends watches (require-leader), instead of hanging', async (t) => {
+  t.timeout(90_000);
+  const etcd = await EtcdCluster.start(t);
+  const cluster = clusterName();
+  await openLog(t, etcd, cluster).append(Buffer.from('first'), CALL_MS);
+  const [lonely, ...peers] = etcd.members as [EtcdCluster['members'][number], ...EtcdCluster['members']];
+  const log = new EtcdLog({ endpoints: [lonely.clientUrl], cluster });
+  t.teardown(() => log.close());
+  let delivered: () => void = () => {};
+  const first = new Promise<void>((resolve) => (delivered = resolve));
+  const ended = new Promise<string>((resolve) => log.watch(1, { onRecords: () => delivered(), onEnd: (why, detail) => resolve(`${why}: ${detail}`) }));
+  await bounded(first, 30_000, 'the watch to deliver the first batch');
+
+  await Promise.all(peers.map((p) => etcd.kill(p)));
+  // Once the member notices it has no leader, a read barrier is refused at once, not held.
+  let refusal = '';
+  for (const deadline = Date.now() + 30_000; !/no leader/.test(refusal); ) {
+    if (Date.now() >= deadline) throw new Error(`no "no leader" refusal within 30 s; last: ${refusal}`);
+    refusal = await log.head(1_000).then(() => 'answered', (error: Error) => error.message);
+  }
+  t.regex(await bounded(ended, 30_000, 'the watch to end'), /^broken: .*no leader/);
 });

@@ -126,13 +126,15 @@ export class EtcdLog implements ReplicatedLog {
   watch(fromRevision: number, listener: LogListener): LogWatch {
     const endpoint = this.pool.preferredOtherThan(this.lastWatchEndpoint);
     this.lastWatchEndpoint = endpoint;
-    let watcher: Watcher | undefined;
     let closed = false;
+    // The watcher object at once (not create(), which waits for etcd's 'connected' and ignores a
+    // stream that breaks before it): every outcome is heard and the watcher can always be cancelled.
+    const watcher: Watcher = endpoint.client.watch().key(this.logKey).startRevision(String(fromRevision)).watcher();
     const stop = (): void => {
       closed = true;
       this.watches.delete(stop);
       // On a silent stream the cancel never completes; the stream's end (keepalive, close()) settles it.
-      void watcher?.cancel().catch(() => {});
+      void watcher.cancel().catch(() => {});
     };
     const end = (why: 'compacted' | 'broken', detail: string): void => {
       if (closed) return;
@@ -140,38 +142,24 @@ export class EtcdLog implements ReplicatedLog {
       listener.onEnd(why, detail);
     };
     this.watches.add(stop);
-    endpoint.client
-      .watch()
-      .key(this.logKey)
-      .startRevision(String(fromRevision))
-      .create()
-      .then(
-        (created) => {
-          watcher = created;
-          if (closed) {
-            void created.cancel().catch(() => {});
-            return;
-          }
-          // Trap 1: the client would reattach to the same member and resume from the header's
-          // revision; a broken stream ends this watch instead, and the next goes elsewhere.
-          created.on('disconnected', (error: Error) => {
-            this.pool.leave(endpoint);
-            end('broken', `stream to ${endpoint.url} broke: ${error.message}`);
-          });
-          created.on('data', (response) => {
-            if (closed) return;
-            const records: LogRecord[] = [];
-            for (const event of response.events) {
-              if (event.type !== 'Put') continue;
-              records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
-            }
-            if (records.length > 0) listener.onRecords(records);
-          });
-          // Trap 5: compaction past the watcher cancels it with 'error'; unheard, it would crash us.
-          created.on('error', (error: Error) => end('compacted', error.message));
-        },
-        (error: Error) => end(/compact/i.test(error.message) ? 'compacted' : 'broken', `${endpoint.url}: ${error.message}`),
-      );
+    // Trap 1: the client would reattach to the same member and resume from the header's revision;
+    // a broken stream ends this watch instead, and the next one goes to another member.
+    watcher.on('disconnected', (error: Error) => {
+      this.pool.leave(endpoint);
+      end('broken', `stream to ${endpoint.url} broke: ${error.message}`);
+    });
+    watcher.on('data', (response) => {
+      if (closed) return;
+      const records: LogRecord[] = [];
+      for (const event of response.events) {
+        if (event.type !== 'Put') continue;
+        records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
+      }
+      if (records.length > 0) listener.onRecords(records);
+    });
+    // Trap 5: compaction past the watcher cancels it with 'error'; unheard, it would crash us.
+    // etcd 3.4 names no reason ("Watcher canceled: "); the caller's reload path copes with any cause.
+    watcher.on('error', (error: Error) => end('compacted', `${endpoint.url}: ${error.message}`));
     return { close: () => void (closed || stop()) };
   }
 

@@ -59,19 +59,19 @@ async function serve(node: ServerProcess, i: number, pausedAt: number, until: nu
   return load;
 }
 
-etcdTest.serial('one etcd member of three paused for 15 s (the one serving node watches): every node keeps answering writes and reads and keeps its name; after SIGCONT too', async (t) => {
+etcdTest.serial('one etcd member of three paused for 15 s (the one serving the most node watches): every node keeps answering writes and reads and keeps its name; after SIGCONT too', async (t) => {
   t.timeout(120_000);
   const { etcd, nodes } = await startCluster(t);
   for (const [i, node] of nodes.entries()) t.is(await untilAnswered(node, (c) => ask.request(c, 'warm', String(i), 'w')), 1);
 
-  // Pause a follower (a leader's pause adds an etcd election to the picture), the one that
-  // serves the most of the nodes' watches: the case that starved nodes before.
+  // Pause the member that serves the most of the nodes' watches (the case that starved nodes
+  // before), a follower on a tie: a leader's pause adds an etcd election to the picture.
   const leader = await etcd.leader();
-  const followers = etcd.others(leader);
-  const watchers = await Promise.all(followers.map((m) => etcd.watchersOn(m)));
+  const candidates = [...etcd.others(leader), leader];
+  const watchers = await Promise.all(candidates.map((m) => etcd.watchersOn(m)));
   const most = watchers.reduce<number>((best, w, i) => ((w ?? 0) > (watchers[best] ?? 0) ? i : best), 0);
-  const victim = followers[most]!;
-  t.log(`pausing ${victim.name} (watchers per follower: ${followers.map((m, i) => `${m.name}=${watchers[i]}`).join(' ')})`);
+  const victim = candidates[most]!;
+  t.log(`pausing ${victim.name}${victim === leader ? ' (the etcd leader)' : ''}; watchers per member: ${candidates.map((m, i) => `${m.name}=${watchers[i]}`).join(' ')}`);
 
   const pausedAt = Date.now();
   etcd.pause(victim);

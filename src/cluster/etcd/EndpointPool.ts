@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Etcd3, type IOptions } from 'etcd3';
 import type { CallOptions } from '@grpc/grpc-js';
-import { blamesEndpoint, deadline, requireLeader, SINGLE_ATTEMPT, within } from './calls.js';
+import { blamesEndpoint, deadline, isTimeout, requireLeader, SINGLE_ATTEMPT, within } from './calls.js';
 
 /** How EtcdLog reaches etcd (the `--etcd` options). */
 export interface EtcdConnection {
@@ -31,6 +31,18 @@ const KEEPALIVE_MS = 10_000;
 const KEEPALIVE_TIMEOUT_MS = 2_000;
 /** Bound on tries of one call, whatever the endpoints answer (each fails fast, e.g. refused). */
 const MAX_TRIES_PER_ENDPOINT = 2;
+/**
+ * How long a silent member is passed over when the preference moves. Without it, members that
+ * hang or refuse at once during an etcd election (no leader yet) hand the preference on to the
+ * silent one, where the caller's next, longer attempt hangs again.
+ */
+const SILENT_AVOID_MS = 5_000;
+/**
+ * A call that got no answer in time may have waited on a leaderless cluster, not on a silent
+ * member: a status request (answered by the member itself, even without a leader, if only to
+ * refuse) tells the two apart within this time.
+ */
+const PROBE_MS = 500;
 
 /** One etcd member: its own client, hence its own gRPC channels and its own watch stream. */
 export interface Endpoint {
@@ -49,6 +61,9 @@ export interface Endpoint {
 export class EndpointPool {
   readonly endpoints: readonly Endpoint[];
   private preferredIndex: number;
+  /** Per endpoint: until when (performance.now()) it is passed over, having been found silent. */
+  private readonly silentUntil: number[];
+  private readonly probing: boolean[];
   private closed = false;
 
   constructor(connection: EtcdConnection, start: number) {
@@ -56,22 +71,51 @@ export class EndpointPool {
     this.endpoints = connection.endpoints.map((url, index) => ({ url, index, client: new Etcd3(clientOptions(connection, url)) }));
     // Nodes start on different members so that the load spreads.
     this.preferredIndex = Math.abs(Math.floor(start)) % this.endpoints.length;
+    this.silentUntil = this.endpoints.map(() => 0);
+    this.probing = this.endpoints.map(() => false);
   }
 
   get preferred(): Endpoint {
     return this.endpoints[this.preferredIndex]!;
   }
 
-  /** The preferred endpoint, or the one after it when that is `avoid`. */
+  /** The preferred endpoint, or the best one after it when that is `avoid`. */
   preferredOtherThan(avoid: Endpoint | undefined): Endpoint {
     const preferred = this.preferred;
     if (avoid === undefined || preferred !== avoid || this.endpoints.length === 1) return preferred;
-    return this.endpoints[(avoid.index + 1) % this.endpoints.length]!;
+    return this.endpoints[this.nextAfter(avoid.index)]!;
   }
 
-  /** `endpoint` failed a call: the next one goes to another member (unless the preference moved already). */
+  /** `endpoint` failed a call: the next call goes to another member, unless the preference moved already. */
   leave(endpoint: Endpoint): void {
-    if (this.preferredIndex === endpoint.index) this.preferredIndex = (endpoint.index + 1) % this.endpoints.length;
+    if (this.preferredIndex === endpoint.index) this.preferredIndex = this.nextAfter(endpoint.index);
+  }
+
+  /** The first endpoint after `index` (in a ring) not found silent lately; the very next one if all were. */
+  private nextAfter(index: number): number {
+    const n = this.endpoints.length;
+    const now = performance.now();
+    for (let step = 1; step < n; step++) {
+      const candidate = (index + step) % n;
+      if (this.silentUntil[candidate]! <= now) return candidate;
+    }
+    return (index + 1) % n;
+  }
+
+  /** After a call on `endpoint` got no answer in time: is the member itself silent? */
+  private async probe(endpoint: Endpoint): Promise<void> {
+    if (this.probing[endpoint.index] || this.closed) return;
+    this.probing[endpoint.index] = true;
+    let silent = false;
+    try {
+      await within(PROBE_MS, 'status probe', endpoint.client.maintenance.status(deadline(PROBE_MS)));
+    } catch (error) {
+      silent = isTimeout(error);
+    } finally {
+      this.probing[endpoint.index] = false;
+    }
+    this.silentUntil[endpoint.index] = silent ? performance.now() + SILENT_AVOID_MS : 0;
+    if (silent) this.leave(endpoint);
   }
 
   /**
@@ -92,6 +136,7 @@ export class EndpointPool {
       } catch (error) {
         const blamed = blamesEndpoint(error);
         if (blamed) this.leave(endpoint);
+        if (isTimeout(error)) void this.probe(endpoint);
         if (!blamed || tries >= maxTries || end - performance.now() < 1) throw error;
       }
     }

@@ -38,6 +38,11 @@ export function blamesEndpoint(error: unknown): boolean {
   return !REQUEST_REFUSED.test(error instanceof Error ? error.message : String(error));
 }
 
+/** The call got no answer within its deadline (ours, or grpc's that carries the same one). */
+export function isTimeout(error: unknown): boolean {
+  return error instanceof Error && /did not complete within|DEADLINE_EXCEEDED/.test(error.message);
+}
+
 /** etcd's "requested lease not found": a fenced append arrived after its writer lease ended. */
 export function isLeaseNotFound(error: unknown): boolean {
   return error instanceof Error && /requested lease not found/i.test(error.message);

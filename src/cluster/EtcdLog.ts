@@ -40,7 +40,8 @@ const SETUP_ATTEMPT_MS = 1_000;
  * 6. leases and the name claim are raw transactions (create-if-absent), not the lock recipe;
  * 7. etcd never compacts by itself: the leader compacts after each snapshot;
  * 8. one client per endpoint (EndpointPool): an attempt that fails or hangs moves the next one to
- *    another member, a watch restarted after 'broken' goes to another member's fresh stream,
+ *    another member (one found silent by a probe is passed over for a while), a watch restarted
+ *    after 'broken' goes to another member's fresh stream,
  *    every call and stream requires a leader (`hasleader`, so an isolated member refuses them),
  *    gRPC keepalive closes connections to silent members, and the name lease is kept alive
  *    through the pool (NameLease), not on one member's stream;

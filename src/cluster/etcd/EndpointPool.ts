@@ -54,9 +54,9 @@ export interface Endpoint {
 /**
  * One client per endpoint, and the rule for choosing among them: every call goes to the
  * preferred endpoint (the last one that did not fail us); an attempt on it that fails or times
- * out moves the preference to the next endpoint, so the caller's next attempt goes elsewhere.
- * The etcd3 client's own multi-host pool would keep a call, and every watch (trap 8), on a member
- * that stopped answering.
+ * out moves the preference to the next endpoint that was not found silent lately, so the
+ * caller's next attempt goes elsewhere. The etcd3 client's own multi-host pool would keep a call,
+ * and every watch (trap 8), on a member that stopped answering.
  */
 export class EndpointPool {
   readonly endpoints: readonly Endpoint[];

@@ -145,6 +145,7 @@ class Simulation {
       watchSilentGap: 0.02 * this.rng(),
       watchRepeat: 0.02 * this.rng(),
       watchStall: 0.005 * this.rng(),
+      appendLate: 0,
     };
   }
 

@@ -229,6 +229,8 @@ export class MemoryStore {
     watchStall: 0,
     appendLate: 0,
   };
+  /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
+  onAppend: ((record: LogRecord) => void) | undefined;
   /** Slow fsync; all zero (instant) by default. */
   readonly fsync: FsyncProfile = { min: 0, max: 0, slowChance: 0, slowMs: 0 };
   readonly lateCommitMs: number;
@@ -294,6 +296,7 @@ export class MemoryStore {
     const id = this.nextClientId++;
     const client = new MemoryLog(this, label, id, timers ?? this.timers, (id - 1) % this.memberCount);
     this.clients.push(client);
+    this.noteReach();
     return client;
   }
 
@@ -581,7 +584,9 @@ export class MemoryStore {
       throw new MemoryLogError('too-large', `etcdserver: request is too large (${value.length} bytes)`);
     }
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
-    return { version: this.kv.get(LOG_KEY)!.version, revision };
+    const position = { version: this.kv.get(LOG_KEY)!.version, revision };
+    this.onAppend?.({ ...position, value });
+    return position;
   }
 
   /** @internal */
@@ -977,6 +982,7 @@ export class MemoryLog implements ReplicatedLog {
     if (on === this.cut) return;
     this.cut = on;
     this.store.note(`${this.label} ${on ? 'partitioned' : 'reconnected'}`);
+    this.store.noteReach();
     if (!on) this.store.kick();
   }
 

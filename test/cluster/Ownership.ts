@@ -22,6 +22,8 @@ export interface Interval {
   expires: number;
   /** How it learned it owned: which reply. */
   readonly via: string;
+  /** The log's head when it was told: every replica past it has the client owning the lock. */
+  readonly fromVersion: number;
   open: boolean;
 }
 
@@ -36,6 +38,14 @@ interface LockView {
   /** Send time of its last release of it. */
   releasedSent: number;
   requested: boolean;
+  /** When a release of it was answered: the client's entry was gone then. */
+  goneAt: number;
+  /** Whether it requested the lock since that release was answered. */
+  requestedSinceGone: boolean;
+  /** The log's head when the release was answered. */
+  goneVersion: number;
+  /** When it next sent a request of the lock after that (infinite until it does). */
+  nextRequestSent: number;
   interval: Interval | undefined;
 }
 
@@ -43,7 +53,12 @@ export class Ownership {
   private readonly intervals = new Map<string, Interval[]>();
   private readonly views = new Map<string, LockView>();
 
-  constructor(private readonly fail: (message: string) => never) {}
+  constructor(
+    private readonly fail: (message: string) => never,
+    /** The log's last committed version now. */
+    private readonly headVersion: () => number,
+    private readonly clock: () => number,
+  ) {}
 
   get count(): number {
     let n = 0;
@@ -55,7 +70,7 @@ export class Ownership {
     const id = `${client} ${lock}`;
     let v = this.views.get(id);
     if (v === undefined) {
-      v = { renewedSent: -Infinity, notOwnerSent: -Infinity, ttlMs: -1, releasedSent: -Infinity, requested: false, interval: undefined };
+      v = { renewedSent: -Infinity, notOwnerSent: -Infinity, ttlMs: -1, releasedSent: -Infinity, requested: false, goneAt: -Infinity, requestedSinceGone: false, goneVersion: Infinity, nextRequestSent: Infinity, interval: undefined };
       this.views.set(id, v);
     }
     return v;
@@ -75,6 +90,8 @@ export class Ownership {
   requestSent(client: string, lock: string, ttlMs: number): void {
     const v = this.view(client, lock);
     v.requested = true;
+    if (!v.requestedSinceGone) v.nextRequestSent = Math.min(v.nextRequestSent, this.clock());
+    v.requestedSinceGone = true;
     v.ttlMs = v.ttlMs < 0 ? ttlMs : minTtl(v.ttlMs, ttlMs);
   }
 
@@ -91,7 +108,7 @@ export class Ownership {
     if (ttlMs !== undefined) this.open(client, lock, v, now, via);
   }
 
-  /** A renewing request whose outcome is unknown (its connection closed unanswered). */
+  /** A renewing request not answered yet, or never (its outcome is unknown): the TTL may be its own from its send. */
   mayHaveShortened(client: string, lock: string, sent: number, ttlMs: number): void {
     const v = this.view(client, lock);
     const current = v.interval;
@@ -99,10 +116,26 @@ export class Ownership {
     current.expires = Math.min(current.expires, bound(sent, ttlMs));
   }
 
-  /** A read sent at `sent`, answered at `now`, says whether the client owns the lock. */
-  observed(client: string, lock: string, sent: number, now: number, owns: boolean, via: string): void {
+  /**
+   * A read sent at `sent`, answered at `now`, says whether the client owns the lock, and whether
+   * it has an entry there at all (`present`; undefined when the reply does not say). Two more
+   * checks: an entry the client owns is not gone before its TTL ran out (a read sent while it
+   * owns and answered before that end must not say otherwise), and an entry whose release was answered comes back only by a
+   * new request (a batch applied twice, or after it was given up, would bring it back).
+   */
+  observed(client: string, lock: string, sent: number, now: number, owns: boolean, present: boolean | undefined, via: string): void {
     const v = this.view(client, lock);
+    if ((owns || present === true) && sent > v.goneAt && !v.requestedSinceGone) {
+      this.fail(`${client} is told by ${via} (sent at ${sent.toFixed(1)}) that it has an entry on ${lock}, released at ${v.goneAt.toFixed(1)} and not requested since`);
+    }
     if (!owns) {
+      const held = v.interval;
+      if (held !== undefined && held.open && sent >= held.start && now < held.expires) {
+        this.fail(
+          `${client} owns ${lock} since ${held.start.toFixed(1)} (told by ${held.via}) until at least ${held.expires.toFixed(1)}, ` +
+            `but ${via} sent at ${sent.toFixed(1)} says at ${now.toFixed(1)} that it does not`,
+        );
+      }
       v.notOwnerSent = Math.max(v.notOwnerSent, sent);
       return;
     }
@@ -113,7 +146,15 @@ export class Ownership {
 
   private open(client: string, lock: string, v: LockView, now: number, via: string): void {
     const from = Math.max(v.renewedSent, v.notOwnerSent);
-    const interval: Interval = { client, start: now, end: Number.POSITIVE_INFINITY, expires: bound(from, v.ttlMs), via, open: true };
+    const interval: Interval = {
+      client,
+      start: now,
+      end: Number.POSITIVE_INFINITY,
+      expires: bound(from, v.ttlMs),
+      via,
+      fromVersion: this.headVersion(),
+      open: true,
+    };
     if (interval.expires <= now) return; // told too late to be of any use: it owns nothing
     v.interval = interval;
     let list = this.intervals.get(lock);
@@ -129,8 +170,37 @@ export class Ownership {
   }
 
   /** A release was answered: nothing of the client is left there, its next request sets the TTL afresh. */
-  releaseAnswered(client: string, lock: string): void {
-    this.view(client, lock).ttlMs = -1;
+  releaseAnswered(client: string, lock: string, now: number): void {
+    const v = this.view(client, lock);
+    v.ttlMs = -1;
+    v.goneAt = now;
+    v.requestedSinceGone = false;
+    v.goneVersion = this.headVersion();
+    v.nextRequestSent = Infinity;
+  }
+
+  /**
+   * The same two checks on a replica's state, between the replies: a replica at `version`
+   * (committed at `committedAt`) that is past the point where a client was told it owns a lock,
+   * and committed before that ownership's end, shows it owning; one past the answer of a release,
+   * committed before the client's next request of that lock, holds no entry of it there.
+   */
+  checkReplica(node: string, version: number, committedAt: number, entry: (lock: string, client: string) => 'owner' | 'waiter' | undefined): void {
+    for (const [id, v] of this.views) {
+      const space = id.indexOf(' ');
+      const client = id.slice(0, space);
+      const lock = id.slice(space + 1);
+      const i = v.interval;
+      if (i !== undefined && i.open && version >= i.fromVersion && committedAt < i.expires && entry(lock, client) !== 'owner') {
+        this.fail(
+          `${node} at v${version} (committed at ${committedAt.toFixed(1)}) has ${client} no longer owning ${lock}, ` +
+            `told by ${i.via} at ${i.start.toFixed(1)} (v${i.fromVersion}) it owns it until at least ${i.expires.toFixed(1)}`,
+        );
+      }
+      if (version >= v.goneVersion && committedAt < v.nextRequestSent && entry(lock, client) !== undefined) {
+        this.fail(`${node} at v${version} holds an entry of ${client} on ${lock}, whose release was answered at v${v.goneVersion}, not requested since`);
+      }
+    }
   }
 
   /** Locks the client believes it holds now. */

@@ -36,6 +36,11 @@ export interface SimulationOptions {
   readonly faultyMs?: number;
   /** Virtual milliseconds of healed, quiet running before the final checks. */
   readonly healMs?: number;
+  /**
+   * Whether another cluster sharing the etcd compacts it now and then (default true). Off, the
+   * run soaks every other fault while the cluster cannot yet survive that one (see the README).
+   */
+  readonly foreignCompaction?: boolean;
 }
 
 export class SimulationFailure extends Error {
@@ -69,6 +74,11 @@ interface SimClient {
   /** Pollers request with a short TTW and a long TTL, then poll; holders wait in the request. */
   readonly poller: boolean;
   poll: Poll | undefined;
+  /**
+   * The lock it just released: a client that works in a loop asks for it again at once (or first
+   * checks it is gone).
+   */
+  again: { readonly key: string; readonly index: string; readonly check: boolean } | undefined;
 }
 
 /** A command sent and not yet answered or closed. */
@@ -116,6 +126,9 @@ class Simulation {
   private readonly durable = new Map<string, string[]>();
   private readonly digests = new Map<number, { digest: string; node: string }>();
   private readonly inFlight = new Set<InFlight>();
+  /** When each log version committed (true time), by version. */
+  private readonly committedAt: number[] = [];
+  private replicaChecks = 0;
   private readonly trace: string[] = [];
   private readonly lateCommitMs: number;
   private commands = 0;
@@ -137,13 +150,14 @@ class Simulation {
       lateCommitMs: this.lateCommitMs,
       members: 3,
     });
-    if (process.env.SIM_TRACE_FILE !== undefined) {
-      this.store.onAppend = (record) => {
+    this.store.onAppend = (record) => {
+      this.committedAt[record.version] = this.vt.now();
+      if (process.env.SIM_TRACE_FILE !== undefined) {
         const batch = decodeBatch(record.value);
         const commands = batch.commands.map((c) => Object.entries(c).filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate').map(([k, v]) => `${k}=${String(v)}`).join(' '));
-        this.note(`log v${record.version}: ${batch.proposer}#${batch.seq} ${commands.join('; ')}`);
-      };
-    }
+        this.note(`log v${record.version}: ${batch.proposer}.${batch.incarnation % 1000}#${batch.seq} ${commands.join('; ')}`);
+      }
+    };
     // Drawn now (the seed fixes them), switched on once the never-expiring entries are taken.
     this.faults = {
       appendUnknownOutcome: 0.03 * this.rng(),
@@ -152,13 +166,17 @@ class Simulation {
       watchSilentGap: 0.02 * this.rng(),
       watchRepeat: 0.02 * this.rng(),
       watchStall: 0.005 * this.rng(),
-      appendLate: 0.3 * this.rng(),
+      appendLate: 0.5 * this.rng(),
     };
     this.fsync = { min: 0.1, max: 0.5 + 4 * this.rng(), slowChance: 0.02 * this.rng(), slowMs: 500 + 2_500 * this.rng() };
     // Round deadline after the command joined it, the tick that notices, the fence once honoured,
     // a slow clock's stretch, the hops there and back.
     this.hangUpBoundMs = (COMMIT_TIMEOUT_MS + this.lateCommitMs + 2 * TICK_MS) / MIN_RATE + 50;
-    this.ownership = new Ownership((message) => this.fail(message));
+    this.ownership = new Ownership(
+      (message) => this.fail(message),
+      () => this.store.logHead.version,
+      () => this.vt.now(),
+    );
   }
 
   private readonly faults: MemoryFaults;
@@ -172,12 +190,16 @@ class Simulation {
   /** The first failure: thrown where it is found, and again by the run loop (a callback's throw is only a rejection). */
   private failure: SimulationFailure | undefined;
 
+  /** With SIM_TRACE_FILE set, writes the run's trace there and the store's beside it. */
+  private writeTrace(): void {
+    if (process.env.SIM_TRACE_FILE === undefined) return;
+    writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
+    writeFileSync(`${process.env.SIM_TRACE_FILE}.store`, this.store.trace.join('\n') + '\n');
+  }
+
   private fail(message: string): never {
     if (this.failure !== undefined) throw this.failure;
-    if (process.env.SIM_TRACE_FILE !== undefined) {
-      writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
-      writeFileSync(`${process.env.SIM_TRACE_FILE}.store`, this.store.trace.join('\n') + '\n');
-    }
+    this.writeTrace();
     this.failure = new SimulationFailure(`${message}\n--- last events ---\n${this.trace.slice(-60).join('\n')}`);
     throw this.failure;
   }
@@ -240,7 +262,7 @@ class Simulation {
   async run(): Promise<SimulationReport> {
     for (let i = 0; i < NODE_COUNT; i++) this.startNode(i);
     for (let i = 0; i < NODE_COUNT * CLIENTS_PER_NODE; i++) {
-      this.clients.push({ name: `c${i}`, node: i % NODE_COUNT, busy: false, ops: 0, poller: i % 2 === 1, poll: undefined });
+      this.clients.push({ name: `c${i}`, node: i % NODE_COUNT, busy: false, ops: 0, poller: i % 2 === 1, poll: undefined, again: undefined });
     }
     await this.advance(3_000, false);
     if (this.readyNodes().length !== NODE_COUNT) this.fail('not every node became ready on a healthy store');
@@ -262,6 +284,7 @@ class Simulation {
     await this.advance(4_000 + this.lateCommitMs, false);
     await this.settleReplicas();
     this.finalChecks();
+    this.writeTrace();
     const leaderChanges = this.nodes.reduce((sum, n) => sum + n.service.leaderChanges, 0);
     return {
       seed: this.options.seed,
@@ -286,6 +309,7 @@ class Simulation {
       if (this.failure !== undefined) throw this.failure;
       this.checkReplicas();
       this.checkHangUps();
+      if (++this.replicaChecks % 5 === 0) this.checkOwnershipOnReplicas();
     }
   }
 
@@ -340,13 +364,32 @@ class Simulation {
       this.note(`${node.name} pauses for ${ms.toFixed(0)} ms`);
       node.time.pause(ms);
     } else if (roll < 0.8) {
-      this.store.compactByOthers();
+      if (this.options.foreignCompaction !== false) this.store.compactByOthers();
       this.note('another cluster compacts the store');
     } else if (roll < 0.83) {
       this.note('full restart: every node down, the store keeps its data');
       for (const i of alive) this.crashNode(i);
       this.vt.after(this.between(1_000, 4_000), () => {
         for (let i = 0; i < NODE_COUNT; i++) if (!this.nodes[i]!.alive) this.startNode(i);
+      });
+    }
+  }
+
+  /** Ownership as clients were told it, on every live replica's table (see Ownership.checkReplica). */
+  private checkOwnershipOnReplicas(): void {
+    for (const node of this.nodes) {
+      if (!node.alive) continue;
+      const replica = node.service.replica;
+      const version = replica.position.version;
+      const committedAt = this.committedAt[version];
+      if (version === 0 || committedAt === undefined) continue;
+      const lists = new Map<string, Contender[]>();
+      this.ownership.checkReplica(node.name, version, committedAt, (lock, client) => {
+        const [key, index] = lock.split('/') as [string, string];
+        let list = lists.get(key);
+        if (list === undefined) lists.set(key, (list = replica.table.list(key)));
+        const entry = list.find((c) => c.index === index && c.owner === client);
+        return entry === undefined ? undefined : entry.isOwner ? 'owner' : 'waiter';
       });
     }
   }
@@ -481,17 +524,33 @@ class Simulation {
       this.read(client, node, poll.key, poll.index, this.rng());
       return;
     }
-    const key = this.pick(KEYS);
-    const index = this.pick(INDEXES);
+    const again = client.again;
+    client.again = undefined;
+    if (again?.check === true) {
+      this.read(client, node, again.key, again.index, 0);
+      if (this.rng() < 0.7) client.again = { ...again, check: false };
+      return;
+    }
+    // A holder checks now and then that it still owns what it holds (0x03).
+    const held = this.ownership.holding(client.name, this.vt.now());
+    if (again === undefined && held.length > 0 && this.rng() < 0.3) {
+      const [k, i] = this.pick(held).split('/') as [string, string];
+      this.read(client, node, k, i, 0);
+      return;
+    }
+    const key = again?.key ?? this.pick(KEYS);
+    const index = again?.index ?? this.pick(INDEXES);
     const lock = `${key}/${index}`;
-    const roll = this.rng();
+    const roll = again !== undefined ? 0 : this.rng();
     const service = node.service;
     if (roll < 0.4) {
       // Holders wait in the request; pollers ask for a short wait and a long hold, then poll.
       const ttl = client.poller ? this.pick([3, 5, 8]) : this.pick([1, 2, 3]);
       const ttw = client.poller ? this.pick([1, 2]) : this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
+      // Until answered its outcome is unknown: it may already have restarted the phase with its TTL.
       this.ownership.requestSent(client.name, lock, ttl * 1000);
+      this.ownership.mayHaveShortened(client.name, lock, this.vt.now(), ttl * 1000);
       let granted = false;
       this.send(
         client,
@@ -502,11 +561,10 @@ class Simulation {
           granted = position === 1;
           if (granted) this.ownership.renewed(client.name, lock, sent, this.vt.now(), ttl * 1000, '0x02');
           else if (position > 1) {
-            this.ownership.observed(client.name, lock, sent, this.vt.now(), false, '0x02');
+            this.ownership.observed(client.name, lock, sent, this.vt.now(), false, true, '0x02');
             if (client.poll === undefined) client.poll = { key, index, lock, until: this.vt.now() + 10_000 };
           }
         },
-        () => this.ownership.mayHaveShortened(client.name, lock, this.vt.now(), ttl * 1000),
       );
       if (this.rng() < 0.3) {
         // Pipelined behind the request: answered in order, and it sees the client's own write.
@@ -535,27 +593,37 @@ class Simulation {
     const lock = `${key}/${index}`;
     this.ownership.released(client.name, lock, this.vt.now());
     if (client.poll?.lock === lock) client.poll = undefined;
-    this.send(client, node, `release ${lock}`, () => node.service.release(key, index, client.name), () => this.ownership.releaseAnswered(client.name, lock));
+    this.send(
+      client,
+      node,
+      `release ${lock}`,
+      () => node.service.release(key, index, client.name),
+      () => {
+        this.ownership.releaseAnswered(client.name, lock, this.vt.now());
+        const roll = this.rng();
+        if (roll < 0.6) client.again = { key, index, check: roll < 0.2 };
+      },
+    );
   }
 
   /** 0x01, 0x03 or 0x07: each tells the client whether it owns the lock, and each counts. */
   private read(client: SimClient, node: SimNode, key: string, index: string, roll: number): void {
     const lock = `${key}/${index}`;
     const service = node.service;
-    const seen = (sent: number, owns: boolean, waiting: boolean, via: string): void => {
-      this.ownership.observed(client.name, lock, sent, this.vt.now(), owns, via);
-      if (client.poll?.lock === lock && (owns || !waiting)) client.poll = undefined;
+    const seen = (sent: number, owns: boolean, present: boolean | undefined, via: string): void => {
+      this.ownership.observed(client.name, lock, sent, this.vt.now(), owns, present, via);
+      if (client.poll?.lock === lock && (owns || present === false)) client.poll = undefined;
     };
     if (roll < 0.4) {
-      this.send(client, node, `location ${lock}`, () => service.location(key, index, client.name), (where, sent) => seen(sent, where === 1, where > 1, '0x03'));
+      this.send(client, node, `location ${lock}`, () => service.location(key, index, client.name), (where, sent) => seen(sent, where === 1, where > 0, '0x03'));
     } else if (roll < 0.75) {
-      this.send(client, node, `owner ${lock}`, () => service.findOwner(key, index), (owner, sent) => seen(sent, owner === client.name, true, '0x01'));
+      this.send(client, node, `owner ${lock}`, () => service.findOwner(key, index), (owner, sent) => seen(sent, owner === client.name, owner === client.name ? true : undefined, '0x01'));
     } else {
       this.send(client, node, `list ${key}`, () => service.list(key, 1000), (list: Contender[], sent) => {
         for (const i of INDEXES) {
           const mine = list.find((c) => c.index === i && c.owner === client.name);
           const l = `${key}/${i}`;
-          this.ownership.observed(client.name, l, sent, this.vt.now(), mine?.isOwner === true, '0x07');
+          this.ownership.observed(client.name, l, sent, this.vt.now(), mine?.isOwner === true, mine !== undefined, '0x07');
           if (client.poll?.lock === l && (mine === undefined || mine.isOwner)) client.poll = undefined;
         }
       });

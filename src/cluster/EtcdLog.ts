@@ -10,7 +10,6 @@ import { SnapshotStore } from './etcd/SnapshotStore.js';
 import { WriterLeases } from './etcd/WriterLeases.js';
 import type {
   Candidate,
-  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
@@ -18,11 +17,17 @@ import type {
   LogWatch,
   NameClaim,
   ReplicatedLog,
+  RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
+
+/** Retained batches deleted per transaction: etcd's default --max-txn-ops is 128. */
+const RETAINED_DELETES_PER_TXN = 100;
+/** Pages of deletes one snapshot may do (10,000 batches at most between snapshots by default, and leftovers). */
+const MAX_RETAINED_PAGES = 1_000;
 
 /** Longest one attempt of an idempotent setup call (lease grant, name read) may hang on one member. */
 const SETUP_ATTEMPT_MS = 1_000;
@@ -59,6 +64,11 @@ export class EtcdLog implements ReplicatedLog {
   private readonly candidatePrefix: string;
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
+  /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
+  private readonly retainedPrefix: Buffer;
+  /** This client's retained-batch keys: `<retainedPrefix><client id>/<n>`, one per append attempt. */
+  private readonly retainedOwn: string;
+  private retainedCount = 0;
   private readonly nameLeases = new Set<NameLease>();
   /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
   private readonly watches = new Set<() => void>();
@@ -73,7 +83,10 @@ export class EtcdLog implements ReplicatedLog {
     this.candidatePrefix = `${root}candidates/`;
     this.readLogVersion = { request_range: { key: this.logKey, keys_only: true } };
     // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
-    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${randomBytes(8).toString('hex')}`));
+    const clientId = randomBytes(8).toString('hex');
+    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`));
+    this.retainedPrefix = Buffer.from(`${root}batches/`);
+    this.retainedOwn = `${root}batches/${clientId}/`;
     this.snapshots = new SnapshotStore(this.pool, root);
   }
 
@@ -93,7 +106,16 @@ export class EtcdLog implements ReplicatedLog {
     const left = timeoutMs - (performance.now() - started);
     // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.
-    const success: IRequestOp[] = [{ request_put: { key: this.logKey, value: asBuffer(value) } }, lease.fence, this.readLogVersion];
+    // The batch is also put under a key of its own (one per attempt, so each commit has one):
+    // compaction never removes a live key, so a follower can read it back whoever compacts.
+    const bytes = asBuffer(value);
+    const retained = Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36));
+    const success: IRequestOp[] = [
+      { request_put: { key: this.logKey, value: bytes } },
+      { request_put: { key: retained, value: bytes } },
+      lease.fence,
+      this.readLogVersion,
+    ];
     let responses: IResponseOp[];
     try {
       responses = (await this.pool.call('append', left, ({ client }, options) => client.kv.txn({ compare: [], success }, options))).responses;
@@ -101,18 +123,38 @@ export class EtcdLog implements ReplicatedLog {
       if (isLeaseNotFound(error)) this.writers.refused(lease);
       throw error;
     }
-    const kv = responses[2]?.response_range.kvs[0];
+    const kv = responses[3]?.response_range.kvs[0];
     if (kv === undefined) throw new Error('append: the log key vanished');
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
   }
 
-  async latest(timeoutMs: number): Promise<LatestBatch> {
-    const response = await this.pool.call('latest batch', timeoutMs, ({ client }, options) => client.kv.range({ key: this.logKey }, options));
-    const kv = response.kvs[0];
+  async since(revision: number, timeoutMs: number): Promise<RetainedSince> {
+    // One transaction: the log's head and the retained batches after `revision`, at one revision.
+    const response = await this.pool.call('retained batches', timeoutMs, ({ client }, options) =>
+      client.kv.txn(
+        {
+          compare: [],
+          success: [
+            this.readLogVersion,
+            {
+              request_range: {
+                key: this.retainedPrefix,
+                range_end: prefixEnd(this.retainedPrefix),
+                min_create_revision: revision + 1,
+                sort_target: 'Create',
+                sort_order: 'Ascend',
+              },
+            },
+          ],
+        },
+        options,
+      ),
+    );
     const storeRevision = Number(response.header.revision);
-    return kv === undefined
-      ? { version: 0, revision: 0, storeRevision, value: undefined }
-      : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision, value: kv.value };
+    const log = response.responses[0]?.response_range.kvs[0];
+    const head = log === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(log.version), revision: Number(log.mod_revision), storeRevision };
+    const batches = (response.responses[1]?.response_range.kvs ?? []).map((kv) => ({ revision: Number(kv.create_revision), value: kv.value }));
+    return { head, batches };
   }
 
   async head(timeoutMs: number): Promise<LogHead> {
@@ -168,8 +210,28 @@ export class EtcdLog implements ReplicatedLog {
     return this.snapshots.load(timeoutMs);
   }
 
-  saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
-    return this.snapshots.save(snapshot, timeoutMs);
+  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+    // Retained batches go only once a snapshot at or past them is the one a follower loads.
+    if (!(await this.snapshots.save(snapshot, timeoutMs))) return;
+    await this.dropRetained(snapshot.position.revision, timeoutMs).catch(() => {
+      // Left for the next snapshot to drop: a retained batch only costs space.
+    });
+  }
+
+  /** Drops the retained batches a saved snapshot covers (appended at or before `revision`), a page at a time. */
+  private async dropRetained(revision: number, timeoutMs: number): Promise<void> {
+    for (let page = 0; page < MAX_RETAINED_PAGES; page++) {
+      const listed = await this.pool.call('retained batches', timeoutMs, ({ client }, options) =>
+        client.kv.range(
+          { key: this.retainedPrefix, range_end: prefixEnd(this.retainedPrefix), max_create_revision: revision, keys_only: true, limit: RETAINED_DELETES_PER_TXN },
+          options,
+        ),
+      );
+      if (listed.kvs.length === 0) return;
+      const deletes: IRequestOp[] = listed.kvs.map((kv) => ({ request_delete_range: { key: kv.key } }));
+      await this.pool.call('drop retained batches', timeoutMs, ({ client }, options) => client.kv.txn({ compare: [], success: deletes }, options));
+      if (!listed.more) return;
+    }
   }
 
   async compact(revision: number, timeoutMs: number): Promise<void> {

@@ -2,7 +2,6 @@ import type { Clock } from '../locks/Clock.js';
 import type { Random } from './random.js';
 import type {
   Candidate,
-  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
@@ -11,6 +10,7 @@ import type {
   MemberSession,
   NameClaim,
   ReplicatedLog,
+  RetainedSince,
   StoredSnapshot,
   WatchEnd,
 } from './ReplicatedLog.js';
@@ -260,6 +260,11 @@ export class MemoryStore {
   private readonly kv = new Map<string, KeyInfo>();
   /** The log key's puts since the compacted revision, in revision order. */
   private history: LogRecord[] = [];
+  /**
+   * Every batch also kept under a key of its own (as EtcdLog's append puts it), which no
+   * compaction removes, until a snapshot that covers it is the one the pointer names.
+   */
+  private retained: LogRecord[] = [];
   /** Bytes of every value held (keys and history), against the quota. */
   private bytes = 0;
   private readonly leases = new Map<number, Lease>();
@@ -585,8 +590,19 @@ export class MemoryStore {
     }
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
     const position = { version: this.kv.get(LOG_KEY)!.version, revision };
+    this.retained.push({ ...position, value: new Uint8Array(value) });
     this.onAppend?.({ ...position, value });
     return position;
+  }
+
+  /** @internal The log's head and the retained batches appended after `revision`, read at once. */
+  retainedSince(revision: number): RetainedSince {
+    return { head: this.head(), batches: this.retained.filter((r) => r.revision > revision).map((r) => ({ revision: r.revision, value: r.value })) };
+  }
+
+  /** @internal Drops the retained batches appended at or before `revision` (a snapshot covering them is pointed to). */
+  dropRetained(revision: number): void {
+    this.retained = this.retained.filter((r) => r.revision > revision);
   }
 
   /** @internal */
@@ -1015,11 +1031,8 @@ export class MemoryLog implements ReplicatedLog {
     return this.call('head', timeoutMs, () => this.store.head());
   }
 
-  latest(timeoutMs: number): Promise<LatestBatch> {
-    return this.call('latest', timeoutMs, () => {
-      const kv = this.store.keys(LOG_KEY).find((k) => k.key === LOG_KEY);
-      return { ...this.store.head(), value: kv === undefined ? undefined : new Uint8Array(kv.value) };
-    });
+  since(revision: number, timeoutMs: number): Promise<RetainedSince> {
+    return this.call('retained batches', timeoutMs, () => this.store.retainedSince(revision));
   }
 
   /** Positions are revisions, 1 or more; etcd's "0 = from now" is not offered (a trap, not a feature). */
@@ -1062,9 +1075,12 @@ export class MemoryLog implements ReplicatedLog {
       (await this.call('snapshot pointer', left(), () => store.casPointer({ version, revision, id: saveId, chunks }, read.modRevision), 'write'));
     if (!moved) {
       await this.call('snapshot cleanup', left(), () => store.deleteSave(version, saveId), 'write');
+      // As EtcdLog: what a newer pointed-to snapshot covers may go; under an older pointer, nothing.
+      if (previous !== undefined && previous.version >= version) await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
       return;
     }
     if (previous !== undefined) await this.call('snapshot cleanup', left(), () => store.deleteSave(previous.version, previous.id), 'write');
+    await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
   }
 
   compact(revision: number, timeoutMs: number): Promise<void> {

@@ -71,7 +71,8 @@ export class SnapshotStore {
     throw new Error(`snapshot pointer moved during each of ${LOAD_ATTEMPTS} loads (newer snapshots being written); try again`);
   }
 
-  async save(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+  /** Saves the snapshot; resolves with whether the pointer now names it or a newer one (so what it covers may go). */
+  async save(snapshot: StoredSnapshot, timeoutMs: number): Promise<boolean> {
     const { version, revision } = snapshot.position;
     const bytes = asBuffer(snapshot.bytes);
     const chunks = Math.max(1, Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES));
@@ -88,6 +89,7 @@ export class SnapshotStore {
     ];
     const value = Buffer.from(JSON.stringify(pointer));
     let won = false;
+    let newer = false;
     for (let swap = 1; ; swap++) {
       const read = await this.readPointer(timeoutMs);
       // An earlier swap of ours whose answer was lost (or retried) may have committed: the pointer is ours.
@@ -95,7 +97,10 @@ export class SnapshotStore {
         won = true;
         break;
       }
-      if (read.pointer !== undefined && read.pointer.version >= version) break; // as new or newer already: never move back
+      if (read.pointer !== undefined && read.pointer.version >= version) {
+        newer = true; // as new or newer already: never move back
+        break;
+      }
       if (swap > POINTER_SWAPS) break;
       const response = await this.pool.call('snapshot pointer swap', timeoutMs, ({ client }, options) =>
         client.kv.txn(
@@ -111,7 +116,10 @@ export class SnapshotStore {
         won = true;
         break;
       }
-      if (response.responses[0]?.response_range.kvs.length === 0) break; // a newer save deleted our chunks
+      if (response.responses[0]?.response_range.kvs.length === 0) {
+        newer = true; // a newer save deleted our chunks
+        break;
+      }
     }
     if (won) {
       // Every older save goes: the previous snapshot and any leftovers (see the class comment).
@@ -119,13 +127,14 @@ export class SnapshotStore {
       await this.pool.call('old snapshots', timeoutMs, ({ client }, options) =>
         client.kv.deleteRange({ key: Buffer.from(this.chunkPrefix), range_end: olderEnd }, options),
       );
-      return;
+      return true;
     }
     // Lost to another saver (the pointer is known not to name this save): its chunks are nobody's snapshot.
     const own = Buffer.from(this.savePrefix(pointer));
     await this.pool.call('own snapshot chunks', timeoutMs, ({ client }, options) =>
       client.kv.deleteRange({ key: own, range_end: prefixEnd(own) }, options),
     );
+    return newer;
   }
 
   private async readPointer(timeoutMs: number): Promise<PointerRead> {

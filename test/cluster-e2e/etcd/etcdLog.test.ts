@@ -63,6 +63,27 @@ etcdTest('a fenced append whose writer lease expired before it reached etcd is r
   t.is(next.version, 2, 'the refused lease is dropped; a fresh one is granted for the next append');
 });
 
+etcdTest('every batch is retained past any compaction until a snapshot the pointer names covers it', async (t) => {
+  t.timeout(60_000);
+  const { log, raw } = await singleMember(t);
+  const appended = [];
+  for (let i = 1; i <= 5; i++) appended.push(await log.append(Buffer.from(`batch ${i}`), CALL_MS));
+  // Someone else compacts the whole store: the log key's history is gone, its batches are not.
+  const revision = Number((await raw.kv.range({ key: Buffer.from('\0') })).header.revision);
+  await raw.kv.compact({ revision: String(revision) });
+  const all = await log.since(appended[0]!.revision - 1, CALL_MS);
+  t.deepEqual(all.batches.map((b) => Buffer.from(b.value).toString()), ['batch 1', 'batch 2', 'batch 3', 'batch 4', 'batch 5']);
+  t.deepEqual(all.batches.map((b) => b.revision), appended.map((p) => p.revision), 'each at its append revision, in log order');
+  t.is(all.head.version, 5);
+  t.is(all.head.revision, appended[4]!.revision);
+  const after2 = await log.since(appended[1]!.revision, CALL_MS);
+  t.deepEqual(after2.batches.map((b) => Buffer.from(b.value).toString()), ['batch 3', 'batch 4', 'batch 5']);
+  // A snapshot at batch 3 is saved and pointed to: what it covers goes, the rest stays.
+  await log.saveSnapshot({ position: appended[2]!, bytes: Buffer.from('state after batch 3') }, CALL_MS);
+  const kept = await log.since(0, CALL_MS);
+  t.deepEqual(kept.batches.map((b) => Buffer.from(b.value).toString()), ['batch 4', 'batch 5']);
+});
+
 etcdTest('loadSnapshot refuses a snapshot whose chunk was overwritten, naming the damage', async (t) => {
   t.timeout(60_000);
   const { cluster, log, raw } = await singleMember(t);

@@ -12,8 +12,12 @@ const REVOKE_TIMEOUT_MS = 2_000;
  * etcd3 Lease (whose keep-alive stream stays on one member: a paused member would starve it until
  * the lease ran out). Every third of the TTL one keep-alive is sent through the endpoint pool; an
  * attempt that hangs for KEEPALIVE_ATTEMPT_MS moves to another member, so a paused or cut-off
- * member costs about a second, well inside the TTL. The session is lost when etcd says the lease
- * is gone, or when no keep-alive succeeded for a whole TTL (etcd has expired it by then).
+ * member costs about a second, well inside the TTL. The session is lost only when etcd says the
+ * lease is gone. A whole TTL without a successful keep-alive proves nothing: during an etcd
+ * election (its leader paused, say) nobody can renew a lease, and the new leader gives every
+ * lease its full TTL again; declaring the name lost then would only make the node wait for its
+ * own old lease to lapse before it could take its name back (seen: 7 s without a leader node).
+ * Until etcd answers, this node keeps its name and keeps trying.
  */
 export class NameLease implements MemberSession {
   private isLost = false;
@@ -65,13 +69,12 @@ export class NameLease implements MemberSession {
     this.renewing = true;
     const sent = performance.now();
     try {
-      const left = this.renewedAt + this.ttlMs - sent;
-      if (left <= 0) throw new Error(`no keep-alive succeeded for the lease's ${this.ttlMs} ms`);
-      const ttl = await this.pool.call('name lease keep-alive', left, keepAliveOnce(this.id), KEEPALIVE_ATTEMPT_MS);
-      if (ttl <= 0) throw new Error(`etcd no longer knows lease ${this.id}`);
+      // One round of attempts takes at most a TTL; the next tick tries again.
+      const ttl = await this.pool.call('name lease keep-alive', this.ttlMs, keepAliveOnce(this.id), KEEPALIVE_ATTEMPT_MS);
+      if (ttl <= 0) throw new LeaseGoneError(`etcd no longer knows lease ${this.id} (last renewed ${Math.round(sent - this.renewedAt)} ms before)`);
       this.renewedAt = sent;
     } catch (error) {
-      if (performance.now() >= this.renewedAt + this.ttlMs || /no longer knows/.test((error as Error).message)) this.lose((error as Error).message);
+      if (error instanceof LeaseGoneError) this.lose(error.message);
     } finally {
       this.renewing = false;
     }
@@ -81,6 +84,11 @@ export class NameLease implements MemberSession {
     if (!this.stop()) return;
     for (const handler of this.handlers) handler(why);
   }
+}
+
+/** etcd answered that the lease no longer exists: the name is free for anyone. */
+class LeaseGoneError extends Error {
+  override name = 'LeaseGoneError';
 }
 
 /** One keep-alive over a short-lived stream (its call deadline ends it in any case); resolves with the new TTL. */

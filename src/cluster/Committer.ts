@@ -247,7 +247,13 @@ export class Committer {
         commands: round.writes.length,
         waited_ms: Math.round(now - round.sentAt),
       });
-      this.finishRound(round, new CommitTimeoutError(`not committed within ${this.commitTimeoutMs} ms`));
+      // The rounds queued behind it go too, unsent: they may hold later pipelined commands of the
+      // connections about to close, which must not commit after that close.
+      const error = new CommitTimeoutError(`not committed within ${this.commitTimeoutMs} ms`);
+      const behind = this.queued.splice(0);
+      this.finishRound(round, error);
+      for (const queued of behind) queued.fail(new CommitTimeoutError('not sent: the round before it was given up'));
+      return;
     }
     while (this.queued.length > 1 && this.queued[0]!.deadline <= now) {
       this.queued.shift()!.fail(new CommitTimeoutError(`not sent within ${this.commitTimeoutMs} ms`));

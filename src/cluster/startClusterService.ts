@@ -19,6 +19,12 @@ export interface ClusterConfig {
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
 export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
+/**
+ * A cluster node refuses input read after its event loop stood still longer than this (see
+ * LockServerOptions.staleInputMs): a command sent to a node that then stalled takes effect within
+ * this much of its send, plus the commit timeout and the log's lateCommitMs, or never.
+ */
+export const STALE_INPUT_MS = 1_000;
 
 /**
  * Joins the cluster through etcd and resolves once this node has caught up with the log, so the

@@ -86,6 +86,13 @@ export interface ConnectionHost {
   /** Called after anything that may have emptied the table (drain mode watches for that). */
   afterRemoval(): void;
   now(): number;
+  /**
+   * Whether bytes read now may have waited in the socket while this process stood still (a
+   * stall of the event loop longer than the server allows: see LockServer's staleInputMs).
+   */
+  inputIsStale(): boolean;
+  /** Told once for each connection whose stale input was refused. */
+  staleInputRefused(connection: Connection): void;
   onPartialFrame(connection: Connection): void;
   onClosed(connection: Connection): void;
 }
@@ -166,6 +173,10 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     if (this.finished || this.quiescing) return;
+    if (this.host.inputIsStale()) {
+      this.refuseStaleInput();
+      return;
+    }
     this.stirred = true;
     this.decoder.push(chunk);
     if (this.decoder.pendingBytes > MAX_PENDING_INPUT) this.pauseInput();
@@ -501,6 +512,17 @@ export class Connection {
     this.pauseInput();
     if (this.finished || this.caughtUp) return Promise.resolve();
     return new Promise((resolve) => (this.onQuiet = resolve));
+  }
+
+  /**
+   * Input that may have waited in the socket through a stall of this process (cluster mode): its
+   * client may have given up on it long ago and been answered by another node since, so it is
+   * dropped unread, and the connection closes once every command read before it is answered
+   * (closing earlier would let those commit after the close).
+   */
+  private refuseStaleInput(): void {
+    this.host.staleInputRefused(this);
+    void this.quiesce().then(() => this.end());
   }
 
   /** Final close at shutdown: replies already written are delivered, then the socket ends. */

@@ -7,7 +7,7 @@ import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
-import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
+import { STALE_INPUT_MS, startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
@@ -134,6 +134,7 @@ export class Daemon {
       clock,
       logger,
       onDrained: () => void daemon?.nobleDeath('drained', 0),
+      staleInputMs: config.cluster === undefined ? undefined : STALE_INPUT_MS,
     });
     let address: AddressInfo;
     try {

@@ -30,7 +30,17 @@ export interface LockServerOptions {
   readonly logger: Logger;
   /** Called once when drain mode finds the table empty. */
   readonly onDrained?: () => void;
+  /**
+   * Cluster mode: input read after the event loop stood still longer than this (a SIGSTOP, a
+   * swap storm, a long GC pause) is refused with its connection: it may have been sent before the
+   * stall, by a client that has given up on it and been answered by another node since.
+   * Undefined (a single node) reads everything: there is no other node to contradict it.
+   */
+  readonly staleInputMs?: number;
 }
+
+/** How often the event loop's progress is noted, for staleInputMs. */
+const LOOP_WATCH_MS = 100;
 
 /**
  * The TCP front: checks each peer against the allowlist and the connection limit, greets it,
@@ -45,6 +55,15 @@ export class LockServer implements ConnectionHost {
   private readonly partial = new Set<Connection>();
   private readonly server: Server;
   private housekeeping: NodeJS.Timeout | undefined;
+  private loopWatch: NodeJS.Timeout | undefined;
+  /** When a timer of ours last ran: the event loop's last sure progress (staleInputMs). */
+  private lastTurnAt: number;
+  /** Set by the loop watch when it finds a stall, until the I/O of that turn of the loop is read. */
+  private stallJustSeen = false;
+  /** Stalls seen so far, and the one whose refusals were last logged (one line tells each stall). */
+  private stalls = 0;
+  private staleLoggedFor = -1;
+  private staleRefused = 0;
   private drainMode = false;
   private drainAnnounced = false;
   private checkingDrain = false;
@@ -60,6 +79,7 @@ export class LockServer implements ConnectionHost {
     this.logger = options.logger;
     this.allowList = options.allowList;
     this.stats = new ServerStats(options.clock);
+    this.lastTurnAt = options.clock.now();
     this.eventLog = new EventThrottle(options.clock);
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.accept(socket));
     this.server.on('error', (error) => this.logger.event('server-error', { error: error.message }));
@@ -88,6 +108,13 @@ export class LockServer implements ConnectionHost {
     });
     this.housekeeping = setInterval(() => this.housekeep(), HOUSEKEEPING_INTERVAL_MS);
     this.housekeeping.unref();
+    if (this.options.staleInputMs !== undefined) {
+      // Timers run after the I/O that was waiting when a stopped process resumes: input read
+      // before this one runs again finds lastTurnAt as old as the stall.
+      this.lastTurnAt = this.options.clock.now();
+      this.loopWatch = setInterval(() => this.watchLoop(), LOOP_WATCH_MS);
+      this.loopWatch.unref();
+    }
     return this.server.address() as AddressInfo;
   }
 
@@ -156,6 +183,49 @@ export class LockServer implements ConnectionHost {
 
   now(): number {
     return this.options.clock.now();
+  }
+
+  /**
+   * After a stall, libuv may run this timer before or after the sockets' input that waited
+   * through it: input read before it runs finds lastTurnAt as old as the stall; input read in the
+   * same turn after it finds stallJustSeen, which lasts until that turn's poll phase is over
+   * (setImmediate callbacks run right after it).
+   */
+  private watchLoop(): void {
+    const now = this.options.clock.now();
+    if (this.stalledAt(now)) this.noteStall(now);
+    this.lastTurnAt = now;
+  }
+
+  /** The loop stood still until `now`: input read until this turn's poll phase is over is stale. */
+  private noteStall(now: number): void {
+    this.stalls++;
+    this.stallMs = now - this.lastTurnAt;
+    this.lastTurnAt = now;
+    this.stallJustSeen = true;
+    setImmediate(() => (this.stallJustSeen = false));
+  }
+
+  private stallMs = 0;
+
+  private stalledAt(now: number): boolean {
+    const limit = this.options.staleInputMs;
+    return limit !== undefined && now - this.lastTurnAt > limit + LOOP_WATCH_MS;
+  }
+
+  inputIsStale(): boolean {
+    if (this.stallJustSeen) return true;
+    const now = this.options.clock.now();
+    if (!this.stalledAt(now)) return false;
+    this.noteStall(now); // seen here first: the loop watch has not run since the stall
+    return true;
+  }
+
+  staleInputRefused(connection: Connection): void {
+    this.staleRefused++;
+    if (this.staleLoggedFor === this.stalls) return;
+    this.staleLoggedFor = this.stalls;
+    this.logger.event('stale-input-refused', { peer: connection.peer, stalled_ms: Math.round(this.stallMs), refused_total: this.staleRefused });
   }
 
   onPartialFrame(connection: Connection): void {
@@ -243,6 +313,7 @@ export class LockServer implements ConnectionHost {
   /** Stops accepting and stops reading requests; resolves once batches under way are answered. */
   async stopServing(): Promise<void> {
     if (this.housekeeping !== undefined) clearInterval(this.housekeeping);
+    if (this.loopWatch !== undefined) clearInterval(this.loopWatch);
     this.server.close();
     await settledWithin(Promise.all([...this.connections].map((c) => c.quiesce())), QUIESCE_LIMIT_MS);
   }

@@ -94,3 +94,19 @@ test('a node leaving with a batch in flight closes its connections only once tha
   t.true(inFlight.givenUpAt! >= 500 + 3_000, `the first attempt's timeout (500 ms) plus lateCommitMs; given up at ${inFlight.givenUpAt}`);
   t.is(closedAt, inFlight.givenUpAt);
 });
+
+test('rounds queued behind a round that is given up fail unsent: later pipelined commands never commit after their connection closed', async (t) => {
+  const vt = new VirtualTimers();
+  const { log, attempts } = stalledLog(vt, 1_000);
+  const c = committer(vt, log, []);
+  const first = submitRelease(vt, c);
+  await vt.advance(100); // the first round is out; the next command waits for it
+  const second = submitRelease(vt, c);
+  const sentBefore = attempts.length;
+  await vt.advance(COMMIT_TIMEOUT_MS + 1_000 + 1_000);
+  t.not(first.givenUpAt, undefined);
+  t.is(second.givenUpAt, first.givenUpAt, 'given up with the round before it');
+  t.false(second.answered);
+  t.true(attempts.every((at) => at < COMMIT_TIMEOUT_MS), 'nothing of the second round was ever sent');
+  t.true(attempts.length >= sentBefore);
+});

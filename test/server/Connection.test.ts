@@ -58,7 +58,9 @@ function connection(setUp: (service: LocalLockService) => void = () => {}): { so
     statsSnapshot: (locks) => stats.snapshot(locks),
     afterRemoval: () => {},
     now: () => clock.now(),
-    onPartialFrame: () => {},
+    inputIsStale: () => false,
+      staleInputRefused: () => {},
+      onPartialFrame: () => {},
     onClosed: () => {},
   };
   const socket = new StandInSocket();

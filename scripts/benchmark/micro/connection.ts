@@ -82,7 +82,9 @@ const host: ConnectionHost = {
   statsSnapshot: (locks) => stats.snapshot(locks),
   afterRemoval: () => {},
   now: () => clock.now(),
-  onPartialFrame: () => {},
+  inputIsStale: () => false,
+      staleInputRefused: () => {},
+      onPartialFrame: () => {},
   onClosed: () => {},
 };
 

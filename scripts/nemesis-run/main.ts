@@ -1,13 +1,18 @@
-import { writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { netnsUnavailable } from '../../test/helpers/netns/ip.js';
-import { describeFailure, runNemesis } from '../../test/cluster-e2e/nemesis/runner.js';
+import { describeFailure, dumpFailure, runNemesis } from '../../test/cluster-e2e/nemesis/runner.js';
+import { FAULT_KINDS, type FaultKind } from '../../test/cluster-e2e/nemesis/schedule.js';
 
 function whole(value: string): number {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`"${value}" is not a whole number.`);
   return Number(value);
+}
+
+function kinds(value: string): FaultKind[] {
+  const list = value.split(',');
+  const unknown = list.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
+  if (unknown.length > 0) throw new InvalidArgumentError(`unknown fault(s): ${unknown.join(', ')}`);
+  return list as FaultKind[];
 }
 
 const options = new Command()
@@ -17,9 +22,10 @@ const options = new Command()
   .option('--from <n>', 'first seed of a series', whole, 1)
   .option('--runs <n>', 'runs in the series (seeds from, from+1, …)', whole, 1)
   .option('--seconds <n>', 'seconds of load per run (the schedule is drawn to fit)', whole, 90)
+  .option('--only <kinds>', `only these faults, comma-separated: ${FAULT_KINDS.join(', ')}`, kinds)
   .option('--quiet', 'no progress lines, only each run\'s summary')
   .parse()
-  .opts<{ seed?: number; from: number; runs: number; seconds: number; quiet?: boolean }>();
+  .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; quiet?: boolean }>();
 
 const unavailable = netnsUnavailable();
 if (unavailable !== undefined) {
@@ -34,16 +40,12 @@ process.once('SIGTERM', () => process.exit(143));
 const seeds = options.seed !== undefined ? [options.seed] : Array.from({ length: options.runs }, (_, i) => options.from + i);
 let failures = 0;
 for (const seed of seeds) {
-  const report = await runNemesis({ seed, seconds: options.seconds, log: options.quiet === true ? undefined : (line) => console.log(line) });
+  const report = await runNemesis({ seed, seconds: options.seconds, only: options.only, log: options.quiet === true ? undefined : (line) => console.log(line) });
   const { violations, history, nodeLogs, ...summary } = report;
   console.log(JSON.stringify({ ...summary, violations: violations.length }, null, 1));
   if (violations.length > 0) {
     failures++;
-    const dump = join(tmpdir(), `nemesis-seed-${seed}-history.json`);
-    const logs = join(tmpdir(), `nemesis-seed-${seed}-nodes.log`);
-    writeFileSync(dump, JSON.stringify({ violations, history }, null, 0).replace(/\},\{/g, '},\n{'));
-    writeFileSync(logs, nodeLogs);
-    console.log(`${describeFailure(report)}\nhistory: ${dump}; node logs: ${logs}`);
+    console.log(`${describeFailure(report)}\n${dumpFailure(report)}`);
   }
 }
 console.log(`${seeds.length - failures} passed, ${failures} failed`);

@@ -1,3 +1,6 @@
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { mulberry32 } from '../../../src/cluster/random.js';
 import { bounded } from '../../helpers/bounded.js';
@@ -14,7 +17,7 @@ import { History, type Op } from '../../helpers/history/history.js';
 import { INDEXES, KEEP_KEY, KEY, runProbe, runWorker } from '../../helpers/history/workload.js';
 import { LOCK_PORT, NetCluster, type NetNode } from '../../helpers/netns/netCluster.js';
 import { NetLab } from '../../helpers/netns/network.js';
-import { describeFault, describeSchedule, drawSchedule, MEMBERS, NODES, SETTLE_MS, type Episode, type Fault } from './schedule.js';
+import { describeFault, describeSchedule, drawSchedule, MEMBERS, NODES, SETTLE_MS, type Episode, type Fault, type FaultKind } from './schedule.js';
 
 /** A client's bound on one reply; above --commit-timeout (2 s), so a node that gives up is seen to. */
 const REPLY_BOUND_MS = 4_000;
@@ -30,6 +33,8 @@ export interface NemesisOptions {
   readonly seed: number;
   /** Seconds of load (faults + settling); the schedule is drawn from the seed to fit. */
   readonly seconds: number;
+  /** Only these kinds of fault in the seed's schedule. */
+  readonly only?: readonly FaultKind[];
   /** A fixed schedule instead of the seed's (the targeted tests). */
   readonly schedule?: readonly Episode[];
   /** Progress lines. */
@@ -133,8 +138,9 @@ function unaffectedNodes(applied: readonly Applied[]): string[] {
 export async function runNemesis(options: NemesisOptions): Promise<NemesisReport> {
   const started = Date.now();
   const log = options.log ?? (() => undefined);
-  const schedule = options.schedule ?? drawSchedule(options.seed, options.seconds);
-  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}` : 'the same test';
+  const schedule = options.schedule ?? drawSchedule(options.seed, options.seconds, options.only);
+  const only = options.only === undefined ? '' : ` --only ${options.only.join(',')}`;
+  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}` : 'the same test';
   log(`nemesis seed ${options.seed}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
   const lab = NetLab.create({ nodes: NODES, members: MEMBERS });
   let cluster: NetCluster | undefined;
@@ -277,4 +283,16 @@ export function describeFailure(report: NemesisReport): string {
     `schedule:\n${report.schedule}`,
     `replay: ${report.replay}`,
   ].join('\n');
+}
+
+/**
+ * Writes a failing run's violations and whole history (one operation a line) and the nodes' last
+ * log lines under the temp dir; returns a line naming both files.
+ */
+export function dumpFailure(report: NemesisReport, name = `seed-${report.seed}`): string {
+  const history = join(tmpdir(), `nemesis-${name}-history.json`);
+  const logs = join(tmpdir(), `nemesis-${name}-nodes.log`);
+  writeFileSync(history, JSON.stringify({ violations: report.violations, history: report.history }).replace(/\},\{/g, '},\n{'));
+  writeFileSync(logs, report.nodeLogs);
+  return `history: ${history}; node logs: ${logs}`;
 }

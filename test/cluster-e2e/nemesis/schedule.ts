@@ -9,6 +9,10 @@ export type Fault =
   | { readonly kind: 'pause-leader-node' }
   | { readonly kind: 'kill-node'; readonly node: number };
 
+/** The kinds in drawing order (drawFault's cases 0–4, then a kill with another fault). */
+export const FAULT_KINDS = ['cut-node', 'isolate-member', 'pause-member', 'delay-link', 'pause-leader-node', 'kill-node'] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
 /** Faults applied together at `at` (ms after the load started) and healed together `duration` ms later. */
 export interface Episode {
   readonly at: number;
@@ -45,8 +49,8 @@ function drawFault(random: Random, kind: number): { fault: Fault; duration: numb
 }
 
 /** One fault, or (one time in six) kill -9 of a node, restarted at the heal, with another fault elsewhere. */
-function drawEpisode(random: Random): { faults: Fault[]; duration: number } {
-  const kind = pick(random, 6);
+function drawEpisode(random: Random, kinds: readonly number[]): { faults: Fault[]; duration: number } {
+  const kind = kinds[pick(random, kinds.length)]!;
   if (kind < 5) {
     const { fault, duration } = drawFault(random, kind);
     return { faults: [fault], duration };
@@ -60,14 +64,16 @@ function drawEpisode(random: Random): { faults: Fault[]; duration: number } {
 /**
  * The fault schedule of a seed: episodes one after another over `seconds` of load, each 6–14 s
  * (a paused leader node 7–9 s, past its lease), 3–5 s of quiet between them, one etcd member at
- * most faulty at a time (the quorum stays), and SETTLE_MS of load after the last heal.
+ * most faulty at a time (the quorum stays), and SETTLE_MS of load after the last heal. `only`
+ * restricts the kinds drawn ("kill-node" is a kill with another fault of any kind).
  */
-export function drawSchedule(seed: number, seconds: number): Episode[] {
+export function drawSchedule(seed: number, seconds: number, only?: readonly FaultKind[]): Episode[] {
+  const kinds = only === undefined ? [0, 1, 2, 3, 4, 5] : only.map((k) => FAULT_KINDS.indexOf(k));
   const random = mulberry32(seed);
   const episodes: Episode[] = [];
   let at = WARM_UP_MS;
   for (;;) {
-    const { faults, duration } = drawEpisode(random);
+    const { faults, duration } = drawEpisode(random, kinds);
     if (at + duration + SETTLE_MS > seconds * 1000) break;
     episodes.push({ at, duration, faults });
     at += duration + between(random, 3_000, 5_000);

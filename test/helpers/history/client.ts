@@ -72,7 +72,7 @@ export class FailoverClient {
     private readonly home: number,
     /** Only ever this node (a probe): no failover. */
     private readonly pinned = false,
-    private readonly returnHomeMs = 5_000,
+    private readonly returnHomeMs = 3_000,
   ) {
     this.current = home;
   }

@@ -38,6 +38,12 @@ export class Round {
   barrier: number | undefined;
   /** Clock time the round was sent (its commit latency runs from here). */
   sentAt = 0;
+  /** An append attempt of the batch is out, its outcome unknown. */
+  attempting = false;
+  /** The store confirmed the batch committed (its answers come as it is applied here). */
+  committed = false;
+  /** Clock time after which no failed attempt of the batch can still commit (see ReplicatedLog.lateCommitMs). */
+  fenceEndsAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     /** When the first command arrived plus the commit timeout: the round fails after this. */

@@ -1,7 +1,7 @@
 import { printable } from '../bytes.js';
 import type { DueEntry } from '../locks/LockTable.js';
 import { LogOp, type LogCommand } from './LogCodec.js';
-import type { ClusterDeps, ClusterOptions } from './ClusterLockService.js';
+import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { ReplicaState } from './ReplicaState.js';
 import { electLeader, type MemberSession } from './ReplicatedLog.js';
 import { pause } from './Timers.js';

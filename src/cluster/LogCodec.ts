@@ -17,8 +17,16 @@ export const LogOp = {
   ReleaseKey: 4,
   ReleaseAll: 5,
   Expire: 6,
-  /** `--import-lock-file`: one saved entry; the first of a batch is refused unless the table is empty. */
+  /**
+   * `--import-lock-file` as versions before the staged import wrote it (one saved entry; the first
+   * of a batch is refused unless the table is empty). Still applied, so an old log replays alike;
+   * never written any more: an import spanning several batches was not all-or-nothing.
+   */
   Import: 7,
+  /** `--import-lock-file`: one saved entry, staged (not in the table yet) under its import's id. */
+  ImportStaged: 8,
+  /** `--import-lock-file`: puts every entry staged under the id into the table at once, if it is still empty. */
+  ImportCommit: 9,
 } as const;
 
 /** An imported entry's remaining time when its phase never expires. */
@@ -53,7 +61,20 @@ export type LogCommand =
       readonly remainingMs: number;
       /** Set on the first entry of an import: it (and the batch) only applies to an empty table. */
       readonly first: boolean;
-    } & Omit<SavedLock, 'remainingMs'>);
+    } & Omit<SavedLock, 'remainingMs'>)
+  | ImportStagedCommand
+  | { readonly op: typeof LogOp.ImportCommit; readonly importId: number };
+
+/** One saved entry of an import, staged until the import's commit (see ReplicaState). */
+export type ImportStagedCommand = {
+  readonly op: typeof LogOp.ImportStaged;
+  /** Drawn by the importing node; the commit names it. */
+  readonly importId: number;
+  /** Milliseconds its phase had left in the lock file, or NO_REMAINING (counted from the commit's apply). */
+  readonly remainingMs: number;
+  /** The import's first entry: opens a new staging if the table is empty (refused, 0, if not). */
+  readonly first: boolean;
+} & Omit<SavedLock, 'remainingMs'>;
 
 export interface BatchHeader {
   /** The proposing node's name: the origin of every entry its requests create. */
@@ -116,6 +137,10 @@ export function commandSize(c: LogCommand): number {
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 8;
     case LogOp.Import:
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1;
+    case LogOp.ImportStaged:
+      return 1 + 4 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1;
+    case LogOp.ImportCommit:
+      return 1 + 4;
   }
 }
 
@@ -141,6 +166,13 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
     case LogOp.Import:
       out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.isOwner ? 1 : 0);
       out.u32(c.remainingMs).u8(c.first ? 1 : 0);
+      return;
+    case LogOp.ImportStaged:
+      out.u32(c.importId).string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.isOwner ? 1 : 0);
+      out.u32(c.remainingMs).u8(c.first ? 1 : 0);
+      return;
+    case LogOp.ImportCommit:
+      out.u32(c.importId);
       return;
   }
 }
@@ -251,17 +283,38 @@ function readCommand(r: CheckedReader): LogCommand {
       return { op, key, index, owner, version: r.f64() };
     }
     case LogOp.Import: {
-      const key = r.string();
-      const index = r.string();
-      const owner = r.string();
-      const ttl = r.u16();
-      const ttw = r.u16();
-      const priority = r.u8();
-      const isOwner = r.u8() !== 0;
-      const remainingMs = r.u32();
-      return { op, key, index, owner, ttl, ttw, priority, isOwner, remainingMs, first: r.u8() !== 0 };
+      const saved = readSavedEntry(r);
+      return { op, ...saved, first: r.u8() !== 0 };
     }
+    case LogOp.ImportStaged:
+      return readImportStaged(r);
+    case LogOp.ImportCommit:
+      return { op, importId: r.u32() };
     default:
       throw new LogFormatError(`unknown command ${op}`);
   }
+}
+
+/** A saved entry's fields as an import command carries them (remaining time included). */
+function readSavedEntry(r: CheckedReader): Omit<SavedLock, 'remainingMs'> & { remainingMs: number } {
+  const key = r.string();
+  const index = r.string();
+  const owner = r.string();
+  const ttl = r.u16();
+  const ttw = r.u16();
+  const priority = r.u8();
+  const isOwner = r.u8() !== 0;
+  return { key, index, owner, ttl, ttw, priority, isOwner, remainingMs: r.u32() };
+}
+
+/** The fields of an ImportStaged command after its op byte (also how a snapshot stores a staged entry). */
+export function readImportStaged(r: CheckedReader): ImportStagedCommand {
+  const importId = r.u32();
+  const saved = readSavedEntry(r);
+  return { op: LogOp.ImportStaged, importId, ...saved, first: r.u8() !== 0 };
+}
+
+/** Writes an ImportStaged command, op byte included. */
+export function writeImportStaged(out: BufferWriter, c: ImportStagedCommand): void {
+  writeCommand(out, c);
 }

@@ -4,14 +4,33 @@ import type { Clock } from '../locks/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { LockTable, type ReplicaEntry } from '../locks/LockTable.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
-import { CheckedReader, commandPosition, LogFormatError, LogOp, NO_REMAINING, type Batch, type LogCommand } from './LogCodec.js';
+import {
+  CheckedReader,
+  commandPosition,
+  LogFormatError,
+  LogOp,
+  NO_REMAINING,
+  readImportStaged,
+  writeImportStaged,
+  type Batch,
+  type ImportStagedCommand,
+  type LogCommand,
+} from './LogCodec.js';
 import type { LogPosition } from './ReplicatedLog.js';
 
 /** Proposers (node incarnations) whose last sequence number is remembered; the oldest is forgotten past this. */
 export const MAX_REMEMBERED_PROPOSERS = 1_024;
 
 const SNAPSHOT_MAGIC = 0x53; // 'S'
+/** Format 1: position, proposers, entries. Format 2 adds an import's staged entries (written only while one is staged). */
 const SNAPSHOT_FORMAT = 1;
+const SNAPSHOT_FORMAT_STAGED = 2;
+
+/** The entries of an `--import-lock-file` received so far, each with the log position it came at (its ticket). */
+interface ImportStaging {
+  readonly id: number;
+  readonly entries: Array<{ readonly command: ImportStagedCommand; readonly ticket: number }>;
+}
 
 /** A batch arrived out of order: the follower must resync, never apply past a hole. */
 export class LogGapError extends Error {
@@ -43,6 +62,12 @@ export class ReplicaState {
   private readonly proposers = new Map<string, number>();
   /** Entries per origin node, for that node's drain. */
   private readonly byOrigin = new Map<ByteString, number>();
+  /**
+   * An import in progress: its entries wait here, outside the table, until its commit puts them
+   * all in at once (or none, if the table is no longer empty). A later import's first entry
+   * replaces it, so an importer that died half-way leaves nothing behind in the table.
+   */
+  private staging: ImportStaging | undefined;
 
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
@@ -122,7 +147,48 @@ export class ReplicaState {
         return table.expireVersion(c.key, c.index, c.owner, c.version);
       case LogOp.Import:
         return table.importEntry(c, c.remainingMs === NO_REMAINING ? null : c.remainingMs, origin);
+      case LogOp.ImportStaged:
+        return this.stage(c);
+      case LogOp.ImportCommit:
+        return this.commitImport(c.importId, origin);
     }
+  }
+
+  /** Stages one entry of an import: 1, or 0 when the import was refused (or replaced by a later one). */
+  private stage(c: ImportStagedCommand): number {
+    if (c.first) {
+      if (this.table.size > 0) return 0;
+      this.staging = { id: c.importId, entries: [] };
+    }
+    if (this.staging?.id !== c.importId) return 0;
+    this.staging.entries.push({ command: c, ticket: this.table.position });
+    return 1;
+  }
+
+  /**
+   * Puts every entry staged under `importId` into the table, in file order, each with the ticket
+   * of the command that staged it; their remaining times count from now. All or nothing: refused
+   * (0) when that import is not the one staged, or the table holds entries by now. Returns the
+   * number of entries imported.
+   */
+  private commitImport(importId: number, origin: ByteString): number {
+    const staging = this.staging;
+    if (staging?.id !== importId) return 0;
+    this.staging = undefined;
+    if (this.table.size > 0) return 0;
+    const position = this.table.position;
+    let imported = 0;
+    for (const { command, ticket } of staging.entries) {
+      this.table.position = ticket;
+      imported += this.table.importEntry(command, command.remainingMs === NO_REMAINING ? null : command.remainingMs, origin);
+    }
+    this.table.position = position;
+    return imported;
+  }
+
+  /** Entries of an import waiting for its commit (0 when none is in progress). */
+  get stagedImportEntries(): number {
+    return this.staging?.entries.length ?? 0;
   }
 
   /** Owners and waiters cluster-wide. */
@@ -154,7 +220,9 @@ export class ReplicaState {
    */
   encode(): Buffer {
     const out = new BufferWriter(64 * 1024, 0);
-    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_FORMAT).f64(this.position.version).f64(this.position.revision);
+    const staging = this.staging;
+    out.u8(SNAPSHOT_MAGIC).u8(staging === undefined ? SNAPSHOT_FORMAT : SNAPSHOT_FORMAT_STAGED);
+    out.f64(this.position.version).f64(this.position.revision);
     out.u32(this.proposers.size);
     for (const [key, seq] of this.proposers) {
       const [name, incarnation] = splitProposerKey(key);
@@ -165,6 +233,13 @@ export class ReplicaState {
       out.string(e.key).string(e.index).string(e.owner).u8(e.priority).u16(e.ttl).u16(e.ttw).u8(e.isOwner ? 1 : 0);
       out.f64(e.ticket).f64(e.version).string(e.origin);
     }
+    if (staging !== undefined) {
+      out.u32(staging.id).u32(staging.entries.length);
+      for (const { command, ticket } of staging.entries) {
+        out.f64(ticket);
+        writeImportStaged(out, command);
+      }
+    }
     return out.flush();
   }
 
@@ -173,7 +248,9 @@ export class ReplicaState {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const format = r.u8();
-    if (format !== SNAPSHOT_FORMAT) throw new LogFormatError(`snapshot format ${format} is not known to this version`);
+    if (format !== SNAPSHOT_FORMAT && format !== SNAPSHOT_FORMAT_STAGED) {
+      throw new LogFormatError(`snapshot format ${format} is not known to this version`);
+    }
     const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
@@ -200,6 +277,17 @@ export class ReplicaState {
       } catch (error) {
         throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);
       }
+    }
+    if (format === SNAPSHOT_FORMAT_STAGED) {
+      const id = r.u32();
+      const count = r.u32();
+      const staged: ImportStaging = { id, entries: [] };
+      for (let i = 0; i < count; i++) {
+        const ticket = r.f64();
+        if (r.u8() !== LogOp.ImportStaged) throw new LogFormatError(`snapshot staged entry ${i}: not an import entry`);
+        staged.entries.push({ ticket, command: readImportStaged(r) });
+      }
+      state.staging = staged;
     }
     if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
     return state;

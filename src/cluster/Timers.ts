@@ -20,3 +20,19 @@ export const realTimers: Timers = {
     return () => clearTimeout(timer);
   },
 };
+
+/** Runs `task` every `ms` milliseconds (each run scheduled after the last) until the returned function is called. */
+export function every(timers: Timers, ms: number, task: () => void): () => void {
+  let stopped = false;
+  let cancel = (): void => {};
+  const run = (): void => {
+    if (stopped) return;
+    task();
+    if (!stopped) cancel = timers.after(ms, run);
+  };
+  cancel = timers.after(ms, run);
+  return () => {
+    stopped = true;
+    cancel();
+  };
+}

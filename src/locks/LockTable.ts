@@ -567,19 +567,22 @@ export class LockTable {
     const waiters = this.waiters_;
     // Most locks have nobody waiting: do not read the clock for them.
     if (waiters.countOf(queue) === 0) return;
-    const now = this.clock.now();
-    const deadlines = this.entries.deadline;
     if (this.replica !== undefined) {
-      // Every replica promotes the same waiter, whatever its own clock says. A waiter whose wait
-      // ran out on this node's clock is due at once as owner, so a leader proposes its expiry
-      // straight away: it never keeps a fresh TTL for long, nor, with TTL 0, the lock for good.
+      // Every replica promotes the same waiter, whatever its own clock says, and from then on any
+      // node may tell that client it owns (0x03 answering 1, 0x01 naming it, 0x07 flagging it).
+      // So it keeps the lock for its full TTL from its promotion, like any promoted waiter, even
+      // if its wait had run out on some node's clock: expiring it early would hand the lock to
+      // another client while this one, told it owns, still holds it. A waiter whose wait ran out
+      // is normally gone before this (the leader proposes its expiry when its TTW passes); only a
+      // release that lands before that expiry (one tick and one commit, longer while the leader
+      // is stalled) promotes it. A single node drops it instead: it alone knows the time.
       const next = waiters.shift(queue);
       this.waiterCount--;
-      const overdue = deadlines[next]! <= now;
       this.makeOwner(next);
-      if (overdue) this.setDeadline(next, now);
       return;
     }
+    const now = this.clock.now();
+    const deadlines = this.entries.deadline;
     for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {
       this.waiterCount--;
       if (deadlines[next]! > now) {

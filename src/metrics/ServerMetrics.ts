@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterLockService.js';
+import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';

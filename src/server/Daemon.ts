@@ -6,7 +6,7 @@ import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../locks/Clock.js';
 import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
-import type { ClusterObserver } from '../cluster/ClusterLockService.js';
+import type { ClusterObserver } from '../cluster/ClusterOptions.js';
 import { startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';

@@ -27,7 +27,7 @@ function command(random: Random): LogCommand {
   const key = byteString(random);
   const index = byteString(random);
   const owner = byteString(random);
-  switch (1 + int(random, 7)) {
+  switch (1 + int(random, 9)) {
     case LogOp.Request:
       return {
         op: LogOp.Request,
@@ -49,21 +49,29 @@ function command(random: Random): LogCommand {
     case LogOp.ReleaseAll:
       return { op: LogOp.ReleaseAll, owner };
     case LogOp.Import:
-      return {
-        op: LogOp.Import,
-        key,
-        index,
-        owner,
-        ttl: int(random, 65_536),
-        ttw: int(random, 65_536),
-        priority: int(random, 256),
-        isOwner: random() < 0.5,
-        remainingMs: random() < 0.1 ? NO_REMAINING : int(random, 2 ** 32 - 1),
-        first: random() < 0.5,
-      };
+      return { op: LogOp.Import, ...savedFields(random, key, index, owner) };
+    case LogOp.ImportStaged:
+      return { op: LogOp.ImportStaged, importId: int(random, 2 ** 32), ...savedFields(random, key, index, owner) };
+    case LogOp.ImportCommit:
+      return { op: LogOp.ImportCommit, importId: int(random, 2 ** 32) };
     default:
       return { op: LogOp.Expire, key, index, owner, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)) };
   }
+}
+
+/** What an import command carries of a saved entry, drawn at random. */
+function savedFields(random: Random, key: string, index: string, owner: string) {
+  return {
+    key,
+    index,
+    owner,
+    ttl: int(random, 65_536),
+    ttw: int(random, 65_536),
+    priority: int(random, 256),
+    isOwner: random() < 0.5,
+    remainingMs: random() < 0.1 ? NO_REMAINING : int(random, 2 ** 32 - 1),
+    first: random() < 0.5,
+  };
 }
 
 function batch(random: Random, commands: number): Batch {
@@ -95,6 +103,7 @@ test('every command round-trips, with any bytes in its strings (empty and 255 lo
     const b = batch(random, int(random, 12));
     for (const c of b.commands) {
       ops.add(c.op);
+      if (!('owner' in c)) continue;
       longest = Math.max(longest, c.owner.length);
       if (c.owner.length === 0) empties++;
     }
@@ -154,7 +163,7 @@ test('an unknown magic, format or op is refused', (t) => {
   };
   t.throws(() => decodeBatch(altered(0, 0x53)), { instanceOf: LogFormatError, message: /not a batch/ });
   t.throws(() => decodeBatch(altered(1, 2)), { instanceOf: LogFormatError, message: /format 2/ });
-  for (const op of [0, 8, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
+  for (const op of [0, 10, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
 });
 
 test('garbage and damaged batches never throw anything but LogFormatError', (t) => {

@@ -1,0 +1,61 @@
+import type { ByteString } from '../bytes.js';
+import type { Clock } from '../locks/Clock.js';
+import type { Logger } from '../server/Logger.js';
+import type { Random } from './random.js';
+import type { ReplicatedLog } from './ReplicatedLog.js';
+import type { Timers } from './Timers.js';
+
+/** A cluster node's settings; the same on every layer (follower, committer, leadership). */
+export interface ClusterOptions {
+  /** This node's name: unique in the cluster, the origin of entries requested through it. */
+  readonly nodeName: ByteString;
+  /** 1–15 (smaller preferred) to stand for leader; undefined never leads. */
+  readonly candidatePriority: number | undefined;
+  /** A command whose commit or read barrier takes longer closes its connection unanswered. */
+  readonly commitTimeoutMs: number;
+  /** --max-locks, carried in each request so every replica decides alike. */
+  readonly maxEntries: number;
+  /** Lease of the node name and candidacy: a crashed node's name is free again after this. */
+  readonly leaseSeconds?: number;
+  /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
+  readonly snapshotEveryBatches?: number;
+}
+
+/** What a cluster node is given: its store, and all it knows of time and chance. */
+export interface ClusterDeps {
+  readonly log: ReplicatedLog;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly random: Random;
+  readonly logger: Logger;
+  /** Told of each batch applied here (metrics): commit latency and size. */
+  readonly observer?: ClusterObserver;
+}
+
+/** What the metrics hear as it happens; everything else they read when scraped (ClusterFigures). */
+export interface ClusterObserver {
+  /** One of this node's batches came back applied, `ms` after it was sent, with `commands` commands. */
+  batchCommitted(ms: number, commands: number): void;
+  /** The leader proposed this many expiries. */
+  expiriesProposed?(count: number): void;
+}
+
+/** This node's standing in the cluster, read when metrics are scraped. */
+export interface ClusterFigures {
+  readonly ready: boolean;
+  /** Whether the last call to etcd succeeded. */
+  readonly etcdReachable: boolean;
+  /** The last batch applied here. */
+  readonly appliedVersion: number;
+  /** Batches etcd is known to hold that this node has not applied yet. */
+  readonly lagBatches: number;
+  /** Seconds since this node last wrote or loaded a snapshot; undefined if never. */
+  readonly snapshotAgeSeconds: number | undefined;
+  readonly snapshotBytes: number | undefined;
+  readonly expiriesProposed: number;
+}
+
+/** How often deadlines, leadership, watch progress and round timeouts are looked at. */
+export const TICK_MS = 50;
+/** Pause before a failed store call is tried again (start-up, watch restarts). */
+export const RETRY_MS = 250;

@@ -1,0 +1,285 @@
+import type { ClusterDeps } from './ClusterOptions.js';
+import { CommitTimeoutError, Round, type PendingWrite } from './GroupCommit.js';
+import { BatchEncoder, type Batch, type LogCommand } from './LogCodec.js';
+import type { ReplicaState } from './ReplicaState.js';
+import type { LogRecord } from './ReplicatedLog.js';
+import type { StoreContact } from './StoreContact.js';
+import { pause } from './Timers.js';
+
+/**
+ * Longest the first attempt of an append or a read barrier may take before it is sent again;
+ * each further attempt may take twice as long (within the command's --commit-timeout). A call
+ * sent to a member that just lost its leadership, or to one that died, can hang until its
+ * deadline while a new leader already accepts writes (a second or two after a leader dies);
+ * another attempt goes through. Doubling keeps an overloaded etcd from being flooded with
+ * retries. Retrying is safe: a batch carries its id and is applied once.
+ */
+export const STORE_ATTEMPT_MS = 500;
+/** Pause after an attempt that failed at once (a refused connection), before the next one. */
+const ATTEMPT_RETRY_MS = 50;
+
+/** Who this node is in the batches it writes. */
+export interface ProposerIdentity {
+  readonly nodeName: string;
+  /** Random per process: with the name it tells one process's batches from a restarted one's. */
+  readonly incarnation: number;
+}
+
+/**
+ * The committer: group commit for one node. Commands arrive in rounds; one round is in flight at
+ * a time (its writes as one batch appended to the log, or, for a round of reads only, one
+ * linearizable read of the log head); what arrives meanwhile forms the next round. A round is
+ * answered as its batch (or the barrier's version) is applied here by the follower. A round not
+ * committed within --commit-timeout is given up: its commands get no answer and their
+ * connections close, but only once none of its append attempts can still commit (the log's
+ * `lateCommitMs` after the last one rejected), so a command that got no answer never takes effect
+ * after its connection closed, whatever node the client asks next.
+ */
+export class Committer {
+  private readonly encoder = new BatchEncoder();
+  /** Rounds waiting to be sent; the last one takes new commands. */
+  private readonly queued: Round[] = [];
+  private inFlight: Round | undefined;
+  private nextSeq = 1;
+  private dispatchScheduled = false;
+  private closing = false;
+
+  constructor(
+    private readonly identity: ProposerIdentity,
+    private readonly commitTimeoutMs: number,
+    private readonly deps: ClusterDeps,
+    private readonly contact: StoreContact,
+    /** The version the replica has applied through. */
+    private readonly appliedVersion: () => number,
+  ) {}
+
+  /** Queues a mutating command for the next batch. */
+  submit(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}): void {
+    if (this.closing) {
+      reject(leavingError());
+      return;
+    }
+    let round = this.gathering();
+    if (!round.canTake(command)) round = this.openRound();
+    const write: PendingWrite = { command, resolve, reject };
+    round.addWrite(write);
+  }
+
+  /** Queues a read, answered (by `evaluate` against the replica) once every command before it is applied. */
+  read<T>(evaluate: () => T): Promise<T> {
+    if (this.closing) return Promise.reject(leavingError());
+    return new Promise<T>((resolve, reject) => {
+      this.gathering().addRead({ answer: () => resolve(evaluate()), reject });
+    });
+  }
+
+  /** The round taking new commands: the last one queued, or a new one. */
+  private gathering(): Round {
+    return this.queued[this.queued.length - 1] ?? this.openRound();
+  }
+
+  /** Queues a new round, due a commit timeout from now, to be sent once those before it are done. */
+  openRound(): Round {
+    const round = new Round(this.deps.clock.now() + this.commitTimeoutMs);
+    this.queued.push(round);
+    this.scheduleDispatch();
+    return round;
+  }
+
+  private scheduleDispatch(): void {
+    if (this.dispatchScheduled || this.inFlight !== undefined) return;
+    this.dispatchScheduled = true;
+    // Let the rest of this turn's requests (a pipelined burst) join the round first.
+    queueMicrotask(() => {
+      this.dispatchScheduled = false;
+      this.dispatch();
+    });
+  }
+
+  private dispatch(): void {
+    if (this.inFlight !== undefined || this.closing) return;
+    const round = this.queued.shift();
+    if (round === undefined) return;
+    this.inFlight = round;
+    round.sentAt = this.deps.clock.now();
+    if (round.writes.length > 0) {
+      round.seq = this.nextSeq++;
+      const bytes = this.encoder.encode({
+        proposer: this.identity.nodeName,
+        incarnation: this.identity.incarnation,
+        seq: round.seq,
+        commands: round.commands,
+      });
+      void this.append(round, bytes);
+    } else {
+      void this.barrier(round);
+    }
+  }
+
+  /** Whether attempts of this round may still be sent. */
+  private trying(round: Round): boolean {
+    return this.inFlight === round && !this.closing && !round.committed;
+  }
+
+  /**
+   * Sends the batch; a failure before the deadline is retried with the same seq (applied once).
+   * Each failed attempt may still commit for the log's lateCommitMs: the round remembers when
+   * the last of them can no longer land.
+   */
+  private async append(round: Round, bytes: Uint8Array): Promise<void> {
+    const { log, clock } = this.deps;
+    for (let attempt = 0; this.trying(round); attempt++) {
+      const left = round.deadline - clock.now();
+      if (left <= 0) break;
+      const started = clock.now();
+      round.attempting = true;
+      try {
+        const position = await log.append(bytes, Math.min(left, attemptLimit(attempt)));
+        this.contact.heard(true, position.version);
+        round.committed = true;
+        return; // answered when the watch brings the batch back
+      } catch (error) {
+        this.contact.heard(false);
+        round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
+        this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
+        await this.retryPause(started, attempt, round);
+      } finally {
+        round.attempting = false;
+      }
+    }
+  }
+
+  private async barrier(round: Round): Promise<void> {
+    const { log, clock } = this.deps;
+    for (let attempt = 0; this.trying(round); attempt++) {
+      const left = round.deadline - clock.now();
+      if (left <= 0) return;
+      const started = clock.now();
+      try {
+        const head = await log.head(Math.min(left, attemptLimit(attempt)));
+        this.contact.heard(true, head.version);
+        if (this.inFlight !== round) return;
+        round.barrier = head.version;
+        this.progressed();
+        return;
+      } catch (error) {
+        this.contact.heard(false);
+        this.deps.logger.debug?.(`read barrier failed: ${(error as Error).message}`);
+        await this.retryPause(started, attempt, round);
+      }
+    }
+  }
+
+  /** After a timed-out attempt, try again at once; after one that failed fast, pause briefly. */
+  private async retryPause(started: number, attempt: number, round: Round): Promise<void> {
+    const now = this.deps.clock.now();
+    if (now - started >= attemptLimit(attempt)) return;
+    await pause(this.deps.timers, Math.min(ATTEMPT_RETRY_MS, Math.max(0, round.deadline - now)));
+  }
+
+  /**
+   * The follower applies `batch`: if it is the one in flight here, its commands get their results
+   * and the reads sent between them their answers, as they apply.
+   */
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void {
+    const round = this.inFlight;
+    const mine =
+      round !== undefined &&
+      round.seq > 0 &&
+      batch.seq === round.seq &&
+      batch.incarnation === this.identity.incarnation &&
+      batch.proposer === this.identity.nodeName;
+    if (!mine) {
+      state.apply(batch, record);
+      return;
+    }
+    const results = state.apply(batch, record, (i) => round.answerReadsBefore(i));
+    if (results === undefined) {
+      this.finishRound(round, new CommitTimeoutError('batch applied twice'));
+    } else {
+      round.settle(results);
+      this.deps.observer?.batchCommitted(this.deps.clock.now() - round.sentAt, round.writes.length);
+      this.finishRound(round);
+    }
+  }
+
+  /** A snapshot replaced the replica: a round whose batch it already holds can never see its own apply here. */
+  stateReplaced(state: ReplicaState): void {
+    const round = this.inFlight;
+    if (round !== undefined && round.seq > 0 && state.lastSeq(this.identity.nodeName, this.identity.incarnation) >= round.seq) {
+      this.finishRound(round, new CommitTimeoutError('the batch was applied inside a snapshot; its results are unknown here'));
+    }
+  }
+
+  /** The replica moved on: a read-only round whose barrier it reached is answered. */
+  progressed(): void {
+    const round = this.inFlight;
+    if (round === undefined || round.barrier === undefined) return;
+    if (this.appliedVersion() < round.barrier) return;
+    round.settle([]);
+    this.finishRound(round);
+  }
+
+  private finishRound(round: Round, error?: Error): void {
+    if (error !== undefined) round.fail(error);
+    if (this.inFlight === round) {
+      this.inFlight = undefined;
+      if (this.queued.length > 0) this.scheduleDispatch();
+    }
+  }
+
+  /**
+   * Whether a round past its deadline may be given up now: nothing of it is on its way (an
+   * attempt still out, or a failed one within lateCommitMs, could still commit). A batch known to
+   * be committed may be given up at once: it took effect before its connections close, so any
+   * read anywhere after that sees it.
+   */
+  private mayGiveUp(round: Round, now: number): boolean {
+    return round.committed || round.seq === 0 || (!round.attempting && now >= round.fenceEndsAt);
+  }
+
+  /** Called every cluster tick: gives up rounds past their deadline. */
+  tick(now: number): void {
+    const round = this.inFlight;
+    if (round !== undefined && round.deadline <= now && this.mayGiveUp(round, now)) {
+      this.deps.logger.event('commit-timeout', {
+        seq: round.seq,
+        commands: round.writes.length,
+        waited_ms: Math.round(now - round.sentAt),
+      });
+      this.finishRound(round, new CommitTimeoutError(`not committed within ${this.commitTimeoutMs} ms`));
+    }
+    while (this.queued.length > 1 && this.queued[0]!.deadline <= now) {
+      this.queued.shift()!.fail(new CommitTimeoutError(`not sent within ${this.commitTimeoutMs} ms`));
+    }
+  }
+
+  /**
+   * Stops taking commands: rounds never sent fail at once; the round in flight is answered if its
+   * batch applies, else given up once none of its attempts can still commit. Resolves then.
+   */
+  async close(): Promise<void> {
+    this.closing = true;
+    const leaving = leavingError();
+    for (const round of this.queued.splice(0)) round.fail(leaving);
+    const round = this.inFlight;
+    if (round === undefined) return;
+    const { clock, timers, log } = this.deps;
+    // Bounded: every attempt ends by the round's deadline, and its fence lateCommitMs after that.
+    const limit = Math.max(round.deadline, clock.now()) + log.lateCommitMs;
+    while (this.inFlight === round && !this.mayGiveUp(round, clock.now()) && clock.now() < limit) {
+      await pause(timers, 10);
+    }
+    if (this.inFlight === round) this.finishRound(round, leaving);
+  }
+}
+
+/** How long attempt `n` (0-based) of a store call may take: STORE_ATTEMPT_MS, doubling. */
+function attemptLimit(n: number): number {
+  return STORE_ATTEMPT_MS * 2 ** Math.min(n, 6);
+}
+
+/** What commands get once this node leaves the cluster (their connections close unanswered). */
+export function leavingError(): CommitTimeoutError {
+  return new CommitTimeoutError('the node is leaving the cluster');
+}

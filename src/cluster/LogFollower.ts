@@ -1,0 +1,249 @@
+import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
+import { decodeBatch, type Batch } from './LogCodec.js';
+import { LogGapError, ReplicaState } from './ReplicaState.js';
+import type { LogRecord, LogWatch, WatchEnd } from './ReplicatedLog.js';
+import type { StoreContact } from './StoreContact.js';
+import { pause } from './Timers.js';
+
+/** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
+export const WATCH_STALL_MS = 1_000;
+/**
+ * Longest one store call of a snapshot load may take (the pointer, or one chunk of at most 1 MiB)
+ * before the load starts over: a call lost to a partition must not hold a starting node for long.
+ */
+const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
+
+/** What the follower hands on as it applies the log. */
+export interface FollowerHost {
+  /** Applies one batch to `state` (the committer answers its own batches' commands as they apply). */
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void;
+  /** A batch of `bytes` was applied (the leader's snapshot rule counts log volume). */
+  noteApplied(bytes: number): void;
+  /** A snapshot of `bytes` replaced the replica. */
+  stateReplaced(state: ReplicaState, bytes: number): void;
+  /** Batches were applied: read barriers waiting for them can be answered. */
+  progressed(): void;
+}
+
+/**
+ * The log follower: one node's replica of the table and the watch that feeds it. It loads the
+ * newest snapshot, follows the log from there in version order (a repeat is skipped, a gap
+ * restarts the watch: a batch is never applied past a hole), restarts a watch that ends or goes
+ * silent, and recovers when the history it needs was compacted away. It answers nothing itself:
+ * the host (the service's committer) settles its own commands as their batches apply.
+ */
+export class LogFollower {
+  private current: ReplicaState;
+  private watch: LogWatch | undefined;
+  private generation = 0;
+  private closed = false;
+  private reloading = false;
+  /** Where the watch resumes when history before it was compacted and held no batch we lack. */
+  private resumeFrom = 0;
+  private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
+  /** When the replica last applied a batch, or last had nothing to apply (the watch watchdog). */
+  private progressAt = 0;
+
+  constructor(
+    private readonly commitTimeoutMs: number,
+    private readonly deps: ClusterDeps,
+    private readonly contact: StoreContact,
+    /** This node's seed for the table's hash indexes (see LockTableOptions.hashSeed). */
+    private readonly hashSeed: number,
+    private readonly host: FollowerHost,
+  ) {
+    this.current = new ReplicaState(deps.clock, hashSeed);
+  }
+
+  /** The replica as applied so far. */
+  get state(): ReplicaState {
+    return this.current;
+  }
+
+  /** Resolves once the replica has applied batch `version`. */
+  appliedThrough(version: number): Promise<void> {
+    if (this.current.position.version >= version) return Promise.resolve();
+    return new Promise((resolve) => this.waitingForApply.push({ version, resolve }));
+  }
+
+  /** Loads the newest snapshot if it is ahead of the replica; retries until it loads (or none exists). */
+  async loadSnapshot(): Promise<void> {
+    const { log, logger, clock } = this.deps;
+    for (;;) {
+      if (this.closed) return;
+      try {
+        const snapshot = await log.loadSnapshot(SNAPSHOT_CALL_TIMEOUT_MS);
+        if (snapshot !== undefined && snapshot.position.version > this.current.position.version) {
+          const started = clock.now();
+          this.replaceState(ReplicaState.decode(snapshot.bytes, clock, this.hashSeed), snapshot.bytes.length);
+          logger.event('snapshot-loaded', {
+            version: snapshot.position.version,
+            entries: this.current.table.size,
+            bytes: snapshot.bytes.length,
+            ms: Math.round(clock.now() - started),
+          });
+        }
+        return;
+      } catch (error) {
+        logger.event('snapshot-load-failed', { error: (error as Error).message });
+        await pause(this.deps.timers, RETRY_MS);
+      }
+    }
+  }
+
+  private replaceState(state: ReplicaState, bytes: number): void {
+    this.current = state;
+    this.host.stateReplaced(state, bytes);
+    this.releaseApplyWaiters();
+  }
+
+  /** Starts the watch after the last batch applied. */
+  follow(): void {
+    if (this.closed) return;
+    const generation = ++this.generation;
+    const from = this.watchFrom();
+    this.watch = this.deps.log.watch(from, {
+      onRecords: (records) => {
+        if (generation === this.generation) this.onRecords(records);
+      },
+      onEnd: (why, detail) => {
+        if (generation === this.generation) this.restartWatch(why, detail);
+      },
+    });
+  }
+
+  /** The revision a watch starts from: after the last batch applied (or a compacted gap known empty). */
+  private watchFrom(): number {
+    return Math.max(this.current.position.revision + 1, this.resumeFrom);
+  }
+
+  private restartWatch(why: WatchEnd | 'gap', detail: string): void {
+    this.watch?.close();
+    this.watch = undefined;
+    this.generation++;
+    this.deps.logger.event('log-watch-restart', { why, detail, from: this.watchFrom() });
+    if (why === 'compacted') {
+      void this.recoverFromCompaction();
+    } else {
+      this.deps.timers.after(why === 'gap' ? 0 : RETRY_MS, () => this.follow());
+    }
+  }
+
+  /**
+   * The watch position was compacted away (by our leader after a snapshot, by another cluster
+   * sharing the etcd, or by etcd's own auto-compaction). A newer snapshot brings the replica past
+   * it. Otherwise the log key's latest batch, which survives any compaction, is read once: if it
+   * is the one we have, nothing was missed; if it is the next one, it is applied from that read;
+   * either way the watch resumes from the store's revision at the read. Only when more than one
+   * batch we never saw is gone do we wait for a snapshot: a leader that holds them writes one
+   * within its snapshot age (SNAPSHOT_MAX_AGE_MS), and we look again after RETRY_MS.
+   */
+  private async recoverFromCompaction(): Promise<void> {
+    if (this.reloading) return;
+    this.reloading = true;
+    const { log, logger } = this.deps;
+    try {
+      const before = this.current.position.version;
+      await this.loadSnapshot();
+      if (this.current.position.version === before) {
+        try {
+          const latest = await log.latest(this.commitTimeoutMs);
+          this.contact.heard(true, latest.version);
+          const applied = this.current.position.version;
+          if (latest.version === applied + 1 && latest.value !== undefined) {
+            this.applyRecords([{ version: latest.version, revision: latest.revision, value: latest.value }]);
+            logger.event('log-caught-up-from-latest', { version: latest.version });
+          }
+          if (latest.version === this.current.position.version) {
+            this.resumeFrom = latest.storeRevision + 1;
+          } else if (latest.version > this.current.position.version) {
+            logger.event('log-history-lost', {
+              applied: this.current.position.version,
+              latest: latest.version,
+              detail: 'compacted before this node applied it; waiting for a snapshot that covers it',
+            });
+            await pause(this.deps.timers, RETRY_MS);
+          }
+        } catch (error) {
+          this.contact.heard(false);
+          logger.debug?.(`reading the latest batch failed: ${(error as Error).message}`);
+          await pause(this.deps.timers, RETRY_MS);
+        }
+      }
+    } finally {
+      this.reloading = false;
+    }
+    this.follow();
+  }
+
+  private onRecords(records: readonly LogRecord[]): void {
+    this.contact.heard(true, records[records.length - 1]?.version);
+    const gap = this.applyRecords(records);
+    if (gap !== undefined) this.restartWatch('gap', gap);
+  }
+
+  /** Applies the records not applied yet, in order; at a gap stops and says where (nothing past it is applied). */
+  private applyRecords(records: readonly LogRecord[]): string | undefined {
+    for (const record of records) {
+      if (record.version <= this.current.position.version) continue; // delivered again after a restart
+      const batch = decodeBatch(record.value);
+      try {
+        this.host.applyBatch(this.current, batch, record);
+      } catch (error) {
+        if (error instanceof LogGapError) {
+          this.afterApply();
+          return error.message;
+        }
+        throw error;
+      }
+      this.host.noteApplied(record.value.length);
+    }
+    this.afterApply();
+    return undefined;
+  }
+
+  private afterApply(): void {
+    this.progressAt = this.deps.clock.now();
+    this.releaseApplyWaiters();
+    this.host.progressed();
+  }
+
+  /**
+   * A watch can stall without ending (a stream that stays open but delivers nothing). When etcd
+   * is known to hold batches we have not applied and none arrived for WATCH_STALL_MS (or the
+   * commit timeout, if shorter), the watch is restarted from the last applied revision.
+   */
+  checkProgress(now: number): void {
+    if (this.reloading || this.watch === undefined) return;
+    const behind = this.contact.knownHead - this.current.position.version;
+    if (behind <= 0) {
+      this.progressAt = now;
+      return;
+    }
+    const stall = Math.min(WATCH_STALL_MS, this.commitTimeoutMs);
+    if (now - this.progressAt < stall) return;
+    this.progressAt = now;
+    this.restartWatch('broken', `no batch arrived for ${stall} ms while ${behind} are known`);
+  }
+
+  private releaseApplyWaiters(): void {
+    const version = this.current.position.version;
+    for (let i = 0; i < this.waitingForApply.length; ) {
+      const waiter = this.waitingForApply[i]!;
+      if (waiter.version <= version) {
+        this.waitingForApply.splice(i, 1);
+        waiter.resolve();
+      } else {
+        i++;
+      }
+    }
+  }
+
+  /** Stops following; the replica stays as applied. */
+  close(): void {
+    this.closed = true;
+    this.watch?.close();
+    this.watch = undefined;
+    this.generation++;
+  }
+}

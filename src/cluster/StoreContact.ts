@@ -1,0 +1,16 @@
+/**
+ * What this node has heard from the store: whether its last call got through, and the highest
+ * log version any answer named (appends, read barriers, watch deliveries). The follower compares
+ * that head with what it has applied to notice a silent watch; the metrics show both.
+ */
+export class StoreContact {
+  reachable = false;
+  /** The highest log version the store has told us of. */
+  knownHead = 0;
+
+  /** Notes what a store call said of the store's reachability and of the log's head. */
+  heard(ok: boolean, headVersion = 0): void {
+    this.reachable = ok;
+    if (headVersion > this.knownHead) this.knownHead = headVersion;
+  }
+}

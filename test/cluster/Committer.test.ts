@@ -1,0 +1,96 @@
+import test from 'ava';
+import { Committer } from '../../src/cluster/Committer.js';
+import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
+import { LogOp } from '../../src/cluster/LogCodec.js';
+import { mulberry32 } from '../../src/cluster/random.js';
+import type { LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
+import { StoreContact } from '../../src/cluster/StoreContact.js';
+import { every } from '../../src/cluster/Timers.js';
+import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
+
+// The committer's promise to clients whose command got no answer: its connection closes only once
+// the batch can no longer commit, so "not applied" holds from the close on, whatever node the
+// client asks next. The store here is a stand-in whose appends never answer (a cut link).
+
+const COMMIT_TIMEOUT_MS = 2_000;
+
+/** A store whose appends hang until their timeout (or resolve, if told to), and count what was sent. */
+function stalledLog(vt: VirtualTimers, lateCommitMs: number, commits = false): { log: ReplicatedLog; attempts: number[] } {
+  const attempts: number[] = [];
+  const log = {
+    lateCommitMs,
+    append(_value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+      attempts.push(vt.now());
+      if (commits) return Promise.resolve({ version: 1, revision: 2 });
+      return new Promise((_, reject) => vt.after(timeoutMs, () => reject(new Error(`append: no answer within ${timeoutMs} ms`))));
+    },
+  } as unknown as ReplicatedLog;
+  return { log, attempts };
+}
+
+function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Committer {
+  const c = new Committer({ nodeName: 'n1', incarnation: 1 }, COMMIT_TIMEOUT_MS, {
+    log,
+    clock: vt,
+    timers: vt,
+    random: mulberry32(1),
+    logger: { event: (name) => void events.push(`${vt.now()} ${name}`), debug: undefined },
+  }, new StoreContact(), () => 0);
+  every(vt, TICK_MS, () => c.tick(vt.now()));
+  return c;
+}
+
+/** Submits a release and resolves with when (virtual time) it was given up, or undefined if answered. */
+function submitRelease(vt: VirtualTimers, c: Committer): { givenUpAt: number | undefined; answered: boolean } {
+  const outcome: { givenUpAt: number | undefined; answered: boolean } = { givenUpAt: undefined, answered: false };
+  c.submit(
+    { op: LogOp.Release, key: 'k', index: 'i', owner: 'x' },
+    () => (outcome.givenUpAt = vt.now()),
+    () => (outcome.answered = true),
+  );
+  return outcome;
+}
+
+for (const lateCommitMs of [0, 3_000]) {
+  test(`a batch that never commits is given up only once its last attempt can no longer land (lateCommitMs ${lateCommitMs})`, async (t) => {
+    const vt = new VirtualTimers();
+    const { log, attempts } = stalledLog(vt, lateCommitMs);
+    const events: string[] = [];
+    const outcome = submitRelease(vt, committer(vt, log, events));
+    await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
+    t.false(outcome.answered);
+    t.true(attempts.length >= 2, 'the append was retried within the commit timeout');
+    t.true(attempts.every((at) => at < COMMIT_TIMEOUT_MS), 'no attempt after the deadline');
+    const lastRejection = COMMIT_TIMEOUT_MS; // every attempt's timeout ends by the deadline
+    t.not(outcome.givenUpAt, undefined, 'given up in the end');
+    t.true(outcome.givenUpAt! >= lastRejection + lateCommitMs, `given up at ${outcome.givenUpAt}, before the fence at ${lastRejection + lateCommitMs}`);
+    t.true(outcome.givenUpAt! <= lastRejection + lateCommitMs + TICK_MS, 'and at the first tick after it');
+    t.deepEqual(events.map((e) => e.split(' ')[1]), ['commit-timeout']);
+  });
+}
+
+test('a batch the store confirmed is given up at its deadline even if it was not applied here yet (it took effect before the close)', async (t) => {
+  const vt = new VirtualTimers();
+  const { log } = stalledLog(vt, 3_000, true);
+  const outcome = submitRelease(vt, committer(vt, log, []));
+  await vt.advance(COMMIT_TIMEOUT_MS + TICK_MS);
+  t.not(outcome.givenUpAt, undefined);
+  t.true(outcome.givenUpAt! <= COMMIT_TIMEOUT_MS + TICK_MS);
+});
+
+test('a node leaving with a batch in flight closes its connections only once that batch can no longer land', async (t) => {
+  const vt = new VirtualTimers();
+  const { log } = stalledLog(vt, 3_000);
+  const c = committer(vt, log, []);
+  const inFlight = submitRelease(vt, c);
+  await vt.advance(100); // the first attempt is out
+  const queued = submitRelease(vt, c);
+  let closedAt: number | undefined;
+  void c.close().then(() => (closedAt = vt.now()));
+  await vt.advance(1);
+  t.is(queued.givenUpAt, 100, 'a command never sent fails at once');
+  await vt.advance(10_000);
+  t.not(inFlight.givenUpAt, undefined);
+  t.true(inFlight.givenUpAt! >= 500 + 3_000, `the first attempt's timeout (500 ms) plus lateCommitMs; given up at ${inFlight.givenUpAt}`);
+  t.is(closedAt, inFlight.givenUpAt);
+});

@@ -4,7 +4,7 @@ import { checkHistory } from '../../helpers/history/checker.js';
 import { FailoverClient, type ClientOptions } from '../../helpers/history/client.js';
 import { describeOp, History } from '../../helpers/history/history.js';
 import { cut, hasBlackhole, heal } from '../../helpers/netns/blackhole.js';
-import { LOCK_PORT, NetCluster } from '../../helpers/netns/netCluster.js';
+import { LOCK_PORT, NetCluster, type NetNode } from '../../helpers/netns/netCluster.js';
 import { needsNetns } from '../../helpers/netns/needsNetns.js';
 import { NetLab } from '../../helpers/netns/network.js';
 import { describeFailure, dumpFailure, runNemesis, type NemesisOptions } from './runner.js';
@@ -53,9 +53,10 @@ netnsTest('a node cut off from every etcd member (its clients still reach it), t
 // Bug (a), step by step: a's release goes to n1 while n1 is cut off from etcd; n1 gives up (closes
 // the connection); a, still owner as n2 confirms, keeps its lock (TTL 0) and b queues behind it.
 // When the link heals, the given-up batch must not commit: b must never be told it owns.
-netnsTest('a release that a cut-off node gave up on does not take effect when the link heals', async (t) => {
+/** A lab and cluster for a step-by-step test, and a maker of clients pinned to one node each. */
+async function stepByStep(t: ExecutionContext, nodes: number): Promise<{ cluster: NetCluster; history: History; client: (name: string, node: number) => FailoverClient }> {
   t.timeout(150_000);
-  const lab = NetLab.create({ nodes: 2, members: 3 });
+  const lab = NetLab.create({ nodes, members: 3 });
   t.teardown(() => lab.destroy());
   const cluster = await NetCluster.start(lab, ['--commit-timeout', '2']);
   t.teardown(() => cluster.destroy());
@@ -68,8 +69,23 @@ netnsTest('a release that a cut-off node gave up on does not take effect when th
     connectBoundMs: 2_000,
     stopped: () => false,
   };
-  const [aAtN1, aAtN2, bAtN2] = [new FailoverClient('a', options, 0, true), new FailoverClient('a', options, 1, true), new FailoverClient('b', options, 1, true)];
-  t.teardown(() => [aAtN1, aAtN2, bAtN2].forEach((c) => c.close()));
+  const client = (name: string, node: number): FailoverClient => {
+    const c = new FailoverClient(name, options, node, true);
+    t.teardown(() => c.close());
+    return c;
+  };
+  return { cluster, history, client };
+}
+
+/** Fails with the violations and the whole history (polls that changed nothing left out). */
+function assertChecks(t: ExecutionContext, history: History): void {
+  const violations = checkHistory(history.ops, Infinity);
+  t.deepEqual(violations.map((v) => v.message), [], history.ops.map(describeOp).filter((l) => !/location.*→ 2 /.test(l)).join('\n'));
+}
+
+netnsTest('a release that a cut-off node gave up on does not take effect when the link heals', async (t) => {
+  const { cluster, history, client } = await stepByStep(t, 2);
+  const [aAtN1, aAtN2, bAtN2] = [client('a', 0), client('a', 1), client('b', 1)];
   const entry = { key: 'late', index: '0' };
   t.is(await aAtN2.call({ cmd: 'request', ...entry, owner: 'a', ttl: 0, ttw: 0 }), 1);
   await aAtN1.call({ cmd: 'owner', ...entry }); // connected before the cut
@@ -86,9 +102,45 @@ netnsTest('a release that a cut-off node gave up on does not take effect when th
     await aAtN2.call({ cmd: 'owner', ...entry });
     await delay(250);
   }
-  const violations = checkHistory(history.ops, Infinity);
-  t.deepEqual(violations.map((v) => v.message), [], history.ops.map(describeOp).filter((l) => !/location.*→ 2 /.test(l)).join('\n'));
+  assertChecks(t, history);
 });
+
+// Bug (c), step by step: b's wait (TTW 2 s) runs out while the leader node is stopped (so nobody
+// expires it); a releases, b is promoted and told 1 (location); the leader comes back within its
+// lease. b must keep its TTL (10 s) from then: c, asking meanwhile, must not be told 1.
+netnsTest('a waiter whose wait ran out while the leader node was stopped, promoted and told 1, keeps the lock', async (t) => {
+  const { cluster, history, client } = await stepByStep(t, 3);
+  const leader = await pollLeader(cluster);
+  const other = cluster.nodes.findIndex((n) => n !== leader);
+  const [a, b, c] = [client('a', other), client('b', other), client('c', other)];
+  const entry = { key: 'stalled', index: '0' };
+  t.is(await a.call({ cmd: 'request', ...entry, owner: 'a', ttl: 0, ttw: 0 }), 1);
+  t.is(await b.call({ cmd: 'request', ...entry, owner: 'b', ttl: 10, ttw: 2 }), 2);
+  cluster.pauseNode(leader);
+  t.teardown(() => cluster.resumeNode(leader));
+  await delay(2_500); // b's TTW runs out on every clock; the leader's lease (5 s) does not
+  t.is(await a.call({ cmd: 'release', ...entry, owner: 'a' }), 1);
+  t.is(await b.call({ cmd: 'location', ...entry, owner: 'b' }), 1, 'b is told it owns');
+  cluster.resumeNode(leader);
+  const until = Date.now() + 6_000;
+  while (Date.now() < until) {
+    await c.call({ cmd: 'request', ...entry, owner: 'c', ttl: 10, ttw: 10 });
+    await b.call({ cmd: 'owner', ...entry });
+    await delay(250);
+  }
+  assertChecks(t, history);
+});
+
+/** The node that leads (bounded wait: every node logs `event=leader` soon after it starts). */
+async function pollLeader(cluster: NetCluster): Promise<NetNode> {
+  const until = Date.now() + 15_000;
+  for (;;) {
+    const leader = cluster.leaderNode();
+    if (leader !== undefined) return leader;
+    if (Date.now() >= until) throw new Error('no node said it leads within 15 s');
+    await delay(100);
+  }
+}
 
 // Bug (b): one paused etcd member (the first endpoint of every node) starved the nodes for the whole pause.
 netnsTest('one etcd member paused for 12 s: every node keeps serving within a bound, and every check holds', async (t) => {

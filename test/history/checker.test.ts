@@ -140,11 +140,18 @@ test('lost fails: a TTL-0 grant never released is missing from a final read; pas
 
 test('availability fails when a node answers nothing within the bound of a window; short windows are not judged', (t) => {
   const windows = [{ from: 1000, to: 12_000, nodes: ['n1', 'n2'], label: 'member paused' }];
-  const h = history({ ...owner('p', 1500, 1600, ''), node: 'n2' }, { ...owner('p', 1500, 11_000, ''), node: 'n1' });
+  const h = history({ ...owner('p', 1500, 1600, ''), node: 'n2' }, { ...owner('p', 4900, 5000, ''), node: 'n2' }, { ...owner('p', 1500, 11_000, ''), node: 'n1' });
   const violations = checkAvailability(h, windows, 8_000);
   t.is(violations.length, 1);
-  t.regex(violations[0]!.message, /node n1 answered nothing/);
+  t.regex(violations[0]!.message, /node n1 answered nothing sent in the 8000 ms after 1000/);
   t.deepEqual(checkAvailability(h, [{ ...windows[0]!, to: 5_000 }], 8_000), []);
+});
+
+test('availability fails when a node answered at the start of a window, then nothing for longer than the bound', (t) => {
+  const windows = [{ from: 1000, to: 14_000, nodes: ['n1'], label: 'member paused' }];
+  const answers = (...times: number[]): Op[] => history(...times.map((r) => ({ ...owner('p', r - 5, r, ''), node: 'n1' })));
+  t.regex(checkAvailability(answers(1010, 1250, 10_500, 13_000), windows, 8_000)[0]!.message, /after 1250/);
+  t.deepEqual(checkAvailability(answers(1010, 5_000, 9_000, 13_000), windows, 8_000), []);
 });
 
 test('checkHistory passes a clean handover and longestSilence measures the gaps', (t) => {

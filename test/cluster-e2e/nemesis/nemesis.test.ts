@@ -47,7 +47,7 @@ netnsTest('the lab: a blackhole cut drops both ways and heals; teardown leaves n
 // behind the clients' backs.
 netnsTest('a node cut off from every etcd member (its clients still reach it), three times, then healed: S1 and every check hold', async (t) => {
   const cutN1 = { kind: 'cut-node', node: 0 } as const;
-  await nemesis(t, { seed: 17_001, seconds: 42, schedule: [episode(2_000, 6_000, cutN1), episode(16_000, 6_000, cutN1), episode(28_000, 6_000, cutN1)] });
+  await nemesis(t, { seed: 17_001, seconds: 38, schedule: [episode(2_000, 6_000, cutN1), episode(13_000, 6_000, cutN1), episode(24_000, 6_000, cutN1)] });
 });
 
 // Bug (a), step by step: a's release goes to n1 while n1 is cut off from etcd; n1 gives up (closes

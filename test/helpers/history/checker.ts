@@ -256,20 +256,23 @@ export interface ServiceWindow {
 }
 
 /**
- * Liveness during a fault that leaves the quorum and the node intact: within `boundMs` of the
- * window's start, each node answered some command sent after the start. Windows shorter than
- * the bound are not judged (a bounded wait, no threshold on how fast).
+ * Liveness during a fault that leaves the quorum and the node intact: at every moment t of the
+ * window (up to its end minus the bound), the node answers some command sent at or after t
+ * within `boundMs` of t. Checked at the window's start and just after each of the node's replies
+ * (the moments that matter). A bounded wait, not a threshold on how fast: windows shorter than
+ * the bound are not judged.
  */
 export function checkAvailability(ops: readonly Op[], windows: readonly ServiceWindow[], boundMs: number): Violation[] {
   const violations: Violation[] = [];
   for (const w of windows) {
-    if (w.to - w.from < boundMs) continue;
     for (const node of w.nodes) {
-      const served = ops.some((o) => o.node === node && o.sent >= w.from && answered(o) && o.replied! <= w.from + boundMs);
-      if (!served) {
+      const mine = ops.filter((o) => o.node === node && answered(o));
+      const moments = [w.from, ...mine.map((o) => o.replied!).filter((r) => r > w.from)].filter((t) => t + boundMs <= w.to);
+      const stuck = moments.find((t) => !mine.some((o) => o.sent >= t && o.replied! <= t + boundMs));
+      if (stuck !== undefined) {
         violations.push({
           check: 'unavailable',
-          message: `unavailable: node ${node} answered nothing sent in the ${boundMs} ms after ${w.label} began at ${w.from} (window ${w.from}–${w.to})`,
+          message: `unavailable: node ${node} answered nothing sent in the ${boundMs} ms after ${Math.round(stuck)}, during ${w.label} (${Math.round(w.from)}–${Math.round(w.to)})`,
           ops: [],
         });
       }

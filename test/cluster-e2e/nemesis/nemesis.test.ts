@@ -8,7 +8,7 @@ import { LOCK_PORT, NetCluster, type NetNode } from '../../helpers/netns/netClus
 import { needsNetns } from '../../helpers/netns/needsNetns.js';
 import { NetLab } from '../../helpers/netns/network.js';
 import { describeFailure, dumpFailure, runNemesis, type NemesisOptions } from './runner.js';
-import type { Episode } from './schedule.js';
+import { BUSIEST, type Episode } from './schedule.js';
 
 // Issue 17, the real-network nemesis: 3 lockserver nodes and 3 etcd members, each in its own
 // network namespace, clients in this process; faults on links (blackhole qdiscs, a delaying
@@ -142,9 +142,9 @@ async function pollLeader(cluster: NetCluster): Promise<NetNode> {
   }
 }
 
-// Bug (b): one paused etcd member (the first endpoint of every node) starved the nodes for the whole pause.
-netnsTest('one etcd member paused for 12 s: every node keeps serving within a bound, and every check holds', async (t) => {
-  await nemesis(t, { seed: 17_002, seconds: 24, schedule: [episode(2_000, 12_000, { kind: 'pause-member', member: 0 })] });
+// Bug (b): one paused etcd member (the one the nodes talk to) starved the nodes for the whole pause.
+netnsTest('the etcd member the nodes talk to most paused for 12 s: every node keeps serving within a bound, and every check holds', async (t) => {
+  await nemesis(t, { seed: 17_002, seconds: 24, schedule: [episode(2_000, 12_000, { kind: 'pause-member', member: BUSIEST })] });
 });
 
 // Bug (c): waiters whose TTW ran out while the leader node was stalled were told 1 on promotion,

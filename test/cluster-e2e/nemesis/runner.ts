@@ -15,9 +15,9 @@ import {
 import { FailoverClient, type ClientOptions, type Endpoint } from '../../helpers/history/client.js';
 import { History, type Op } from '../../helpers/history/history.js';
 import { INDEXES, KEEP_KEY, KEY, runProbe, runWorker } from '../../helpers/history/workload.js';
-import { LOCK_PORT, NetCluster, type NetNode } from '../../helpers/netns/netCluster.js';
+import { LOCK_PORT, NetCluster, type NetMember, type NetNode } from '../../helpers/netns/netCluster.js';
 import { NetLab } from '../../helpers/netns/network.js';
-import { describeFault, describeSchedule, drawSchedule, MEMBERS, NODES, SETTLE_MS, type Episode, type Fault, type FaultKind } from './schedule.js';
+import { BUSIEST, describeFault, describeSchedule, drawSchedule, MEMBERS, NODES, SETTLE_MS, type Episode, type Fault, type FaultKind } from './schedule.js';
 
 /** A client's bound on one reply; above --commit-timeout (2 s), so a node that gives up is seen to. */
 const REPLY_BOUND_MS = 4_000;
@@ -69,10 +69,15 @@ export interface NemesisReport {
   readonly nodeLogs: string;
 }
 
-/** Faults currently applied, so that any end (a failure included) heals them first. */
+/** A fault as applied: the node or member it fell on when chosen at run time (leader, busiest). */
 interface Applied {
   readonly fault: Fault;
   readonly node?: NetNode;
+  readonly member?: NetMember;
+}
+
+function memberOf(cluster: NetCluster, j: number): NetMember {
+  return j === BUSIEST ? cluster.busiestMember() : cluster.members[j]!;
 }
 
 async function apply(cluster: NetCluster, fault: Fault): Promise<Applied> {
@@ -80,12 +85,16 @@ async function apply(cluster: NetCluster, fault: Fault): Promise<Applied> {
     case 'cut-node':
       cluster.cutNode(cluster.nodes[fault.node]!);
       return { fault };
-    case 'isolate-member':
-      cluster.isolateMember(cluster.members[fault.member]!);
-      return { fault };
-    case 'pause-member':
-      cluster.pauseMember(cluster.members[fault.member]!);
-      return { fault };
+    case 'isolate-member': {
+      const member = memberOf(cluster, fault.member);
+      cluster.isolateMember(member);
+      return { fault, member };
+    }
+    case 'pause-member': {
+      const member = memberOf(cluster, fault.member);
+      cluster.pauseMember(member);
+      return { fault, member };
+    }
     case 'delay-link':
       cluster.delayLink(cluster.nodes[fault.node]!, cluster.members[fault.member]!, fault.ms);
       return { fault };
@@ -106,9 +115,9 @@ async function heal(cluster: NetCluster, applied: Applied): Promise<void> {
     case 'cut-node':
       return cluster.healNode(cluster.nodes[fault.node]!);
     case 'isolate-member':
-      return cluster.rejoinMember(cluster.members[fault.member]!);
+      return cluster.rejoinMember(applied.member!);
     case 'pause-member':
-      return cluster.resumeMember(cluster.members[fault.member]!);
+      return cluster.resumeMember(applied.member!);
     case 'delay-link':
       return cluster.delayLink(cluster.nodes[fault.node]!, cluster.members[fault.member]!, 0);
     case 'pause-leader-node':
@@ -191,7 +200,8 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
         const now: Applied[] = [];
         for (const fault of episode.faults) now.push(await apply(cluster, fault));
         applied.push(...now);
-        log(`${(from / 1000).toFixed(1)}s: ${episode.faults.map(describeFault).join(' + ')}${now.find((a) => a.node)?.node === undefined ? '' : ` (${now.find((a) => a.node)!.node!.host.name})`}`);
+        const chosen = now.flatMap((a) => [a.node?.host.name, a.member?.host.name]).filter((n) => n !== undefined);
+        log(`${(from / 1000).toFixed(1)}s: ${episode.faults.map(describeFault).join(' + ')}${chosen.length === 0 ? '' : ` (${chosen.join(', ')})`}`);
         await delay(episode.duration);
         const to = history.now();
         for (const a of now) await heal(cluster, a);

@@ -1,6 +1,9 @@
 import { mulberry32, type Random } from '../../../src/cluster/random.js';
 
-/** One fault, on one link or one process. Nodes are numbered from 0 (n1 is 0), as are members. */
+/**
+ * One fault, on one link or one process. Nodes are numbered from 0 (n1 is 0), as are members;
+ * member BUSIEST is the one the nodes hold the most connections to when the fault starts.
+ */
 export type Fault =
   | { readonly kind: 'cut-node'; readonly node: number }
   | { readonly kind: 'isolate-member'; readonly member: number }
@@ -21,6 +24,7 @@ export interface Episode {
 }
 
 export const NODES = 3;
+export const BUSIEST = -1;
 export const MEMBERS = 3;
 /** The delay of a delayed link (the issue's ~200 ms). */
 export const LINK_DELAY_MS = 200;
@@ -81,14 +85,16 @@ export function drawSchedule(seed: number, seconds: number, only?: readonly Faul
   return episodes;
 }
 
+const memberName = (j: number): string => (j === BUSIEST ? 'the busiest' : `m${j}`);
+
 export function describeFault(fault: Fault): string {
   switch (fault.kind) {
     case 'cut-node':
       return `node n${fault.node + 1} cut off from every etcd member (blackhole)`;
     case 'isolate-member':
-      return `etcd member m${fault.member} isolated from members and nodes (blackhole)`;
+      return `etcd member ${memberName(fault.member)} isolated from members and nodes (blackhole)`;
     case 'pause-member':
-      return `etcd member m${fault.member} paused (SIGSTOP)`;
+      return `etcd member ${memberName(fault.member)} paused (SIGSTOP)`;
     case 'delay-link':
       return `link n${fault.node + 1}→m${fault.member} delayed ${fault.ms} ms each way (relay)`;
     case 'pause-leader-node':

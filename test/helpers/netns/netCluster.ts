@@ -158,6 +158,14 @@ export class NetCluster {
     return best?.node;
   }
 
+  /** The member the nodes hold the most relayed connections to: the one whose fault they feel. */
+  busiestMember(): NetMember {
+    const load = (j: number): number => this.nodes.reduce((sum, n) => sum + n.relays[j]!.connections, 0);
+    let best = 0;
+    for (let j = 1; j < this.members.length; j++) if (load(j) > load(best)) best = j;
+    return this.members[best]!;
+  }
+
   // Faults, each on one process or one link; each has its heal.
 
   pauseMember(member: NetMember): void {

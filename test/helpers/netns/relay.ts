@@ -27,6 +27,11 @@ export class DelayRelay {
     return relay;
   }
 
+  /** Connections being relayed now (each counts once, not its two sockets). */
+  get connections(): number {
+    return this.sockets.size / 2;
+  }
+
   get url(): string {
     return `http://${this.host}:${this.port}`;
   }

@@ -20,7 +20,10 @@ const netnsTest = needsNetns(test);
 async function nemesis(t: ExecutionContext, options: Omit<NemesisOptions, 'log' | 'teardown'>): Promise<void> {
   t.timeout(options.seconds * 1000 + 120_000);
   const lines: string[] = [];
-  const report = await runNemesis({ ...options, log: (line) => lines.push(line), teardown: (cleanup) => t.teardown(cleanup) });
+  const report = await runNemesis({ ...options, log: (line) => lines.push(line), teardown: (cleanup) => t.teardown(cleanup) }).catch((error: unknown) => {
+    t.log(lines.join('\n')); // the seed, the schedule and how far it got
+    throw error;
+  });
   t.log(`ran ${Math.round(report.runMs / 1000)} s, ${report.ops} commands (${report.answered} answered); after the final heal every node answered within ${JSON.stringify(report.healedServeMs)} ms`);
   for (const f of report.figures) t.log(`${f.episode}: longest silence per node ${JSON.stringify(f.silentMs)} ms; first answer after the heal ${JSON.stringify(f.servedAfterHealMs)} ms`);
   if (report.violations.length > 0) t.log(`${lines.join('\n')}\n${dumpFailure(report)}`);

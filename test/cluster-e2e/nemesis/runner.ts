@@ -219,6 +219,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
     const healedAt = history.now();
     // Liveness after healing: every node answers a fresh connection (bounded wait, measured).
     const healedServeMs: Record<string, number> = {};
+    const unhealed: Violation[] = [];
     await Promise.all(
       endpoints.map(async (endpoint, i) => {
         const checker = new FailoverClient(`live-n${i + 1}`, clientOptions, i, true);
@@ -230,9 +231,14 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
           HEALED_BOUND_MS,
           `node ${endpoint.name} to answer after every fault was healed`,
         );
-        await answered;
-        healedServeMs[endpoint.name] = Math.round(history.now() - healedAt);
-        checker.close();
+        try {
+          await answered;
+          healedServeMs[endpoint.name] = Math.round(history.now() - healedAt);
+        } catch (error) {
+          unhealed.push({ check: 'unavailable', message: `liveness after healing: ${(error as Error).message}`, ops: [] });
+        } finally {
+          checker.close();
+        }
       }),
     );
     stop = true;
@@ -248,7 +254,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       reader.close();
     }
     const ops = history.ops;
-    const violations = [...checkHistory(ops, finalFrom), ...checkAvailability(ops, windows, SERVE_BOUND_MS)];
+    const violations = [...unhealed, ...checkHistory(ops, finalFrom), ...checkAvailability(ops, windows, SERVE_BOUND_MS)];
     const figures = healTimes.map(({ episode, from, to }) => figuresOf(ops, episode, from, to));
     return {
       seed: options.seed,

@@ -308,7 +308,7 @@ export function describeFailure(report: NemesisReport): string {
 export function dumpFailure(report: NemesisReport, name = `seed-${report.seed}`): string {
   const history = join(tmpdir(), `nemesis-${name}-history.json`);
   const logs = join(tmpdir(), `nemesis-${name}-nodes.log`);
-  writeFileSync(history, JSON.stringify({ violations: report.violations, history: report.history }).replace(/\},\{/g, '},\n{'));
+  writeFileSync(history, `{"violations": ${JSON.stringify(report.violations)},\n"history": [\n${report.history.map((op) => JSON.stringify(op)).join(',\n')}\n]}\n`);
   writeFileSync(logs, report.nodeLogs);
   return `history: ${history}; node logs: ${logs}`;
 }

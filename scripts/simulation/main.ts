@@ -13,19 +13,21 @@ const options = new Command()
   .option('--from <n>', 'first seed of a range', whole, 1)
   .option('--count <n>', 'seeds in the range', whole, 100)
   .option('--faulty-ms <n>', 'virtual milliseconds of load with faults per seed', whole, 20_000)
+  .option('--no-foreign-compaction', 'no compaction of the store by another cluster')
   .parse()
-  .opts<{ seed?: number; from: number; count: number; faultyMs: number }>();
+  .opts<{ seed?: number; from: number; count: number; faultyMs: number; foreignCompaction: boolean }>();
 
 const seeds = options.seed !== undefined ? [options.seed] : Array.from({ length: options.count }, (_, i) => options.from + i);
 let failures = 0;
 for (const seed of seeds) {
   try {
-    const report = await runSimulation({ seed, faultyMs: options.faultyMs });
+    const report = await runSimulation({ seed, faultyMs: options.faultyMs, foreignCompaction: options.foreignCompaction });
     console.log(JSON.stringify(report));
   } catch (error) {
     if (!(error instanceof SimulationFailure)) throw error;
     failures++;
-    console.log(`seed ${seed} FAILED: ${error.message}\nreplay: scripts/simulate --seed ${seed} --faulty-ms ${options.faultyMs}`);
+    const flags = `--faulty-ms ${options.faultyMs}${options.foreignCompaction ? '' : ' --no-foreign-compaction'}`;
+    console.log(`seed ${seed} FAILED: ${error.message}\nreplay: scripts/simulate --seed ${seed} ${flags}`);
   }
 }
 console.log(`${seeds.length - failures} passed, ${failures} failed`);

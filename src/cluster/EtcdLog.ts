@@ -1,110 +1,164 @@
-import { createHash } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { hostname } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { IRequestOp, IResponseOp, Watcher } from 'etcd3';
 import { asBuffer } from '../bytes.js';
-import { Etcd3, type IOptions, type Lease, type Watcher } from 'etcd3';
+import { isLeaseNotFound, prefixEnd } from './etcd/calls.js';
+import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
+import { NameLease } from './etcd/NameLease.js';
+import { SnapshotStore } from './etcd/SnapshotStore.js';
+import { WriterLeases } from './etcd/WriterLeases.js';
 import type {
   Candidate,
-  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
   LogRecord,
   LogWatch,
-  MemberSession,
   NameClaim,
   ReplicatedLog,
+  RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
 
-/** Snapshot chunk size: a put is capped at 1.5 MiB by etcd's default --max-request-bytes. */
-export const SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
-/** Largest message we accept from etcd; grpc-js's 4 MiB default drops a big catch-up silently (trap 2). */
-const MAX_RECEIVE_BYTES = 512 * 1024 * 1024;
+export type { EtcdConnection } from './etcd/EndpointPool.js';
+export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
 
-export interface EtcdConnection {
-  readonly endpoints: readonly string[];
-  /** Prefix of every key this cluster writes. */
-  readonly cluster: string;
-  readonly caCert?: Buffer;
-  readonly cert?: Buffer;
-  readonly key?: Buffer;
-  readonly user?: { readonly username: string; readonly password: string };
-}
+/** Retained batches deleted per transaction: etcd's default --max-txn-ops is 128. */
+const RETAINED_DELETES_PER_TXN = 100;
+/** Pages of deletes one snapshot may do (10,000 batches at most between snapshots by default, and leftovers). */
+const MAX_RETAINED_PAGES = 1_000;
+
+/** Longest one attempt of an idempotent setup call (lease grant, name read) may hang on one member. */
+const SETUP_ATTEMPT_MS = 1_000;
 
 /**
  * ReplicatedLog on etcd, through the `etcd3` client. Every trap of that client listed in the
- * design note is handled here, and only here:
- * 1. watch reconnects resume from the last revision *we* received, not the header's;
+ * design note is handled here (and in ./etcd/), and only here:
+ * 1. a watch is never resumed by the client: a stream that breaks ends the watch as 'broken' and
+ *    the caller restarts it after the last batch it applied (its version check catches the rest);
  * 2. the receive limit is raised so a catch-up larger than 4 MiB is not dropped;
- * 3. a retried put may append twice: batches carry ids (ReplicaState applies each once);
+ * 3. the client's own retries are off (one call, one attempt); a batch sent twice by our retries
+ *    carries its id, and ReplicaState applies it once;
  * 4. every unary call has a deadline (no hanging on a paused member);
  * 5. a watcher ended by compaction emits 'error', which we always listen to;
  * 6. leases and the name claim are raw transactions (create-if-absent), not the lock recipe;
- * 7. etcd never compacts by itself: the leader compacts after each snapshot.
+ * 7. etcd never compacts by itself: the leader compacts after each snapshot;
+ * 8. one client per endpoint (EndpointPool): an attempt that fails or hangs moves the next one to
+ *    another member (one found silent by a probe is passed over for a while), a watch restarted
+ *    after 'broken' goes to another member's fresh stream,
+ *    every call and stream requires a leader (`hasleader`, so an isolated member refuses them),
+ *    gRPC keepalive closes connections to silent members, and the name lease is kept alive
+ *    through the pool (NameLease), not on one member's stream;
+ * 9. appends are fenced by short writer leases (WriterLeases): a batch the caller gave up on
+ *    commits within `lateCommitMs` or never;
+ * 10. `latest()` reads the log key's last batch with its value, which survives any compaction;
+ *    snapshots move their pointer by compare-and-swap only (SnapshotStore).
  */
 export class EtcdLog implements ReplicatedLog {
-  private readonly client: Etcd3;
+  private readonly pool: EndpointPool;
+  private readonly writers: WriterLeases;
+  private readonly snapshots: SnapshotStore;
   private readonly logKey: Buffer;
-  private readonly pointerKey: Buffer;
-  private readonly chunkPrefix: string;
   private readonly namePrefix: string;
   private readonly candidatePrefix: string;
-  private readonly leases = new Set<Lease>();
+  /** The last op of every append: reads back the log key's version, the batch's number. */
+  private readonly readLogVersion: IRequestOp;
+  /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
+  private readonly retainedPrefix: Buffer;
+  /** This client's retained-batch keys: `<retainedPrefix><client id>/<n>`, one per append attempt. */
+  private readonly retainedOwn: string;
+  private retainedCount = 0;
+  private readonly nameLeases = new Set<NameLease>();
+  /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
+  private readonly watches = new Set<() => void>();
+  /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
+  private lastWatchEndpoint: Endpoint | undefined;
 
   constructor(connection: EtcdConnection) {
-    const options: IOptions = {
-      hosts: [...connection.endpoints],
-      grpcOptions: { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES, 'grpc.max_send_message_length': MAX_RECEIVE_BYTES },
-      dialTimeout: 3_000,
-    };
-    if (connection.caCert !== undefined) {
-      options.credentials = { rootCertificate: connection.caCert, privateKey: connection.key, certChain: connection.cert };
-    }
-    if (connection.user !== undefined) options.auth = { ...connection.user };
-    this.client = new Etcd3(options);
+    this.pool = new EndpointPool(connection, randomInt(0, 2 ** 31));
     const root = `/${connection.cluster}/`;
     this.logKey = Buffer.from(`${root}log`);
-    this.pointerKey = Buffer.from(`${root}snapshot`);
-    this.chunkPrefix = `${root}snapshots/`;
     this.namePrefix = `${root}nodes/`;
     this.candidatePrefix = `${root}candidates/`;
+    this.readLogVersion = { request_range: { key: this.logKey, keys_only: true } };
+    // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
+    const clientId = randomBytes(8).toString('hex');
+    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`));
+    this.retainedPrefix = Buffer.from(`${root}batches/`);
+    this.retainedOwn = `${root}batches/${clientId}/`;
+    this.snapshots = new SnapshotStore(this.pool, root);
+  }
+
+  /** Writer-lease TTL as granted + revoke slack (see WriterLeases). */
+  get lateCommitMs(): number {
+    return this.writers.lateCommitMs;
+  }
+
+  /** The writer-lease TTL etcd granted (ms; the one asked for before the first grant). For tests and reports. */
+  get writerLeaseTtlMs(): number {
+    return this.writers.grantedTtlMs;
   }
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
-    // One transaction puts the batch and reads back the key's version: the batch's number.
-    const response = await within(
-      timeoutMs,
-      'append',
-      this.client.kv.txn(
-        {
-          compare: [],
-          success: [
-            { request_put: { key: this.logKey, value: asBuffer(value) } },
-            { request_range: { key: this.logKey, keys_only: true } },
-          ],
-        },
-        deadline(timeoutMs),
-      ),
-    );
-    const kv = response.responses[1]?.response_range.kvs[0];
+    const started = performance.now();
+    const lease = await this.writers.forSend(timeoutMs);
+    const left = timeoutMs - (performance.now() - started);
+    // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
+    // reads back the key's version: the batch's number.
+    // The batch is also put under a key of its own (one per attempt, so each commit has one):
+    // compaction never removes a live key, so a follower can read it back whoever compacts.
+    const bytes = asBuffer(value);
+    const retained = Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36));
+    const success: IRequestOp[] = [
+      { request_put: { key: this.logKey, value: bytes } },
+      { request_put: { key: retained, value: bytes } },
+      lease.fence,
+      this.readLogVersion,
+    ];
+    let responses: IResponseOp[];
+    try {
+      responses = (await this.pool.call('append', left, ({ client }, options) => client.kv.txn({ compare: [], success }, options))).responses;
+    } catch (error) {
+      if (isLeaseNotFound(error)) this.writers.refused(lease);
+      throw error;
+    }
+    const kv = responses[3]?.response_range.kvs[0];
     if (kv === undefined) throw new Error('append: the log key vanished');
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
   }
 
-  /** Not fenced yet: a given-up append can commit whenever its request reaches etcd. */
-  readonly lateCommitMs = 0;
-
-  async latest(timeoutMs: number): Promise<LatestBatch> {
-    const response = await within(timeoutMs, 'latest batch', this.client.kv.range({ key: this.logKey }, deadline(timeoutMs)));
-    const kv = response.kvs[0];
+  async since(revision: number, timeoutMs: number): Promise<RetainedSince> {
+    // One transaction: the log's head and the retained batches after `revision`, at one revision.
+    const response = await this.pool.call('retained batches', timeoutMs, ({ client }, options) =>
+      client.kv.txn(
+        {
+          compare: [],
+          success: [
+            this.readLogVersion,
+            {
+              request_range: {
+                key: this.retainedPrefix,
+                range_end: prefixEnd(this.retainedPrefix),
+                min_create_revision: revision + 1,
+                sort_target: 'Create',
+                sort_order: 'Ascend',
+              },
+            },
+          ],
+        },
+        options,
+      ),
+    );
     const storeRevision = Number(response.header.revision);
-    return kv === undefined
-      ? { version: 0, revision: 0, storeRevision, value: undefined }
-      : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision, value: kv.value };
+    const log = response.responses[0]?.response_range.kvs[0];
+    const head = log === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(log.version), revision: Number(log.mod_revision), storeRevision };
+    const batches = (response.responses[1]?.response_range.kvs ?? []).map((kv) => ({ revision: Number(kv.create_revision), value: kv.value }));
+    return { head, batches };
   }
 
   async head(timeoutMs: number): Promise<LogHead> {
-    const response = await within(timeoutMs, 'read barrier', this.client.kv.range({ key: this.logKey, keys_only: true }, deadline(timeoutMs)));
+    const response = await this.pool.call('read barrier', timeoutMs, ({ client }, options) => client.kv.range({ key: this.logKey, keys_only: true }, options));
     const kv = response.kvs[0];
     const storeRevision = Number(response.header.revision);
     return kv === undefined
@@ -113,106 +167,76 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   watch(fromRevision: number, listener: LogListener): LogWatch {
-    let watcher: Watcher | undefined;
+    const endpoint = this.pool.preferredOtherThan(this.lastWatchEndpoint);
+    this.lastWatchEndpoint = endpoint;
     let closed = false;
-    let last = fromRevision - 1;
+    // The watcher object at once (not create(), which waits for etcd's 'connected' and ignores a
+    // stream that breaks before it): every outcome is heard and the watcher can always be cancelled.
+    const watcher: Watcher = endpoint.client.watch().key(this.logKey).startRevision(String(fromRevision)).watcher();
+    const stop = (): void => {
+      closed = true;
+      this.watches.delete(stop);
+      // On a silent stream the cancel never completes; the stream's end (keepalive, close()) settles it.
+      void watcher.cancel().catch(() => {});
+    };
     const end = (why: 'compacted' | 'broken', detail: string): void => {
       if (closed) return;
-      closed = true;
-      void watcher?.cancel().catch(() => {});
+      stop();
       listener.onEnd(why, detail);
     };
-    // Trap 1: the client would resume from the response header's revision + 1, which skips
-    // whatever a catching-up stream had not delivered yet. Always resume after our last record.
-    const resumeAfterLast = (): void => {
-      if (watcher !== undefined) watcher.request.start_revision = String(last + 1);
-    };
-    this.client
-      .watch()
-      .key(this.logKey)
-      .startRevision(String(fromRevision))
-      .create()
-      .then(
-        (created) => {
-          watcher = created;
-          if (closed) {
-            void created.cancel().catch(() => {});
-            return;
-          }
-          resumeAfterLast();
-          created.on('connected', resumeAfterLast);
-          created.on('disconnected', resumeAfterLast);
-          created.on('data', (response) => {
-            const records: LogRecord[] = [];
-            for (const event of response.events) {
-              if (event.type !== 'Put') continue;
-              const revision = Number(event.kv.mod_revision);
-              records.push({ version: Number(event.kv.version), revision, value: event.kv.value });
-              last = revision;
-            }
-            resumeAfterLast();
-            if (!closed && records.length > 0) listener.onRecords(records);
-          });
-          // Trap 5: compaction past the watcher cancels it with 'error'; unheard, it would crash us.
-          created.on('error', (error: Error) => end('compacted', error.message));
-        },
-        (error: Error) => end(/compact/i.test(error.message) ? 'compacted' : 'broken', error.message),
-      );
-    return {
-      close: () => {
-        if (closed) return;
-        closed = true;
-        void watcher?.cancel().catch(() => {});
-      },
-    };
+    this.watches.add(stop);
+    // Trap 1: the client would reattach to the same member and resume from the header's revision;
+    // a broken stream ends this watch instead, and the next one goes to another member.
+    watcher.on('disconnected', (error: Error) => {
+      this.pool.leave(endpoint);
+      end('broken', `stream to ${endpoint.url} broke: ${error.message}`);
+    });
+    watcher.on('data', (response) => {
+      if (closed) return;
+      const records: LogRecord[] = [];
+      for (const event of response.events) {
+        if (event.type !== 'Put') continue;
+        records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
+      }
+      if (records.length > 0) listener.onRecords(records);
+    });
+    // Trap 5: compaction past the watcher cancels it with 'error'; unheard, it would crash us.
+    // etcd 3.4 names no reason ("Watcher canceled: "); the caller's reload path copes with any cause.
+    watcher.on('error', (error: Error) => end('compacted', `${endpoint.url}: ${error.message}`));
+    return { close: () => void (closed || stop()) };
   }
 
-  async loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined> {
-    // A newer snapshot may replace the one we are reading (its chunks are then deleted): retry.
-    for (let attempt = 1; ; attempt++) {
-      const pointer = await within(timeoutMs, 'snapshot pointer', this.client.kv.range({ key: this.pointerKey }, deadline(timeoutMs)));
-      const kv = pointer.kvs[0];
-      if (kv === undefined) return undefined;
-      const meta = parsePointer(kv.value);
-      const parts: Buffer[] = [];
-      for (let i = 0; i < meta.chunks; i++) {
-        const chunk = await within(timeoutMs, 'snapshot chunk', this.client.kv.range({ key: this.chunkKey(meta.version, i) }, deadline(timeoutMs)));
-        const value = chunk.kvs[0]?.value;
-        if (value === undefined) break;
-        parts.push(value);
-      }
-      const bytes = Buffer.concat(parts);
-      if (parts.length === meta.chunks && bytes.length === meta.bytes && sha256(bytes) === meta.sha256) {
-        return { position: { version: meta.version, revision: meta.revision }, bytes };
-      }
-      if (attempt >= 3) throw new Error(`snapshot ${meta.version} is incomplete or damaged in etcd`);
-    }
+  loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined> {
+    return this.snapshots.load(timeoutMs);
   }
 
   async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
-    const { version, revision } = snapshot.position;
-    const bytes = asBuffer(snapshot.bytes);
-    const chunks = Math.max(1, Math.ceil(bytes.length / SNAPSHOT_CHUNK_BYTES));
-    for (let i = 0; i < chunks; i++) {
-      const value = bytes.subarray(i * SNAPSHOT_CHUNK_BYTES, (i + 1) * SNAPSHOT_CHUNK_BYTES);
-      await within(timeoutMs, 'snapshot chunk', this.client.kv.put({ key: this.chunkKey(version, i), value }, deadline(timeoutMs)));
+    // Retained batches go only once a snapshot at or past them is the one a follower loads.
+    if (!(await this.snapshots.save(snapshot, timeoutMs))) return;
+    await this.dropRetained(snapshot.position.revision, timeoutMs).catch(() => {
+      // Left for the next snapshot to drop: a retained batch only costs space.
+    });
+  }
+
+  /** Drops the retained batches a saved snapshot covers (appended at or before `revision`), a page at a time. */
+  private async dropRetained(revision: number, timeoutMs: number): Promise<void> {
+    for (let page = 0; page < MAX_RETAINED_PAGES; page++) {
+      const listed = await this.pool.call('retained batches', timeoutMs, ({ client }, options) =>
+        client.kv.range(
+          { key: this.retainedPrefix, range_end: prefixEnd(this.retainedPrefix), max_create_revision: revision, keys_only: true, limit: RETAINED_DELETES_PER_TXN },
+          options,
+        ),
+      );
+      if (listed.kvs.length === 0) return;
+      const deletes: IRequestOp[] = listed.kvs.map((kv) => ({ request_delete_range: { key: kv.key } }));
+      await this.pool.call('drop retained batches', timeoutMs, ({ client }, options) => client.kv.txn({ compare: [], success: deletes }, options));
+      if (!listed.more) return;
     }
-    const current = await within(timeoutMs, 'snapshot pointer', this.client.kv.range({ key: this.pointerKey }, deadline(timeoutMs)));
-    const existing = current.kvs[0];
-    if (existing !== undefined && parsePointer(existing.value).version >= version) return;
-    const pointer = JSON.stringify({ version, revision, chunks, bytes: bytes.length, sha256: sha256(bytes) });
-    await within(timeoutMs, 'snapshot pointer', this.client.kv.put({ key: this.pointerKey, value: Buffer.from(pointer) }, deadline(timeoutMs)));
-    // Older snapshots go: every chunk key sorts below this snapshot's first one.
-    await within(
-      timeoutMs,
-      'old snapshots',
-      this.client.kv.deleteRange({ key: Buffer.from(this.chunkPrefix), range_end: this.chunkKey(version, 0) }, deadline(timeoutMs)),
-    );
   }
 
   async compact(revision: number, timeoutMs: number): Promise<void> {
     try {
-      await within(timeoutMs, 'compaction', this.client.kv.compact({ revision: String(revision) }, deadline(timeoutMs)));
+      await this.pool.call('compaction', timeoutMs, ({ client }, options) => client.kv.compact({ revision: String(revision) }, options));
     } catch (error) {
       // Someone compacted this far already: the history before it is gone either way.
       if (!/compacted/i.test((error as Error).message)) throw error;
@@ -220,44 +244,54 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim> {
-    const lease = this.client.lease(leaseSeconds, { autoKeepAlive: true });
-    lease.on('lost', () => {});
-    let id: string;
-    try {
-      id = await within(timeoutMs, 'lease grant', lease.grant());
-    } catch (error) {
-      void lease.revoke().catch(() => {});
-      throw error;
-    }
+    const started = performance.now();
+    const grant = await this.pool.call(
+      'lease grant',
+      timeoutMs,
+      ({ client }, options) => client.leaseClient.leaseGrant({ TTL: leaseSeconds, ID: 0 }, options),
+      SETUP_ATTEMPT_MS,
+    );
+    const grantedAt = performance.now();
+    const id = grant.ID;
+    const revoke = (): void =>
+      void this.pool.call('lease revoke', SETUP_ATTEMPT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options)).catch(() => {});
     const nameKey = Buffer.from(this.namePrefix + name);
-    const success = [{ request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } }];
+    const success: IRequestOp[] = [{ request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } }];
     if (priority !== undefined) {
       success.push({ request_put: { key: Buffer.from(this.candidatePrefix + name), value: Buffer.from(String(priority)), lease: id } });
     }
-    const response = await within(
-      timeoutMs,
-      'name claim',
-      this.client.kv.txn(
-        {
-          compare: [{ key: nameKey, target: 'Create', result: 'Equal', create_revision: 0 }],
-          success,
-          failure: [{ request_range: { key: nameKey } }],
-        },
-        deadline(timeoutMs),
-      ),
-    );
-    if (!response.succeeded) {
-      void lease.revoke().catch(() => {});
-      const holder = response.responses[0]?.response_range.kvs[0]?.value.toString() ?? 'unknown';
-      return { taken: false, holder };
+    let holder: { value: Buffer; lease: string } | undefined;
+    try {
+      const response = await this.pool.call('name claim', timeoutMs - (grantedAt - started), ({ client }, options) =>
+        client.kv.txn(
+          {
+            compare: [{ key: nameKey, target: 'Create', result: 'Equal', create_revision: 0 }],
+            success,
+            failure: [{ request_range: { key: nameKey } }],
+          },
+          options,
+        ),
+      );
+      if (!response.succeeded) holder = response.responses[0]?.response_range.kvs[0] ?? { value: Buffer.from('unknown'), lease: '0' };
+    } catch (error) {
+      revoke();
+      throw error;
     }
-    this.leases.add(lease);
-    return { taken: true, session: leaseSession(lease, () => this.leases.delete(lease)) };
+    // A claim sent twice (the first answer lost) finds the name held by its own lease: taken.
+    if (holder !== undefined && holder.lease !== id) {
+      revoke();
+      return { taken: false, holder: holder.value.toString() };
+    }
+    const session = new NameLease(this.pool, id, Number(grant.TTL) * 1000, grantedAt, (lease) => this.nameLeases.delete(lease));
+    this.nameLeases.add(session);
+    return { taken: true, session };
   }
 
   async candidates(timeoutMs: number): Promise<Candidate[]> {
     const prefix = Buffer.from(this.candidatePrefix);
-    const response = await within(timeoutMs, 'candidates', this.client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, deadline(timeoutMs)));
+    const response = await this.pool.call('candidates', timeoutMs, ({ client }, options) =>
+      client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, options),
+    );
     return response.kvs.map((kv) => ({
       name: kv.key.subarray(prefix.length).toString(),
       priority: Number(kv.value.toString()),
@@ -266,78 +300,9 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   async close(): Promise<void> {
-    this.client.close();
+    // Name leases not released are left to expire (as a crashed node's would); their renewals stop.
+    for (const lease of [...this.nameLeases]) lease.close();
+    for (const stop of [...this.watches]) stop();
+    this.pool.close();
   }
-
-  private chunkKey(version: number, index: number): Buffer {
-    return Buffer.from(`${this.chunkPrefix}${String(version).padStart(16, '0')}/${String(index).padStart(8, '0')}`);
-  }
-}
-
-function leaseSession(lease: Lease, forget: () => void): MemberSession {
-  let lost = false;
-  const handlers: Array<(why: string) => void> = [];
-  lease.on('lost', (error) => {
-    if (lost) return;
-    lost = true;
-    forget();
-    for (const handler of handlers) handler(error.message);
-  });
-  return {
-    get lost() {
-      return lost;
-    },
-    onLost: (handler) => void handlers.push(handler),
-    release: async () => {
-      lost = true;
-      forget();
-      await lease.revoke({ deadline: Date.now() + 2_000 });
-    },
-  };
-}
-
-interface SnapshotPointer {
-  readonly version: number;
-  readonly revision: number;
-  readonly chunks: number;
-  readonly bytes: number;
-  readonly sha256: string;
-}
-
-function parsePointer(value: Buffer): SnapshotPointer {
-  const p = JSON.parse(value.toString()) as SnapshotPointer;
-  for (const field of ['version', 'revision', 'chunks', 'bytes'] as const) {
-    if (!Number.isSafeInteger(p[field]) || p[field] < 0) throw new Error(`snapshot pointer: bad ${field}`);
-  }
-  return p;
-}
-
-function sha256(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-/** The first key after every key that starts with `prefix` (etcd's range_end for a prefix). */
-function prefixEnd(prefix: Buffer): Buffer {
-  const end = Buffer.from(prefix);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]!++;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from([0]);
-}
-
-/** Trap 4: grpc calls carry a deadline; the client has none by default. */
-function deadline(timeoutMs: number): { deadline: Date } {
-  return { deadline: new Date(Date.now() + Math.max(1, timeoutMs)) };
-}
-
-/** The client's own retries can outlast a call's deadline: bound the whole call here too. */
-function within<T>(timeoutMs: number, what: string, work: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`etcd ${what} did not complete within ${Math.round(timeoutMs)} ms`)), Math.max(1, timeoutMs));
-  });
-  return Promise.race([work, limit]).finally(() => clearTimeout(timer));
 }

@@ -132,43 +132,42 @@ export class LogFollower {
   /**
    * The watch position was compacted away (by our leader after a snapshot, by another cluster
    * sharing the etcd, or by etcd's own auto-compaction). A newer snapshot brings the replica past
-   * it. Otherwise the log key's latest batch, which survives any compaction, is read once: if it
-   * is the one we have, nothing was missed; if it is the next one, it is applied from that read;
-   * either way the watch resumes from the store's revision at the read. Only when more than one
-   * batch we never saw is gone do we wait for a snapshot: a leader that holds them writes one
-   * within its snapshot age (SNAPSHOT_MAX_AGE_MS), and we look again after RETRY_MS.
+   * it; then one read of the batches the log retains after our position (see ReplicatedLog.since)
+   * brings it to the head, and the watch resumes from the store's revision at that read. Only if
+   * the log does not retain them all (batches written before retention existed) do we wait for a
+   * snapshot that covers them: a caught-up leader writes one within its snapshot age
+   * (SNAPSHOT_MAX_AGE_MS), and we look again after RETRY_MS.
    */
   private async recoverFromCompaction(): Promise<void> {
     if (this.reloading) return;
     this.reloading = true;
     const { log, logger } = this.deps;
     try {
-      const before = this.current.position.version;
       await this.loadSnapshot();
-      if (this.current.position.version === before) {
-        try {
-          const latest = await log.latest(this.commitTimeoutMs);
-          this.contact.heard(true, latest.version);
-          const applied = this.current.position.version;
-          if (latest.version === applied + 1 && latest.value !== undefined) {
-            this.applyRecords([{ version: latest.version, revision: latest.revision, value: latest.value }]);
-            logger.event('log-caught-up-from-latest', { version: latest.version });
-          }
-          if (latest.version === this.current.position.version) {
-            this.resumeFrom = latest.storeRevision + 1;
-          } else if (latest.version > this.current.position.version) {
-            logger.event('log-history-lost', {
-              applied: this.current.position.version,
-              latest: latest.version,
-              detail: 'compacted before this node applied it; waiting for a snapshot that covers it',
-            });
-            await pause(this.deps.timers, RETRY_MS);
-          }
-        } catch (error) {
-          this.contact.heard(false);
-          logger.debug?.(`reading the latest batch failed: ${(error as Error).message}`);
+      try {
+        const { head, batches } = await log.since(this.current.position.revision, this.commitTimeoutMs);
+        this.contact.heard(true, head.version);
+        const from = this.current.position.version;
+        const missing = head.version - from;
+        if (missing > 0 && batches.length === missing && batches[missing - 1]!.revision === head.revision) {
+          this.applyRecords(batches.map((b, i) => ({ version: from + 1 + i, revision: b.revision, value: b.value })));
+          logger.event('log-caught-up-from-retained', { from, to: head.version });
+        }
+        if (head.version === this.current.position.version) {
+          this.resumeFrom = head.storeRevision + 1;
+        } else if (head.version > this.current.position.version) {
+          logger.event('log-history-lost', {
+            applied: this.current.position.version,
+            head: head.version,
+            retained: batches.length,
+            detail: 'compacted before this node applied it and not retained; waiting for a snapshot that covers it',
+          });
           await pause(this.deps.timers, RETRY_MS);
         }
+      } catch (error) {
+        this.contact.heard(false);
+        logger.debug?.(`reading the retained batches failed: ${(error as Error).message}`);
+        await pause(this.deps.timers, RETRY_MS);
       }
     } finally {
       this.reloading = false;

@@ -2,7 +2,6 @@ import type { Clock } from '../locks/Clock.js';
 import type { Random } from './random.js';
 import type {
   Candidate,
-  LatestBatch,
   LogHead,
   LogListener,
   LogPosition,
@@ -11,6 +10,7 @@ import type {
   MemberSession,
   NameClaim,
   ReplicatedLog,
+  RetainedSince,
   StoredSnapshot,
   WatchEnd,
 } from './ReplicatedLog.js';
@@ -30,8 +30,27 @@ import type { Timers } from './Timers.js';
  * program: the same seed replays the same run (compare `store.trace`).
  *
  * Faults (all off by default):
+ * - `members` (option), `isolateMember(m, on)`, `changeLeader(ms)`: a client talks to one member
+ *   (its watch stream to the member it had when its first watch opened). A member cut off from
+ *   the majority is open but silent: its clients' calls hang until their deadline and their
+ *   streams deliver nothing; after a deadline a client may move to another member. A leader
+ *   change fails every call in flight ('leader changed', an append may have committed) or loses
+ *   its answer (it hangs); nobody leads until an election ends.
+ * - `lateCommitMs` (option) is the fence of ReplicatedLog.lateCommitMs: a request of an append
+ *   whose call has rejected (deadline, crash, leader change) still executes if it reaches the
+ *   leader within lateCommitMs of that rejection, never later (0: never). `faults.appendLate`
+ *   holds appends before Raft for up to 1.2 × lateCommitMs + 2 s, so late landings are common and
+ *   some are fenced.
+ * - `fsync`: every write waits for the leader's disk, one after the other; a slow one (up to
+ *   `fsync.slowMs`) delays every write behind it.
+ * - `client.stallStream(ms)`: every watch of the client (the etcd3 client multiplexes them on one
+ *   stream) stays open and silent, new ones too, for `ms`.
+ * - `compactByOthers()`: another cluster sharing the etcd compacts at the current revision.
+ * - A client's answers, watch deliveries, deadlines and keep-alives run on its own `timers` (the
+ *   node process's event loop): a paused process reads them when it resumes.
  * - `setQuorum(false)`: calls reach no leader; they neither succeed nor fail until their timeout,
- *   then reject ('timeout'); one still waiting when quorum returns is executed then. Watches
+ *   then reject ('timeout'); one still waiting when quorum returns is executed then (an append:
+ *   only within the fence). Watches
  *   deliver nothing. Leases are not renewed and do not expire either: nobody leads to expire them.
  *   When quorum returns every lease gets its full TTL afresh, as etcd's new leader does
  *   (lessor.Promote), so a live client's keep-alives catch up.
@@ -88,6 +107,11 @@ export interface MemoryFaults {
   watchSilentGap: number;
   watchRepeat: number;
   watchStall: number;
+  /**
+   * Per append: its request is held before Raft (a cut link's send queue) and lands late, often
+   * after its caller gave up, at most lateCommitMs after (later landings are refused: the fence).
+   */
+  appendLate: number;
 }
 
 export interface MemoryStoreOptions {
@@ -115,6 +139,25 @@ export interface MemoryStoreOptions {
   readonly traceLimit?: number;
   /** Bound of MemberSession.release(), which takes no timeout of its own. */
   readonly releaseTimeoutMs?: number;
+  /**
+   * ReplicatedLog.lateCommitMs: an append whose call rejected may still commit this long after,
+   * never later (the fence). Default 0: a given-up append never commits.
+   */
+  readonly lateCommitMs?: number;
+  /** etcd members (1 by default). A client talks to one; see `isolateMember` and `changeLeader`. */
+  readonly members?: number;
+}
+
+/**
+ * How long the leader's disk takes to make one write durable (fsync), drawn per write: usually in
+ * [min, max] ms, but with probability `slowChance` anywhere up to `slowMs` (a disk stall). Writes
+ * are made durable one after the other, so a slow one delays every write behind it.
+ */
+export interface FsyncProfile {
+  min: number;
+  max: number;
+  slowChance: number;
+  slowMs: number;
 }
 
 /** The key holding the log: each append is one put of it. */
@@ -154,6 +197,12 @@ interface SnapshotPointer {
 /** A call of a client, from its start to its answer or its timeout. */
 interface PendingCall {
   settled: boolean;
+  /** When the call rejected (store time): a write may still land until this plus lateCommitMs. */
+  failedAt: number | undefined;
+  /** Fenced by lateCommitMs (appends); other calls are not held back and need no fence. */
+  readonly fenced: boolean;
+  /** A leader change lost the answer: the call hangs until its deadline. */
+  lost: boolean;
   fail(error: Error): void;
 }
 
@@ -178,7 +227,14 @@ export class MemoryStore {
     watchSilentGap: 0,
     watchRepeat: 0,
     watchStall: 0,
+    appendLate: 0,
   };
+  /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
+  onAppend: ((record: LogRecord) => void) | undefined;
+  /** Slow fsync; all zero (instant) by default. */
+  readonly fsync: FsyncProfile = { min: 0, max: 0, slowChance: 0, slowMs: 0 };
+  readonly lateCommitMs: number;
+  readonly memberCount: number;
   readonly maxRequestBytes: number;
   readonly quotaBytes: number;
   readonly snapshotChunkBytes: number;
@@ -193,9 +249,22 @@ export class MemoryStore {
   private rev = 1;
   private compacted = 0;
   private quorum = true;
+  /** The member leading, undefined during an election (or with no majority). */
+  private leader: number | undefined = 0;
+  /** Members cut off from the others (a minority: open, but silent). */
+  private readonly isolated: boolean[];
+  /** When the leader's disk is free for the next write. */
+  private diskFreeAt = 0;
+  /** Every client ever made, for the reachability bookkeeping (bounded by the clients made). */
+  private readonly clients: MemoryLog[] = [];
   private readonly kv = new Map<string, KeyInfo>();
   /** The log key's puts since the compacted revision, in revision order. */
   private history: LogRecord[] = [];
+  /**
+   * Every batch also kept under a key of its own (as EtcdLog's append puts it), which no
+   * compaction removes, until a snapshot that covers it is the one the pointer names.
+   */
+  private retained: LogRecord[] = [];
   /** Bytes of every value held (keys and history), against the quota. */
   private bytes = 0;
   private readonly leases = new Map<number, Lease>();
@@ -220,11 +289,20 @@ export class MemoryStore {
     this.maxLeases = options.maxLeases ?? 10_000;
     this.traceLimit = options.traceLimit ?? 10_000;
     this.releaseTimeoutMs = options.releaseTimeoutMs ?? 5_000;
+    this.lateCommitMs = options.lateCommitMs ?? 0;
+    if (!(this.lateCommitMs >= 0 && Number.isFinite(this.lateCommitMs))) throw new RangeError(`lateCommitMs ${this.lateCommitMs}`);
+    this.memberCount = options.members ?? 1;
+    this.isolated = new Array<boolean>(this.memberCount).fill(false);
   }
 
   /** A new client (one per simulated node process). `label` names it in traces and as a name's holder. */
-  client(label: string): MemoryLog {
-    return new MemoryLog(this, label, this.nextClientId++);
+  client(label: string, timers?: Timers): MemoryLog {
+    if (this.clients.length >= 100_000) throw new RangeError('more than 100,000 clients made');
+    const id = this.nextClientId++;
+    const client = new MemoryLog(this, label, id, timers ?? this.timers, (id - 1) % this.memberCount);
+    this.clients.push(client);
+    this.noteReach();
+    return client;
   }
 
   // ---- inspection, for tests ----
@@ -239,6 +317,11 @@ export class MemoryStore {
 
   get hasQuorum(): boolean {
     return this.quorum;
+  }
+
+  /** Whether some member leads with a majority behind it: writes can commit. */
+  get hasLeader(): boolean {
+    return this.quorum && this.leader !== undefined;
   }
 
   /** The log's last batch (version 0 when empty). */
@@ -273,13 +356,85 @@ export class MemoryStore {
     if (on === this.quorum) return;
     this.quorum = on;
     this.note(on ? 'quorum restored' : 'quorum lost');
-    if (!on) return;
+    this.noteReach();
+    if (on && this.leader !== undefined) this.newTerm();
+  }
+
+  /**
+   * Cuts member `m` off from the others (true) or heals it (false). Its clients' calls and watch
+   * streams stay open but silent; a leader cut off is replaced after an election (when a majority
+   * is left), and nobody leads while a majority is cut off.
+   */
+  isolateMember(m: number, on: boolean): void {
+    if (this.isolated[m] === on) return;
+    this.isolated[m] = on;
+    this.note(`member m${m} ${on ? 'isolated' : 'rejoins'}`);
+    if (on && this.leader === m) this.loseLeader(false);
+    else if (!on && this.leader === undefined) this.elect();
+    else this.kick();
+    this.noteReach();
+  }
+
+  /**
+   * The leader steps down (or dies): every call in flight fails at once ('leader changed'; an
+   * append among them may have committed) or loses its answer and hangs until its deadline; nobody
+   * leads until an election among the members left ends, `electionMs` later.
+   */
+  changeLeader(electionMs: number): void {
+    if (this.leader === undefined) return;
+    this.loseLeader(true, electionMs);
+  }
+
+  private loseLeader(failCalls: boolean, electionMs = 150 + this.random() * 850): void {
+    this.note(`leader m${this.leader ?? '-'} lost`);
+    this.leader = undefined;
+    this.noteReach();
+    if (failCalls) {
+      for (const client of this.clients) client.leaderChanged();
+    }
+    this.timers.after(electionMs, () => this.elect());
+  }
+
+  /** The members still in touch with a majority elect one of them. */
+  private elect(): void {
+    if (this.leader !== undefined) return;
+    const candidates = this.isolated.flatMap((cut, m) => (cut ? [] : [m]));
+    if (candidates.length * 2 <= this.memberCount) return; // isolateMember(…, false) elects later
+    this.leader = candidates[Math.floor(this.random() * candidates.length)]!;
+    this.note(`member m${this.leader} leads`);
+    this.noteReach();
+    if (this.quorum) this.newTerm();
+  }
+
+  /** A new leader: every lease gets its full TTL afresh (lessor.Promote); waiting requests go on. */
+  private newTerm(): void {
     const now = this.clock.now();
     for (const lease of this.leases.values()) {
       lease.expiresAt = now + lease.ttlMs;
       this.armLease(lease);
     }
     this.kick();
+  }
+
+  /** @internal Updates every client's `cutSince` after reachability may have changed. */
+  noteReach(): void {
+    const now = this.clock.now();
+    for (const client of this.clients) {
+      if (client.closed) continue;
+      const reach = this.reachable(client);
+      if (reach) client.cutSince = undefined;
+      else client.cutSince ??= now;
+    }
+  }
+
+  /**
+   * Compacts the whole store at its current revision, as another cluster sharing the etcd (or
+   * etcd's auto-compaction) does: this cluster's watches positioned before it end 'compacted'.
+   */
+  compactByOthers(): void {
+    if (this.rev <= this.compacted) return;
+    this.compactTo(this.rev);
+    this.note(`someone else compacts to r${this.rev}`);
   }
 
   // ---- the machinery the clients use (@internal) ----
@@ -301,26 +456,61 @@ export class MemoryStore {
     return min + this.random() * (max - min) + client.extraDelayMs;
   }
 
-  /** @internal Whether `client` reaches a leader now. */
-  reachable(client: MemoryLog): boolean {
-    return this.quorum && !client.partitioned;
+  /** @internal Whether `client` (through member `member`, its calls' by default) reaches a leader now. */
+  reachable(client: MemoryLog, member = client.member): boolean {
+    return this.quorum && this.leader !== undefined && !this.isolated[member] && !client.partitioned;
+  }
+
+  /** @internal Whether a request may still execute: its call is open, or it gave up at most lateCommitMs ago. */
+  private unfenced(call: PendingCall): boolean {
+    if (call.failedAt === undefined) return !call.settled;
+    return call.fenced && this.clock.now() <= call.failedAt + this.lateCommitMs;
   }
 
   /**
    * @internal A request of `client` travels to the store; `arrive` executes it there. One that finds
-   * no leader waits (parked) until one is reachable again, or until its caller gave up.
+   * no leader waits (parked) until one is reachable again, or until its caller gave up (a fenced
+   * write: until the fence passed). A write (`durable`) then waits for the leader's disk; an append
+   * may be held before Raft (faults.appendLate) and land late, within the fence.
    */
-  send(client: MemoryLog, call: PendingCall, arrive: () => void): void {
-    this.timers.after(this.latency(client), () => {
-      if (this.reachable(client)) arrive();
-      else if (!call.settled) this.parked.push({ client, call, arrive });
+  send(client: MemoryLog, call: PendingCall, arrive: () => void, durable = false): void {
+    let delay = this.latency(client);
+    if (call.fenced && this.chance(this.faults.appendLate)) {
+      // Held in a send queue: often past the caller's deadline, sometimes past the fence.
+      delay += this.random() * (this.lateCommitMs * 1.2 + 2_000);
+    }
+    this.timers.after(delay, () => this.arrive(client, call, durable ? () => this.fsyncThen(call, arrive) : arrive));
+  }
+
+  private arrive(client: MemoryLog, call: PendingCall, arrive: () => void): void {
+    if (!this.unfenced(call)) {
+      if (call.fenced && call.failedAt !== undefined) this.note(`${client.label} append fenced (gave up ${(this.clock.now() - call.failedAt).toFixed(0)} ms ago)`);
+      return;
+    }
+    if (this.reachable(client)) arrive();
+    else if (this.parked.length < 100_000) this.parked.push({ client, call, arrive });
+  }
+
+  /** The write waits for the disk, in order behind the writes before it, then commits if still allowed. */
+  private fsyncThen(call: PendingCall, commit: () => void): void {
+    const f = this.fsync;
+    if (f.max <= 0 && f.slowChance <= 0) {
+      commit();
+      return;
+    }
+    const now = this.clock.now();
+    const took = this.chance(f.slowChance) ? this.random() * f.slowMs : f.min + this.random() * (f.max - f.min);
+    this.diskFreeAt = Math.max(now, this.diskFreeAt) + took;
+    this.timers.after(this.diskFreeAt - now, () => {
+      // A leader lost meanwhile loses the proposal (the caller may retry); the fence still holds.
+      if (this.leader !== undefined && this.quorum && this.unfenced(call)) commit();
     });
   }
 
   /** @internal An answer travels back; a client cut off meanwhile never gets it (its call times out). */
   reply(client: MemoryLog, deliver: () => void): void {
     this.timers.after(this.latency(client), () => {
-      if (!client.partitioned) deliver();
+      if (!client.partitioned) client.timers.after(0, deliver);
     });
   }
 
@@ -329,8 +519,8 @@ export class MemoryStore {
     const parked = this.parked;
     this.parked = [];
     for (const p of parked) {
-      if (p.call.settled) continue;
-      if (this.reachable(p.client)) this.send(p.client, p.call, p.arrive);
+      if (!this.unfenced(p.call)) continue;
+      if (this.reachable(p.client)) this.timers.after(this.latency(p.client), () => this.arrive(p.client, p.call, p.arrive));
       else this.parked.push(p);
     }
     for (const w of this.watches) this.schedulePump(w);
@@ -399,7 +589,20 @@ export class MemoryStore {
       throw new MemoryLogError('too-large', `etcdserver: request is too large (${value.length} bytes)`);
     }
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
-    return { version: this.kv.get(LOG_KEY)!.version, revision };
+    const position = { version: this.kv.get(LOG_KEY)!.version, revision };
+    this.retained.push({ ...position, value: new Uint8Array(value) });
+    this.onAppend?.({ ...position, value });
+    return position;
+  }
+
+  /** @internal The log's head and the retained batches appended after `revision`, read at once. */
+  retainedSince(revision: number): RetainedSince {
+    return { head: this.head(), batches: this.retained.filter((r) => r.revision > revision).map((r) => ({ revision: r.revision, value: r.value })) };
+  }
+
+  /** @internal Drops the retained batches appended at or before `revision` (a snapshot covering them is pointed to). */
+  dropRetained(revision: number): void {
+    this.retained = this.retained.filter((r) => r.revision > revision);
   }
 
   /** @internal */
@@ -454,7 +657,8 @@ export class MemoryStore {
   /** One delivery to a watch: the next few records, or its end. */
   private pump(w: MemoryWatch): void {
     w.scheduled = false;
-    if (w.ended || !this.reachable(w.client)) return; // kick() resumes it
+    if (w.ended || !this.reachable(w.client, w.client.streamMember)) return; // kick() resumes it
+    if (w.client.streamStalled) return; // the client's whole stream is stuck: resumeStream() pumps again
     if (w.cursor < this.compacted) {
       this.endWatch(w, 'compacted', `etcdserver: mvcc: required revision ${w.cursor} has been compacted (at ${this.compacted})`);
       return;
@@ -492,8 +696,11 @@ export class MemoryStore {
     else this.schedulePump(w);
     if (out.length === 0) return;
     this.note(`watch ${w.client.label} gets v${out[0]!.version}..v${out[out.length - 1]!.version}`);
-    // A listener that throws ends the simulation step: the error surfaces from the timers' step().
-    w.listener.onRecords(out);
+    // Through the client's event loop (a paused process reads it when it resumes). A listener that
+    // throws ends the simulation step: the error surfaces from the timers' step().
+    w.client.timers.after(0, () => {
+      if (!w.closed) w.listener.onRecords(out);
+    });
   }
 
   private endWatch(w: MemoryWatch, why: WatchEnd, detail: string): void {
@@ -501,7 +708,9 @@ export class MemoryStore {
     this.watches.delete(w);
     w.client.forgetWatch(w);
     this.note(`watch ${w.client.label} ends ${why}`);
-    w.listener.onEnd(why, detail);
+    w.client.timers.after(0, () => {
+      if (!w.closed) w.listener.onEnd(why, detail);
+    });
   }
 
   /** @internal Linearizable read of the log key's version and mod revision. */
@@ -553,7 +762,7 @@ export class MemoryStore {
     lease.cancelCheck?.();
     lease.cancelCheck = this.timers.after(lease.expiresAt - this.clock.now(), () => {
       lease.cancelCheck = undefined;
-      if (!this.leases.has(lease.id) || !this.quorum) return;
+      if (!this.leases.has(lease.id) || !this.hasLeader) return;
       if (this.clock.now() < lease.expiresAt) this.armLease(lease);
       else this.revoke(lease.id, 'expired');
     });
@@ -574,34 +783,26 @@ export class MemoryStore {
     this.write([{ key: `${CHUNK_PREFIX}${version}/${saveId}/${index}`, value: new Uint8Array(bytes) }]);
   }
 
+  /** @internal The pointer and its mod revision (0 when absent), for the compare-and-swap. */
+  pointerRead(): { readonly pointer: SnapshotPointer | undefined; readonly modRevision: number } {
+    return { pointer: this.readPointer(), modRevision: this.kv.get(SNAPSHOT_POINTER)?.modRevision ?? 0 };
+  }
+
   /**
-   * @internal The pointer txn: points to the new snapshot if it is newer than the one pointed to
-   * (two leaders saving at once never move the pointer backwards) and all its chunks are there.
-   * Returns whether it moved.
+   * @internal The pointer txn, as EtcdLog writes it: "if the pointer's mod revision is still the
+   * one read, put the new pointer". Returns whether it moved. The saver checked it moves forward.
    */
-  pointTo(pointer: SnapshotPointer): boolean {
-    const current = this.readPointer();
-    if (current !== undefined && current.version >= pointer.version) return false;
-    for (let i = 0; i < pointer.chunks; i++) {
-      if (!this.kv.has(`${CHUNK_PREFIX}${pointer.version}/${pointer.id}/${i}`)) return false;
-    }
+  casPointer(pointer: SnapshotPointer, modRevision: number): boolean {
+    if ((this.kv.get(SNAPSHOT_POINTER)?.modRevision ?? 0) !== modRevision) return false;
     this.write([{ key: SNAPSHOT_POINTER, value: Buffer.from(JSON.stringify(pointer)) }]);
-    this.note(`snapshot v${pointer.version} saved (${pointer.chunks} chunks)`);
+    this.note(`snapshot v${pointer.version} saved (${pointer.chunks} chunks, save ${pointer.id})`);
     return true;
   }
 
-  /** @internal Deletes every chunk of a snapshot no newer than the one pointed to, but its own (one txn). */
-  dropOldChunks(): void {
-    const current = this.readPointer();
-    if (current === undefined) return;
-    const own = `${CHUNK_PREFIX}${current.version}/${current.id}/`;
-    const drop: Mutation[] = [];
-    for (const k of this.kv.keys()) {
-      if (!k.startsWith(CHUNK_PREFIX) || k.startsWith(own)) continue;
-      const version = Number(k.slice(CHUNK_PREFIX.length, k.indexOf('/', CHUNK_PREFIX.length)));
-      if (version <= current.version) drop.push({ key: k, delete: true });
-    }
-    this.write(drop);
+  /** @internal Deletes the chunks of exactly one save (one ranged delete). */
+  deleteSave(version: number, saveId: string): void {
+    const prefix = `${CHUNK_PREFIX}${version}/${saveId}/`;
+    this.write(this.keys(prefix).map((k) => ({ key: k.key, delete: true as const })));
   }
 
   /** @internal One consistent read of the pointer and its chunks. */
@@ -632,6 +833,8 @@ class MemoryWatch implements LogWatch {
   scheduled = false;
   /** faults.watchStall: open, but delivering nothing more. */
   stalled = false;
+  /** Closed by its client: nothing more reaches the listener. */
+  closed = false;
   last: LogRecord | undefined;
 
   constructor(
@@ -643,6 +846,7 @@ class MemoryWatch implements LogWatch {
   }
 
   close(): void {
+    this.closed = true;
     if (this.ended) return;
     this.ended = true;
     this.client.store.closeWatch(this);
@@ -671,7 +875,7 @@ class MemorySession implements MemberSession {
   onLost(handler: (why: string) => void): void {
     if (this.handlers.length >= 16) throw new RangeError('more than 16 onLost handlers');
     this.handlers.push(handler);
-    if (this.lost && !this.released) this.client.store.timers.after(0, () => handler('lost before the handler was set'));
+    if (this.lost && !this.released) this.client.timers.after(0, () => handler('lost before the handler was set'));
   }
 
   async release(): Promise<void> {
@@ -685,7 +889,7 @@ class MemorySession implements MemberSession {
   /** Keeps the lease alive: a keep-alive every third of the TTL, as etcd3's Lease does. */
   private schedule(): void {
     const store = this.client.store;
-    this.cancelTick = store.timers.after(this.ttlMs / 3, () => {
+    this.cancelTick = this.client.timers.after(this.ttlMs / 3, () => {
       this.cancelTick = undefined;
       if (this.lost) return;
       const now = store.clock.now();
@@ -727,6 +931,12 @@ class MemorySession implements MemberSession {
 export class MemoryLog implements ReplicatedLog {
   /** Extra delay (ms) on every hop of this client: a slow node or a slow link. */
   extraDelayMs = 0;
+  /** Since when (store time) this client reaches no leader; undefined while it does. */
+  cutSince: number | undefined;
+  /** The member its watch stream is attached to (chosen when its first watch opens). */
+  streamMember: number;
+  /** The whole watch stream is stuck (every watch, new ones too): see stallStream. */
+  streamStalled = false;
   private cut = false;
   private isClosed = false;
   private readonly pending = new Set<PendingCall>();
@@ -739,7 +949,41 @@ export class MemoryLog implements ReplicatedLog {
     readonly label: string,
     /** Unique per store: names this client's snapshot chunks. */
     readonly id: number,
-  ) {}
+    /** The client process's own event loop: its deadlines, keep-alives and the answers it reads. */
+    readonly timers: Timers,
+    /** The member its calls go to. */
+    public member: number,
+  ) {
+    this.streamMember = member;
+  }
+
+  /** See ReplicatedLog.lateCommitMs: the store's fence. */
+  get lateCommitMs(): number {
+    return this.store.lateCommitMs;
+  }
+
+  /**
+   * Every watch of this client stalls for `ms` (the etcd3 client multiplexes them on one stream):
+   * open, silent, and a watch opened meanwhile lands on the same stuck stream.
+   */
+  stallStream(ms: number): void {
+    if (this.streamStalled) return;
+    this.streamStalled = true;
+    this.store.note(`${this.label} watch stream stalls for ${ms.toFixed(0)} ms`);
+    this.store.timers.after(ms, () => {
+      this.streamStalled = false;
+      this.store.note(`${this.label} watch stream resumes`);
+      this.store.kick();
+    });
+  }
+
+  /** @internal The leader changed: each call in flight fails at once or loses its answer (hangs). */
+  leaderChanged(): void {
+    for (const call of [...this.pending]) {
+      if (this.store.random() < 0.5) call.fail(new MemoryLogError('unknown-outcome', 'etcdserver: leader changed'));
+      else call.lost = true;
+    }
+  }
 
   get partitioned(): boolean {
     return this.cut;
@@ -754,6 +998,7 @@ export class MemoryLog implements ReplicatedLog {
     if (on === this.cut) return;
     this.cut = on;
     this.store.note(`${this.label} ${on ? 'partitioned' : 'reconnected'}`);
+    this.store.noteReach();
     if (!on) this.store.kick();
   }
 
@@ -779,21 +1024,15 @@ export class MemoryLog implements ReplicatedLog {
         throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
       }
       return position;
-    });
+    }, 'append');
   }
 
   head(timeoutMs: number): Promise<LogHead> {
     return this.call('head', timeoutMs, () => this.store.head());
   }
 
-  /** Not modelled yet: a given-up append commits whenever it reaches the store. */
-  readonly lateCommitMs = 0;
-
-  latest(timeoutMs: number): Promise<LatestBatch> {
-    return this.call('latest', timeoutMs, () => {
-      const kv = this.store.keys(LOG_KEY).find((k) => k.key === LOG_KEY);
-      return { ...this.store.head(), value: kv === undefined ? undefined : new Uint8Array(kv.value) };
-    });
+  since(revision: number, timeoutMs: number): Promise<RetainedSince> {
+    return this.call('retained batches', timeoutMs, () => this.store.retainedSince(revision));
   }
 
   /** Positions are revisions, 1 or more; etcd's "0 = from now" is not offered (a trap, not a feature). */
@@ -805,6 +1044,7 @@ export class MemoryLog implements ReplicatedLog {
       return w;
     }
     if (this.watches.size >= this.store.maxWatches) throw new RangeError(`more than ${this.store.maxWatches} watches open`);
+    if (this.watches.size === 0) this.streamMember = this.member;
     this.watches.add(w);
     this.store.openWatch(w);
     return w;
@@ -824,10 +1064,23 @@ export class MemoryLog implements ReplicatedLog {
     const chunks = Math.ceil(snapshot.bytes.length / size);
     for (let i = 0; i < chunks; i++) {
       const bytes = snapshot.bytes.subarray(i * size, (i + 1) * size);
-      await this.call('snapshot chunk', left(), () => store.putChunk(version, saveId, i, bytes));
+      await this.call('snapshot chunk', left(), () => store.putChunk(version, saveId, i, bytes), 'write');
     }
-    await this.call('snapshot pointer', left(), () => store.pointTo({ version, revision, id: saveId, chunks }));
-    await this.call('snapshot cleanup', left(), () => store.dropOldChunks());
+    // As EtcdLog: the pointer moves only forward, only by a compare-and-swap on its mod revision;
+    // a saver whose swap fails (another leader saved meanwhile) deletes its own chunks.
+    const read = await this.call('snapshot pointer', left(), () => store.pointerRead());
+    const previous = read.pointer;
+    const moved =
+      (previous === undefined || previous.version < version) &&
+      (await this.call('snapshot pointer', left(), () => store.casPointer({ version, revision, id: saveId, chunks }, read.modRevision), 'write'));
+    if (!moved) {
+      await this.call('snapshot cleanup', left(), () => store.deleteSave(version, saveId), 'write');
+      // As EtcdLog: what a newer pointed-to snapshot covers may go; under an older pointer, nothing.
+      if (previous !== undefined && previous.version >= version) await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
+      return;
+    }
+    if (previous !== undefined) await this.call('snapshot cleanup', left(), () => store.deleteSave(previous.version, previous.id), 'write');
+    await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
   }
 
   compact(revision: number, timeoutMs: number): Promise<void> {
@@ -880,10 +1133,22 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   /**
+   * After a deadline the client may try another member (a fresh channel), as a node that leaves a
+   * silent member does; the watch stream stays where it is until it has no watch left.
+   */
+  private maybeSwitchMember(): void {
+    const store = this.store;
+    if (store.memberCount < 2 || this.isClosed || store.random() < 0.5) return;
+    this.member = (this.member + 1) % store.memberCount;
+    store.note(`${this.label} moves to member m${this.member}`);
+    store.noteReach();
+  }
+
+  /**
    * @internal One call: travels to the store, runs `execute` there (a throw is the store's
    * refusal), travels back. Rejects 'timeout' after `timeoutMs` whatever happened meanwhile.
    */
-  call<T>(what: string, timeoutMs: number, execute: () => T): Promise<T> {
+  call<T>(what: string, timeoutMs: number, execute: () => T, kind: 'read' | 'write' | 'append' = 'read'): Promise<T> {
     if (this.isClosed) return Promise.reject(new MemoryLogError('closed', `${what}: client closed`));
     if (!(timeoutMs > 0)) return Promise.reject(new MemoryLogError('timeout', `${what}: no time left (${timeoutMs} ms)`));
     if (this.pending.size >= this.store.maxPendingCalls) {
@@ -898,19 +1163,39 @@ export class MemoryLog implements ReplicatedLog {
         cancelTimeout();
         finish();
       };
-      const call: PendingCall = { settled: false, fail: (error) => settle(() => reject(error)) };
-      const cancelTimeout = store.timers.after(timeoutMs, () => call.fail(new MemoryLogError('timeout', `${what}: deadline of ${timeoutMs} ms exceeded`)));
-      this.pending.add(call);
-      store.send(this, call, () => {
-        let answer: () => void;
-        try {
-          const value = execute();
-          answer = () => resolve(value);
-        } catch (error) {
-          answer = () => reject(error);
-        }
-        store.reply(this, () => settle(answer));
+      const call: PendingCall = {
+        settled: false,
+        failedAt: undefined,
+        fenced: kind === 'append',
+        lost: false,
+        fail: (error) =>
+          settle(() => {
+            call.failedAt = store.clock.now();
+            reject(error);
+          }),
+      };
+      const cancelTimeout = this.timers.after(timeoutMs, () => {
+        call.fail(new MemoryLogError('timeout', `${what}: deadline of ${timeoutMs} ms exceeded`));
+        this.maybeSwitchMember();
       });
+      this.pending.add(call);
+      store.send(
+        this,
+        call,
+        () => {
+          let answer: () => void;
+          try {
+            const value = execute();
+            answer = () => resolve(value);
+          } catch (error) {
+            answer = () => reject(error);
+          }
+          store.reply(this, () => {
+            if (!call.lost) settle(answer);
+          });
+        },
+        kind !== 'read',
+      );
     });
   }
 }

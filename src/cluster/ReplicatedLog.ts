@@ -75,10 +75,17 @@ export interface Candidate {
   readonly since: number;
 }
 
-/** The log's last batch with its value: the one batch that survives any compaction. */
-export interface LatestBatch extends LogHead {
-  /** The batch's bytes; undefined when the log has no batch yet (version 0). */
-  readonly value: Uint8Array | undefined;
+/** One retained batch: its value and the revision it was appended at (its version is the follower's to count). */
+export interface RetainedBatch {
+  readonly revision: number;
+  readonly value: Uint8Array;
+}
+
+/** What `since` read, in one linearizable read: the log's head and the batches retained after a revision. */
+export interface RetainedSince {
+  readonly head: LogHead;
+  /** In log order; every batch after the revision asked for, if the log still retains them all. */
+  readonly batches: readonly RetainedBatch[];
 }
 
 /**
@@ -100,12 +107,15 @@ export interface ReplicatedLog {
   /** The last committed batch, read linearizably (a quorum confirms it): the read barrier. */
   head(timeoutMs: number): Promise<LogHead>;
   /**
-   * The last committed batch with its value, read linearizably. History before the watch
-   * position may be compacted away (by this cluster's leader, another cluster sharing the store,
-   * or the store's own auto-compaction); the log key's latest value survives every compaction, so
-   * a follower one batch behind catches up with this one read.
+   * Every batch appended after `revision`, with the log's head, in one linearizable read. The log
+   * key's history can be compacted away by anyone sharing the store (another cluster's leader,
+   * etcd's own auto-compaction), so each batch is also retained under a key of its own, which no
+   * compaction removes, until a snapshot at or past it was saved (`saveSnapshot` drops the ones it
+   * covers). A follower whose watch position was compacted away loads the newest snapshot, then
+   * catches up with this one read. Batches appended before retention existed are not retained: the
+   * follower sees fewer batches than the head says and waits for a snapshot.
    */
-  latest(timeoutMs: number): Promise<LatestBatch>;
+  since(revision: number, timeoutMs: number): Promise<RetainedSince>;
   /** Delivers every batch from `fromRevision` on, in order, until closed or ended. */
   watch(fromRevision: number, listener: LogListener): LogWatch;
   /** The newest complete snapshot, or undefined when none was ever written (`timeoutMs` bounds each call). */

@@ -430,8 +430,8 @@ test('snapshots: none at first; saved in chunks and loaded whole; a newer one re
   t.deepEqual(await run(b.loadSnapshot(CALL_MS)), empty);
 });
 
-test('a crash rejects pending calls and stops watches; a request already sent still reaches the store', async (t) => {
-  const { timers, store } = setup(13, { latencyMs: [5, 5] });
+test('a crash rejects pending calls and stops watches; a request already sent still reaches the store (within lateCommitMs)', async (t) => {
+  const { timers, store } = setup(13, { latencyMs: [5, 5], lateCommitMs: 50 });
   const a = store.client('a');
   const recorder = new Recorder();
   a.watch(1, recorder);
@@ -516,4 +516,93 @@ test('one seed replays the same run exactly; another seed gives another', async 
   t.deepEqual(one, two);
   const other = await scenario(43);
   t.not(other.trace, one.trace);
+});
+
+test('the fence: a given-up append commits within lateCommitMs of its rejection, never later; 0 means never', async (t) => {
+  for (const [healAt, commits] of [
+    [250, true],
+    [450, false],
+  ] as const) {
+    const { timers, store } = setup(15, { latencyMs: [1, 1], lateCommitMs: 300 });
+    const a = store.client('a');
+    store.setQuorum(false);
+    const append = track(a.append(bytes('late'), 100));
+    await timers.advance(healAt);
+    t.is(kindOf(append.error), 'timeout');
+    store.setQuorum(true);
+    await timers.advance(50);
+    t.is(store.logHead.version, commits ? 1 : 0, `quorum back ${healAt - 100} ms after the rejection`);
+  }
+  const { timers, store } = setup(16, { latencyMs: [5, 5] });
+  const a = store.client('a');
+  track(a.append(bytes('gone'), 100));
+  await timers.advance(1);
+  a.crash();
+  await timers.advance(50);
+  t.is(store.logHead.version, 0, 'lateCommitMs 0: a request on its way when its call closed never commits');
+});
+
+test('appendLate: appends land late, often after their caller gave up, never past the fence', async (t) => {
+  const { timers, store } = setup(17, { latencyMs: [1, 1], lateCommitMs: 400 });
+  store.faults.appendLate = 1;
+  const a = store.client('a');
+  const calls = Array.from({ length: 40 }, (_, i) => track(a.append(bytes(`b${i}`), 200)));
+  await timers.advance(5_000);
+  const late = calls.filter((c) => kindOf(c.error) === 'timeout').length;
+  const fenced = store.trace.filter((line) => line.includes('append fenced')).length;
+  t.true(late > 0 && fenced > 0 && store.logHead.version > calls.length - late, `${late} timed out, ${fenced} fenced, ${store.logHead.version} committed`);
+  for (const line of store.trace.filter((l) => l.includes('appends v'))) t.true(Number(line.split(' ')[0]) <= 200 + 400 + 1, line);
+});
+
+test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
+  const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
+  const clients = [store.client('a'), store.client('b'), store.client('c')];
+  t.deepEqual(clients.map((c) => c.member), [0, 1, 2]);
+  store.isolateMember(2, true);
+  const stuck = track(clients[2]!.head(100));
+  const fine = track(clients[0]!.head(100));
+  await timers.advance(150);
+  t.is(kindOf(stuck.error), 'timeout');
+  t.true(fine.done && fine.error === undefined);
+  t.not(clients[2]!.cutSince, undefined);
+  store.isolateMember(2, false);
+  const inFlight = clients.slice(0, 2).map((c) => track(c.append(bytes('x'), 2_000)));
+  store.changeLeader(300);
+  t.false(store.hasLeader);
+  await timers.advance(2_500);
+  t.true(inFlight.every((c) => c.done));
+  const after = track(clients[0]!.append(bytes('y'), 1_000));
+  await timers.advance(50);
+  t.true(store.hasLeader && after.done && after.error === undefined);
+});
+
+test('snapshot savers racing: the pointer moves forward only by compare-and-swap; the loser deletes its own chunks', async (t) => {
+  const { timers, store } = setup(19, { latencyMs: [1, 5], snapshotChunkBytes: 8 });
+  const a = store.client('a');
+  const b = store.client('b');
+  const snap = (version: number): { position: { version: number; revision: number }; bytes: Uint8Array } => ({
+    position: { version, revision: version },
+    bytes: new Uint8Array(20).fill(version),
+  });
+  const saves = [track(a.saveSnapshot(snap(5), 1_000)), track(b.saveSnapshot(snap(6), 1_000)), track(a.saveSnapshot(snap(4), 1_000))];
+  await timers.advance(1_000);
+  t.true(saves.every((s) => s.done && s.error === undefined));
+  const pointed = async (): Promise<number | undefined> => {
+    const loaded = track(a.loadSnapshot(100));
+    await timers.advance(100);
+    return (loaded.value as { position: { version: number } } | undefined)?.position.version;
+  };
+  const winner = await pointed();
+  t.true(winner !== undefined && [4, 5, 6].includes(winner), `the first swap wins: v${winner}`);
+  t.is(store.keys('snap/chunk/').length, 3, 'only the pointed snapshot’s chunks are left');
+  const older = track(b.saveSnapshot(snap(winner! - 1), 1_000));
+  await timers.advance(1_000);
+  t.true(older.done && older.error === undefined);
+  t.is(await pointed(), winner, 'never backwards');
+  await timers.advance(1_000);
+  const newer = track(b.saveSnapshot(snap(9), 1_000));
+  await timers.advance(1_000);
+  t.true(newer.done && newer.error === undefined);
+  t.is(await pointed(), 9);
+  t.is(store.keys('snap/chunk/').length, 3);
 });

@@ -1,12 +1,14 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { MemoryStore, type MemoryFaults, type MemoryLog } from '../../src/cluster/MemoryLog.js';
+import { decodeBatch } from '../../src/cluster/LogCodec.js';
+import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../../src/cluster/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/cluster/random.js';
-import type { Timers } from '../../src/cluster/Timers.js';
 import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
-import type { Clock } from '../../src/locks/Clock.js';
+import type { Contender } from '../../src/protocol/messages.js';
 import type { Logger } from '../../src/server/Logger.js';
+import { NodeTime } from './NodeTime.js';
+import { Ownership, RATE_MARGIN } from './Ownership.js';
 
 /**
  * A seeded, deterministic simulation of a lock cluster in one process: several ClusterLockService
@@ -19,16 +21,13 @@ import type { Logger } from '../../src/server/Logger.js';
 
 /** Nodes' clocks run at a rate in [MIN_RATE, MAX_RATE] of true time, offsets anywhere. */
 const MIN_RATE = 0.97;
-const MAX_RATE = 1.001;
-/**
- * The clock-rate assumption clients rely on (README, S1): a node's clock may run fast by at most
- * this much, so a client counts its TTL as TTL × (1 − RATE_MARGIN) from its send time.
- */
-const RATE_MARGIN = MAX_RATE - 1;
+const MAX_RATE = 1 + RATE_MARGIN;
 const NODE_COUNT = 3;
 const CLIENTS_PER_NODE = 3;
 const KEYS = ['k0', 'k1'];
 const INDEXES = ['i0', 'i1'];
+/** Longest wait, after the quiet phase, for every node to apply the store's last batch. */
+const SETTLE_MS = 10_000;
 const TRACE_LIMIT = Number(process.env.SIM_TRACE_LIMIT ?? 400);
 
 export interface SimulationOptions {
@@ -37,32 +36,15 @@ export interface SimulationOptions {
   readonly faultyMs?: number;
   /** Virtual milliseconds of healed, quiet running before the final checks. */
   readonly healMs?: number;
+  /**
+   * Whether another cluster sharing the etcd compacts it now and then (default true). Off, the
+   * run soaks every other fault while the cluster cannot yet survive that one (see the README).
+   */
+  readonly foreignCompaction?: boolean;
 }
 
 export class SimulationFailure extends Error {
   override name = 'SimulationFailure';
-}
-
-/** A clock and timers seen by one node: its own offset and rate; nothing runs once it has crashed. */
-class NodeTime implements Clock, Timers {
-  dead = false;
-
-  constructor(
-    private readonly vt: VirtualTimers,
-    private readonly offset: number,
-    private readonly rate: number,
-  ) {}
-
-  now(): number {
-    return this.offset + this.vt.now() * this.rate;
-  }
-
-  after(ms: number, task: () => void): () => void {
-    if (this.dead) return () => {};
-    return this.vt.after(ms / this.rate, () => {
-      if (!this.dead) task();
-    });
-  }
 }
 
 interface SimNode {
@@ -75,20 +57,12 @@ interface SimNode {
   incarnations: number;
 }
 
-/** One ownership interval of one client on one lock, in true (virtual) time. */
-interface Interval {
-  readonly client: string;
-  readonly start: number;
-  end: number;
-  /**
-   * When the client must consider the lock gone: the send time of its last renewing request plus
-   * that request's TTL (less the clock-rate margin); infinite for TTL 0. A renewing request whose
-   * outcome is unknown may have shortened it (a re-request with a smaller TTL), never lengthened.
-   */
-  expires: number;
-  /** The TTL (ms) the entry may have now: the smallest of those the client could have set. */
-  ttlMs: number;
-  open: boolean;
+/** A client waiting for a lock it requested: it polls until told it owns it, or gives up. */
+interface Poll {
+  readonly key: string;
+  readonly index: string;
+  readonly lock: string;
+  readonly until: number;
 }
 
 interface SimClient {
@@ -97,17 +71,38 @@ interface SimClient {
   busy: boolean;
   /** Commands issued so far; the number of the current one. */
   ops: number;
-  /** Open interval per lock id (`key/index`). */
-  readonly holding: Map<string, Interval>;
+  /** Pollers request with a short TTW and a long TTL, then poll; holders wait in the request. */
+  readonly poller: boolean;
+  poll: Poll | undefined;
+  /**
+   * The lock it just released: a client that works in a loop asks for it again at once (or first
+   * checks it is gone).
+   */
+  again: { readonly key: string; readonly index: string; readonly check: boolean } | undefined;
+}
+
+/** A command sent and not yet answered or closed. */
+interface InFlight {
+  readonly client: SimClient;
+  /** The client's command number at the send: only its own end frees the client. */
+  readonly op: number;
+  readonly what: string;
+  readonly node: SimNode;
+  readonly incarnation: number;
+  readonly sent: number;
+  /** The node's paused time at the send: a pause delays the answer by as much. */
+  readonly pausedAtSend: number;
 }
 
 export interface SimulationReport {
   readonly seed: number;
+  readonly lateCommitMs: number;
   readonly batches: number;
   readonly commands: number;
   readonly answered: number;
   readonly failed: number;
   readonly crashes: number;
+  readonly pauses: number;
   readonly leaderChanges: number;
   readonly intervals: number;
 }
@@ -116,25 +111,53 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   return new Simulation(options).run();
 }
 
+const COMMIT_TIMEOUT_MS = 1_500;
+/** ClusterLockService's TICK_MS: a round past its deadline is closed at the next tick. */
+const TICK_MS = 50;
+
 class Simulation {
   private readonly vt = new VirtualTimers(0, 200_000);
   private readonly rng: Random;
   private readonly store: MemoryStore;
   private readonly nodes: SimNode[] = [];
   private readonly clients: SimClient[] = [];
-  private readonly intervals = new Map<string, Interval[]>();
+  private readonly ownership: Ownership;
   /** Never-expiring entries acknowledged: lock id → owners in acknowledged queue order. */
   private readonly durable = new Map<string, string[]>();
   private readonly digests = new Map<number, { digest: string; node: string }>();
+  private readonly inFlight = new Set<InFlight>();
+  /** When each log version committed (true time), by version. */
+  private readonly committedAt: number[] = [];
+  private replicaChecks = 0;
   private readonly trace: string[] = [];
+  private readonly lateCommitMs: number;
   private commands = 0;
   private answered = 0;
   private failed = 0;
   private crashes = 0;
+  private pauses = 0;
+  /** Longest a command may stay unanswered and open, beyond its node's pauses. */
+  private readonly hangUpBoundMs: number;
 
   constructor(private readonly options: SimulationOptions) {
     this.rng = mulberry32(options.seed);
-    this.store = new MemoryStore({ timers: this.vt, clock: this.vt, random: mulberry32(options.seed ^ 0x5eed), latencyMs: [0.3, 4] });
+    this.lateCommitMs = this.rng() < 0.2 ? 0 : Math.round(this.rng() * 3_000);
+    this.store = new MemoryStore({
+      timers: this.vt,
+      clock: this.vt,
+      random: mulberry32(options.seed ^ 0x5eed),
+      latencyMs: [0.3, 4],
+      lateCommitMs: this.lateCommitMs,
+      members: 3,
+    });
+    this.store.onAppend = (record) => {
+      this.committedAt[record.version] = this.vt.now();
+      if (process.env.SIM_TRACE_FILE !== undefined) {
+        const batch = decodeBatch(record.value);
+        const commands = batch.commands.map((c) => Object.entries(c).filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate').map(([k, v]) => `${k}=${String(v)}`).join(' '));
+        this.note(`log v${record.version}: ${batch.proposer}.${batch.incarnation % 1000}#${batch.seq} ${commands.join('; ')}`);
+      }
+    };
     // Drawn now (the seed fixes them), switched on once the never-expiring entries are taken.
     this.faults = {
       appendUnknownOutcome: 0.03 * this.rng(),
@@ -143,22 +166,42 @@ class Simulation {
       watchSilentGap: 0.02 * this.rng(),
       watchRepeat: 0.02 * this.rng(),
       watchStall: 0.005 * this.rng(),
+      appendLate: 0.5 * this.rng(),
     };
+    this.fsync = { min: 0.1, max: 0.5 + 4 * this.rng(), slowChance: 0.02 * this.rng(), slowMs: 500 + 2_500 * this.rng() };
+    // Round deadline after the command joined it, the tick that notices, the fence once honoured,
+    // a slow clock's stretch, the hops there and back.
+    this.hangUpBoundMs = (COMMIT_TIMEOUT_MS + this.lateCommitMs + 2 * TICK_MS) / MIN_RATE + 50;
+    this.ownership = new Ownership(
+      (message) => this.fail(message),
+      () => this.store.logHead.version,
+      () => this.vt.now(),
+    );
   }
 
   private readonly faults: MemoryFaults;
+  private readonly fsync: FsyncProfile;
 
   private note(line: string): void {
     this.trace.push(`t=${this.vt.now().toFixed(1)} ${line}`);
     if (this.trace.length > TRACE_LIMIT) this.trace.splice(0, this.trace.length - TRACE_LIMIT);
   }
 
+  /** The first failure: thrown where it is found, and again by the run loop (a callback's throw is only a rejection). */
+  private failure: SimulationFailure | undefined;
+
+  /** With SIM_TRACE_FILE set, writes the run's trace there and the store's beside it. */
+  private writeTrace(): void {
+    if (process.env.SIM_TRACE_FILE === undefined) return;
+    writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
+    writeFileSync(`${process.env.SIM_TRACE_FILE}.store`, this.store.trace.join('\n') + '\n');
+  }
+
   private fail(message: string): never {
-    if (process.env.SIM_TRACE_FILE !== undefined) {
-      writeFileSync(process.env.SIM_TRACE_FILE, this.trace.join('\n') + '\n');
-      writeFileSync(`${process.env.SIM_TRACE_FILE}.store`, this.store.trace.join('\n') + '\n');
-    }
-    throw new SimulationFailure(`${message}\n--- last events ---\n${this.trace.slice(-60).join('\n')}`);
+    if (this.failure !== undefined) throw this.failure;
+    this.writeTrace();
+    this.failure = new SimulationFailure(`${message}\n--- last events ---\n${this.trace.slice(-60).join('\n')}`);
+    throw this.failure;
   }
 
   private pick<T>(items: readonly T[]): T {
@@ -179,15 +222,15 @@ class Simulation {
     const name = existing?.name ?? `n${index}`;
     const priority = existing?.priority ?? (index === NODE_COUNT - 1 ? undefined : 1 + Math.floor(this.rng() * 3));
     const time = new NodeTime(this.vt, this.between(-1e6, 1e6), this.between(MIN_RATE, MAX_RATE));
-    const log = this.store.client(name);
+    const log = this.store.client(name, time);
     const service = new ClusterLockService(
-      { nodeName: name, candidatePriority: priority, commitTimeoutMs: 1_500, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
+      { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
       { log, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name) },
     );
     const node: SimNode = { name, priority, time, log, service, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
     this.nodes[index] = node;
-    this.note(`${name} starts (incarnation ${node.incarnations})`);
-    void service.start().catch((error: Error) => this.note(`${name} start failed: ${error.message}`));
+    this.note(`${name} starts (incarnation ${node.incarnations}, member m${log.member})`);
+    time.after(0, () => void service.start().catch((error: Error) => this.note(`${name} start failed: ${error.message}`)));
   }
 
   private crashNode(index: number): void {
@@ -198,6 +241,18 @@ class Simulation {
     node.log.crash();
     this.crashes++;
     this.note(`${node.name} crashes (kill -9)`);
+    // Its connections close: every command in flight there ends unanswered. A crash cannot wait
+    // for the fence (ReplicatedLog.lateCommitMs): its last batch may still commit that long after,
+    // so its clients wait as long before their next command (a deliberate close needs no wait).
+    for (const c of [...this.inFlight]) {
+      if (c.node !== node) continue;
+      this.hungUp(c);
+      c.client.busy = true;
+      const op = c.client.ops;
+      this.vt.after(this.lateCommitMs, () => {
+        if (c.client.ops === op) c.client.busy = false;
+      });
+    }
   }
 
   private readyNodes(): number[] {
@@ -207,12 +262,13 @@ class Simulation {
   async run(): Promise<SimulationReport> {
     for (let i = 0; i < NODE_COUNT; i++) this.startNode(i);
     for (let i = 0; i < NODE_COUNT * CLIENTS_PER_NODE; i++) {
-      this.clients.push({ name: `c${i}`, node: i % NODE_COUNT, busy: false, ops: 0, holding: new Map() });
+      this.clients.push({ name: `c${i}`, node: i % NODE_COUNT, busy: false, ops: 0, poller: i % 2 === 1, poll: undefined, again: undefined });
     }
     await this.advance(3_000, false);
     if (this.readyNodes().length !== NODE_COUNT) this.fail('not every node became ready on a healthy store');
     await this.takeDurableLocks();
     Object.assign(this.store.faults, this.faults);
+    Object.assign(this.store.fsync, this.fsync);
     const faultyUntil = this.vt.now() + (this.options.faultyMs ?? 20_000);
     let nextFault = this.vt.now() + this.between(300, 1_500);
     while (this.vt.now() < faultyUntil) {
@@ -225,18 +281,22 @@ class Simulation {
     this.heal();
     await this.advance(this.options.healMs ?? 8_000, true);
     // Quiet: no new commands, let every node catch up.
-    await this.advance(4_000, false);
+    await this.advance(4_000 + this.lateCommitMs, false);
+    await this.settleReplicas();
     this.finalChecks();
+    this.writeTrace();
     const leaderChanges = this.nodes.reduce((sum, n) => sum + n.service.leaderChanges, 0);
     return {
       seed: this.options.seed,
+      lateCommitMs: this.lateCommitMs,
       batches: this.store.logHead.version,
       commands: this.commands,
       answered: this.answered,
       failed: this.failed,
       crashes: this.crashes,
+      pauses: this.pauses,
       leaderChanges,
-      intervals: [...this.intervals.values()].reduce((sum, list) => sum + list.length, 0),
+      intervals: this.ownership.count,
     };
   }
 
@@ -246,43 +306,91 @@ class Simulation {
     while (this.vt.now() < until) {
       if (load) this.clientsAct();
       await this.vt.advance(Math.min(10, until - this.vt.now()), 50_000);
+      if (this.failure !== undefined) throw this.failure;
       this.checkReplicas();
+      this.checkHangUps();
+      if (++this.replicaChecks % 5 === 0) this.checkOwnershipOnReplicas();
     }
   }
 
   private heal(): void {
     this.store.setQuorum(true);
+    for (let m = 0; m < this.store.memberCount; m++) this.store.isolateMember(m, false);
     for (const [i, node] of this.nodes.entries()) {
       if (!node.alive) this.startNode(i);
       else node.log.setPartitioned(false);
     }
     const f = this.store.faults;
-    f.appendUnknownOutcome = f.appendRejected = f.watchBreak = f.watchSilentGap = f.watchRepeat = f.watchStall = 0;
+    f.appendUnknownOutcome = f.appendRejected = f.watchBreak = f.watchSilentGap = f.watchRepeat = f.watchStall = f.appendLate = 0;
+    Object.assign(this.store.fsync, { min: 0.1, max: 0.5, slowChance: 0, slowMs: 0 });
     this.note('healed');
   }
 
   private injectFault(): void {
     const roll = this.rng();
     const alive = this.nodes.flatMap((n, i) => (n.alive ? [i] : []));
-    if (roll < 0.3 && alive.length > 1) {
+    if (roll < 0.16 && alive.length > 1) {
       const victim = this.pick(alive);
       this.crashNode(victim);
       this.vt.after(this.between(500, 3_000), () => {
         if (!this.nodes[victim]!.alive) this.startNode(victim);
       });
-    } else if (roll < 0.45) {
+    } else if (roll < 0.24) {
       this.store.setQuorum(false);
       this.note('quorum lost');
       this.vt.after(this.between(200, 2_500), () => {
         this.store.setQuorum(true);
         this.note('quorum back');
       });
-    } else if (roll < 0.65 && alive.length > 0) {
+    } else if (roll < 0.33 && alive.length > 0) {
       const node = this.nodes[this.pick(alive)]!;
       node.log.setPartitioned(true);
       this.vt.after(this.between(200, 3_000), () => node.log.setPartitioned(false));
-    } else if (roll < 0.8 && alive.length > 0) {
+    } else if (roll < 0.38 && alive.length > 0) {
       this.nodes[this.pick(alive)]!.log.breakWatches();
+    } else if (roll < 0.46) {
+      const m = Math.floor(this.rng() * this.store.memberCount);
+      this.store.isolateMember(m, true);
+      this.vt.after(this.between(300, 3_000), () => this.store.isolateMember(m, false));
+    } else if (roll < 0.54) {
+      this.store.changeLeader(this.between(150, 1_000));
+    } else if (roll < 0.61 && alive.length > 0) {
+      this.nodes[this.pick(alive)]!.log.stallStream(this.between(500, 5_000));
+    } else if (roll < 0.73 && alive.length > 0) {
+      // A stalled event loop, sometimes longer than the node's lease (2 s).
+      const node = this.nodes[this.pick(alive)]!;
+      const ms = this.between(500, 8_000);
+      this.pauses++;
+      this.note(`${node.name} pauses for ${ms.toFixed(0)} ms`);
+      node.time.pause(ms);
+    } else if (roll < 0.8) {
+      if (this.options.foreignCompaction !== false) this.store.compactByOthers();
+      this.note('another cluster compacts the store');
+    } else if (roll < 0.83) {
+      this.note('full restart: every node down, the store keeps its data');
+      for (const i of alive) this.crashNode(i);
+      this.vt.after(this.between(1_000, 4_000), () => {
+        for (let i = 0; i < NODE_COUNT; i++) if (!this.nodes[i]!.alive) this.startNode(i);
+      });
+    }
+  }
+
+  /** Ownership as clients were told it, on every live replica's table (see Ownership.checkReplica). */
+  private checkOwnershipOnReplicas(): void {
+    for (const node of this.nodes) {
+      if (!node.alive) continue;
+      const replica = node.service.replica;
+      const version = replica.position.version;
+      const committedAt = this.committedAt[version];
+      if (version === 0 || committedAt === undefined) continue;
+      const lists = new Map<string, Contender[]>();
+      this.ownership.checkReplica(node.name, version, committedAt, (lock, client) => {
+        const [key, index] = lock.split('/') as [string, string];
+        let list = lists.get(key);
+        if (list === undefined) lists.set(key, (list = replica.table.list(key)));
+        const entry = list.find((c) => c.index === index && c.owner === client);
+        return entry === undefined ? undefined : entry.isOwner ? 'owner' : 'waiter';
+      });
     }
   }
 
@@ -297,6 +405,20 @@ class Simulation {
       const seen = this.digests.get(version);
       if (seen === undefined) this.digests.set(version, { digest, node: node.name });
       else if (seen.digest !== digest) this.fail(`replicas differ at version ${version}: ${seen.node} ${seen.digest}, ${node.name} ${digest}`);
+    }
+  }
+
+  /**
+   * Every command ends, answered or hung up, within the commit timeout plus lateCommitMs of its
+   * send (plus the time its node spent paused): during a quorum outage too.
+   */
+  private checkHangUps(): void {
+    const now = this.vt.now();
+    for (const c of this.inFlight) {
+      const limit = c.sent + this.hangUpBoundMs + (c.node.time.pausedMs() - c.pausedAtSend);
+      if (now > limit && !c.node.time.isPaused) {
+        this.fail(`${c.client.name}@${c.node.name} ${c.what} sent at ${c.sent.toFixed(1)} neither answered nor closed after ${(now - c.sent).toFixed(0)} ms`);
+      }
     }
   }
 
@@ -322,7 +444,15 @@ class Simulation {
       await this.vt.advance(5);
     }
     await this.vt.advance(500);
-    await Promise.race([Promise.all(waits), this.vt.advance(2_000).then(() => this.fail('durable locks not acknowledged on a healthy store'))]);
+    let acknowledged = false;
+    await Promise.race([
+      Promise.all(waits).then(() => {
+        acknowledged = true;
+      }),
+      this.vt.advance(2_000).then(() => {
+        if (!acknowledged) this.fail('durable locks not acknowledged on a healthy store');
+      }),
+    ]);
   }
 
   private clientsAct(): void {
@@ -335,153 +465,187 @@ class Simulation {
     }
   }
 
-  private act(client: SimClient, node: SimNode): void {
-    const key = this.pick(KEYS);
-    const index = this.pick(INDEXES);
-    const lock = `${key}/${index}`;
-    const roll = this.rng();
-    const service = node.service;
+  /** The connection to `node` closed unanswered: the client moves to another node at once. */
+  private hungUp(c: InFlight): void {
+    if (!this.inFlight.delete(c)) return;
+    this.failed++;
+    const client = c.client;
+    if (client.ops === c.op) client.busy = false;
+    const others = this.readyNodes().filter((i) => this.nodes[i] !== c.node);
+    if (others.length > 0) client.node = this.pick(others);
+  }
+
+  /**
+   * Sends one command through the node's event loop (a paused node reads it when it resumes) and
+   * tracks it: an answer from a node that reached no leader since before the send is a failure
+   * (nothing can commit or pass a read barrier then); a node that closes the connection sends
+   * the client elsewhere.
+   */
+  private send<T>(client: SimClient, node: SimNode, what: string, issue: () => Promise<T>, onAnswer: (value: T, sent: number) => void, onLost?: () => void): void {
     const sent = this.vt.now();
-    client.busy = true;
-    const op = ++client.ops;
-    const incarnation = node.incarnations;
-    // Only this op's own answer (or its loss) frees the client: one command at a time, plus an
-    // occasional read pipelined behind a request.
-    const done = (): void => {
-      if (client.ops === op) client.busy = false;
-    };
-    // Answers from a node that crashed since are lost with its connection.
-    const track = <T>(what: string, answer: Promise<T>, onAnswer: (value: T) => void, onLost?: () => void): void => {
-      this.commands++;
-      answer.then(
+    const op = client.ops;
+    const c: InFlight = { client, op, what, node, incarnation: node.incarnations, sent, pausedAtSend: node.time.pausedMs() };
+    this.commands++;
+    this.inFlight.add(c);
+    node.time.after(0, () => {
+      issue()
+        .then(
         (value) => {
-          done();
-          if (!node.alive || node.incarnations !== incarnation) return;
+          if (!this.inFlight.delete(c)) return; // the node crashed: the answer is lost with its connection
+          if (client.ops === op) client.busy = false;
           this.answered++;
+          const cut = node.log.cutSince;
+          if (cut !== undefined && sent > cut) {
+            this.fail(`${client.name}@${node.name} ${what} sent at ${sent.toFixed(1)} answered ${JSON.stringify(value)} while its node reached no leader (since ${cut.toFixed(1)})`);
+          }
           this.note(`${client.name}@${node.name} ${what} → ${JSON.stringify(value)}`);
-          onAnswer(value);
+          onAnswer(value, sent);
         },
         (error: Error) => {
-          done();
-          this.failed++;
-          this.note(`${client.name}@${node.name} ${what} failed: ${error.message}`);
+          this.note(`${client.name}@${node.name} ${what} closed: ${error.message}`);
           onLost?.();
+          this.hungUp(c);
         },
-      );
-      // A crashed node never answers: free the client after its connection would have dropped.
-      this.vt.after(3_000, () => {
-        if (client.busy && (!node.alive || node.incarnations !== incarnation)) done();
-      });
-    };
+      )
+      .catch(() => {}); // a failure found in a callback is kept in this.failure; advance() throws it
+    });
+  }
+
+  private act(client: SimClient, node: SimNode): void {
+    client.busy = true;
+    client.ops++;
+    const poll = client.poll;
+    if (poll !== undefined && this.vt.now() >= poll.until) {
+      client.poll = undefined;
+      this.release(client, node, poll.key, poll.index);
+      return;
+    }
+    if (poll !== undefined && this.rng() < 0.8) {
+      this.read(client, node, poll.key, poll.index, this.rng());
+      return;
+    }
+    const again = client.again;
+    client.again = undefined;
+    if (again?.check === true) {
+      this.read(client, node, again.key, again.index, 0);
+      if (this.rng() < 0.7) client.again = { ...again, check: false };
+      return;
+    }
+    // A holder checks now and then that it still owns what it holds (0x03).
+    const held = this.ownership.holding(client.name, this.vt.now());
+    if (again === undefined && held.length > 0 && this.rng() < 0.3) {
+      const [k, i] = this.pick(held).split('/') as [string, string];
+      this.read(client, node, k, i, 0);
+      return;
+    }
+    const key = again?.key ?? this.pick(KEYS);
+    const index = again?.index ?? this.pick(INDEXES);
+    const lock = `${key}/${index}`;
+    const roll = again !== undefined ? 0 : this.rng();
+    const service = node.service;
     if (roll < 0.4) {
-      const ttl = this.pick([1, 2, 3]);
-      const ttw = this.pick([0, 1, 2]);
+      // Holders wait in the request; pollers ask for a short wait and a long hold, then poll.
+      const ttl = client.poller ? this.pick([3, 5, 8]) : this.pick([1, 2, 3]);
+      const ttw = client.poller ? this.pick([1, 2]) : this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
+      // Until answered its outcome is unknown: it may already have restarted the phase with its TTL.
+      this.ownership.requestSent(client.name, lock, ttl * 1000);
+      this.ownership.mayHaveShortened(client.name, lock, this.vt.now(), ttl * 1000);
       let granted = false;
-      track(
-        `request ${lock} ttl=${ttl}`,
-        service.request({ key, index, owner: client.name, ttl, ttw, priority }, true),
-        (position) => {
+      this.send(
+        client,
+        node,
+        `request ${lock} ttl=${ttl} ttw=${ttw}`,
+        () => service.request({ key, index, owner: client.name, ttl, ttw, priority }, true),
+        (position, sent) => {
           granted = position === 1;
-          if (granted) this.renewed(client, lock, sent, ttl * 1000);
+          if (granted) this.ownership.renewed(client.name, lock, sent, this.vt.now(), ttl * 1000, '0x02');
+          else if (position > 1) {
+            this.ownership.observed(client.name, lock, sent, this.vt.now(), false, true, '0x02');
+            if (client.poll === undefined) client.poll = { key, index, lock, until: this.vt.now() + 10_000 };
+          }
         },
-        () => this.mayHaveShortened(client, lock, sent, ttl * 1000),
       );
       if (this.rng() < 0.3) {
         // Pipelined behind the request: answered in order, and it sees the client's own write.
-        track(`owner ${lock} (pipelined)`, service.findOwner(key, index), (owner) => {
+        this.send(client, node, `owner ${lock} (pipelined)`, () => service.findOwner(key, index), (owner) => {
           if (granted && owner !== client.name) this.fail(`${client.name} was granted ${lock} but the read behind it says ${owner}`);
         });
       }
     } else if (roll < 0.55) {
-      track(`renew ${lock}`, service.renew(key, index, client.name), (ok) => {
-        if (ok) this.renewed(client, lock, sent, undefined);
+      this.send(client, node, `renew ${lock}`, () => service.renew(key, index, client.name), (ok, sent) => {
+        if (ok) this.ownership.renewed(client.name, lock, sent, this.vt.now(), undefined, '0x04');
       });
+    } else if (roll < 0.72) {
+      this.release(client, node, key, index);
     } else if (roll < 0.75) {
-      this.released(client, lock, sent);
-      track(`release ${lock}`, service.release(key, index, client.name), () => {});
-    } else if (roll < 0.78) {
-      for (const held of client.holding.keys()) if (!held.startsWith('durable/')) this.released(client, held, sent);
-      track(`release-all`, service.releaseAll(client.name), () => {});
-    } else if (roll < 0.88) {
-      track(`owner ${lock}`, service.findOwner(key, index), () => {});
-    } else if (roll < 0.95) {
-      track(`location ${lock}`, service.location(key, index, client.name), () => {});
+      const sent = this.vt.now();
+      for (const held of this.ownership.holding(client.name, sent)) this.ownership.released(client.name, held, sent);
+      if (client.poll !== undefined) this.ownership.released(client.name, client.poll.lock, sent);
+      client.poll = undefined;
+      this.send(client, node, `release-all`, () => service.releaseAll(client.name), () => {});
     } else {
-      track(`list ${key}`, service.list(key, 1000), () => {});
+      this.read(client, node, key, index, this.rng());
+    }
+  }
+
+  private release(client: SimClient, node: SimNode, key: string, index: string): void {
+    const lock = `${key}/${index}`;
+    this.ownership.released(client.name, lock, this.vt.now());
+    if (client.poll?.lock === lock) client.poll = undefined;
+    this.send(
+      client,
+      node,
+      `release ${lock}`,
+      () => node.service.release(key, index, client.name),
+      () => {
+        this.ownership.releaseAnswered(client.name, lock, this.vt.now());
+        const roll = this.rng();
+        if (roll < 0.6) client.again = { key, index, check: roll < 0.2 };
+      },
+    );
+  }
+
+  /** 0x01, 0x03 or 0x07: each tells the client whether it owns the lock, and each counts. */
+  private read(client: SimClient, node: SimNode, key: string, index: string, roll: number): void {
+    const lock = `${key}/${index}`;
+    const service = node.service;
+    const seen = (sent: number, owns: boolean, present: boolean | undefined, via: string): void => {
+      this.ownership.observed(client.name, lock, sent, this.vt.now(), owns, present, via);
+      if (client.poll?.lock === lock && (owns || present === false)) client.poll = undefined;
+    };
+    if (roll < 0.4) {
+      this.send(client, node, `location ${lock}`, () => service.location(key, index, client.name), (where, sent) => seen(sent, where === 1, where > 0, '0x03'));
+    } else if (roll < 0.75) {
+      this.send(client, node, `owner ${lock}`, () => service.findOwner(key, index), (owner, sent) => seen(sent, owner === client.name, owner === client.name ? true : undefined, '0x01'));
+    } else {
+      this.send(client, node, `list ${key}`, () => service.list(key, 1000), (list: Contender[], sent) => {
+        for (const i of INDEXES) {
+          const mine = list.find((c) => c.index === i && c.owner === client.name);
+          const l = `${key}/${i}`;
+          this.ownership.observed(client.name, l, sent, this.vt.now(), mine?.isOwner === true, mine !== undefined, '0x07');
+          if (client.poll?.lock === l && (mine === undefined || mine.isOwner)) client.poll = undefined;
+        }
+      });
     }
   }
 
   /**
-   * A position-1 reply to a request (`ttlMs` set: the phase restarted with that TTL) or an
-   * acknowledged renewal (the phase restarted with the entry's TTL): the interval opens or its
-   * end moves to this send time plus the TTL. Commands are sequential per client, so this send is
-   * later than any before it.
+   * Waits (bounded) until every ready node has applied the store's last batch. Queues of waiters
+   * promoted one after another keep the leader proposing expiries long after the clients stopped,
+   * so the quiet phase can end with a batch on its way to some watches: comparing versions then
+   * (rather than at one log position) reports a divergence that is only a delivery in flight.
    */
-  private renewed(client: SimClient, lock: string, sent: number, ttlMs: number | undefined): void {
-    const now = this.vt.now();
-    const current = client.holding.get(lock);
-    if (current !== undefined && current.open && !this.ended(current, now)) {
-      if (ttlMs !== undefined) current.ttlMs = ttlMs;
-      current.expires = this.bound(sent, current.ttlMs);
-      return;
+  private async settleReplicas(): Promise<void> {
+    for (let waited = 0; waited < SETTLE_MS; waited += 10) {
+      const head = this.store.logHead.version;
+      if (this.nodes.every((n) => n.alive && n.service.isReady && n.service.replica.position.version === head)) return;
+      await this.advance(10, false);
     }
-    if (current !== undefined) this.close(current, now);
-    if (ttlMs === undefined) return; // a renewal of an entry not known to be owned opens nothing
-    const interval: Interval = { client: client.name, start: now, end: Number.POSITIVE_INFINITY, expires: this.bound(sent, ttlMs), ttlMs, open: true };
-    client.holding.set(lock, interval);
-    const list = this.intervals.get(lock) ?? [];
-    list.push(interval);
-    this.intervals.set(lock, list);
-  }
-
-  /** A request whose outcome is unknown may have restarted the phase with its (smaller) TTL. */
-  private mayHaveShortened(client: SimClient, lock: string, sent: number, ttlMs: number): void {
-    const current = client.holding.get(lock);
-    if (current === undefined || !current.open) return;
-    current.expires = Math.min(current.expires, this.bound(sent, ttlMs));
-    current.ttlMs = Math.min(current.ttlMs === 0 ? Number.POSITIVE_INFINITY : current.ttlMs, ttlMs === 0 ? Number.POSITIVE_INFINITY : ttlMs);
-    if (current.ttlMs === Number.POSITIVE_INFINITY) current.ttlMs = 0;
-  }
-
-  /** Send time plus TTL, less the clock-rate margin clients keep; TTL 0 never ends. */
-  private bound(sent: number, ttlMs: number): number {
-    return ttlMs === 0 ? Number.POSITIVE_INFINITY : sent + ttlMs * (1 - RATE_MARGIN);
-  }
-
-  private ended(interval: Interval, now: number): boolean {
-    return now >= interval.expires;
-  }
-
-  private close(interval: Interval, at: number): void {
-    if (!interval.open) return;
-    interval.open = false;
-    interval.end = Math.min(at, interval.expires);
-  }
-
-  private released(client: SimClient, lock: string, sent: number): void {
-    const interval = client.holding.get(lock);
-    if (interval === undefined) return;
-    this.close(interval, sent);
-    client.holding.delete(lock);
   }
 
   private finalChecks(): void {
-    const now = this.vt.now();
-    for (const client of this.clients) for (const interval of client.holding.values()) this.close(interval, now);
-    // S1: no two clients' intervals on one lock overlap.
-    for (const [lock, list] of this.intervals) {
-      const sorted = [...list].sort((a, b) => a.start - b.start);
-      for (let i = 1; i < sorted.length; i++) {
-        const earlier = sorted.slice(0, i).find((a) => a.client !== sorted[i]!.client && a.end > sorted[i]!.start);
-        if (earlier !== undefined) {
-          this.fail(
-            `S1 broken on ${lock}: ${earlier.client} [${earlier.start.toFixed(1)}, ${earlier.end.toFixed(1)}) overlaps ` +
-              `${sorted[i]!.client} from ${sorted[i]!.start.toFixed(1)}`,
-          );
-        }
-      }
-    }
+    this.ownership.check(this.vt.now());
     // Every node caught up to the same state, holding every durable entry in acknowledged order.
     const ready = this.nodes.filter((n) => n.alive && n.service.isReady);
     if (ready.length !== NODE_COUNT) this.fail(`only ${ready.length} of ${NODE_COUNT} nodes ready after healing`);

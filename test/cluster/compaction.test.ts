@@ -6,8 +6,9 @@ import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
 import type { Logger } from '../../src/server/Logger.js';
 
 // Compaction is store-wide: another cluster sharing the etcd, or etcd's own auto-compaction, can
-// compact past a follower's position when no snapshot of ours covers it. The log key's latest
-// batch survives any compaction, so a follower one batch behind must catch up from one read.
+// compact past a follower's position when no snapshot of ours covers it. Every batch is also
+// retained under a key of its own until a snapshot covers it, so a follower any number of
+// batches behind catches up from one read, and no node waits for a snapshot nobody will write.
 
 function node(store: MemoryStore, vt: VirtualTimers, name: string, events: string[]): ClusterLockService {
   const logger: Logger = { event: (event, fields) => void events.push(`${name} ${event} ${JSON.stringify(fields ?? {})}`), debug: undefined };
@@ -24,24 +25,25 @@ async function until(vt: VirtualTimers, ms: number, done: () => boolean): Promis
   return done();
 }
 
-test('a fresh node whose only batch was compacted away by someone else catches up from the latest value, with no snapshot to wait for', async (t) => {
+test('a fresh node whose batches were all compacted away by someone else catches up from one read of the retained batches, with no snapshot to wait for', async (t) => {
   const vt = new VirtualTimers();
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(7) });
   const events: string[] = [];
   const first = node(store, vt, 'a', events);
   void first.start();
   t.true(await until(vt, 10_000, () => first.isReady));
-  let granted: number | undefined;
-  void first.request({ key: 'k', index: 'i', owner: 'alice', ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
-  t.true(await until(vt, 5_000, () => granted !== undefined));
-  t.is(granted, 1);
-  t.is(store.logHead.version, 1);
+  for (const owner of ['alice', 'bob', 'carol']) {
+    let granted: number | undefined;
+    void first.request({ key: 'k', index: 'i', owner, ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
+    t.true(await until(vt, 5_000, () => granted !== undefined));
+  }
+  t.is(store.logHead.version, 3, 'three batches, no snapshot');
   // Another cluster's leader compacts the whole store; no snapshot of ours exists.
   store.compactTo(store.revision);
   const second = node(store, vt, 'b', events);
   void second.start();
   t.true(await until(vt, 10_000, () => second.isReady), `b never became ready:\n${events.join('\n')}`);
-  t.is(second.replica.table.findOwner('k', 'i'), 'alice');
+  t.deepEqual(second.replica.table.list('k').map((c) => c.owner), ['alice', 'bob', 'carol']);
   t.is(second.replica.digest(), first.replica.digest());
   const restarts = events.filter((e) => e.startsWith('b log-watch-restart'));
   t.true(restarts.length <= 1, `one compacted watch, then one read: ${restarts.join('\n')}`);

@@ -209,6 +209,29 @@ export class EtcdCluster {
     return this.members.map((m) => m.clientUrl).join(',');
   }
 
+  /** Every member's client URL, as a list (EtcdLog's `endpoints`). */
+  get endpointList(): string[] {
+    return this.members.map((m) => m.clientUrl);
+  }
+
+  /** The member listening on `url`. */
+  memberAt(url: string): EtcdMember {
+    const member = this.members.find((m) => m.clientUrl === url);
+    if (member === undefined) throw new Error(`no etcd member at ${url}`);
+    return member;
+  }
+
+  /** How many watchers the member serves now (its `etcd_debugging_mvcc_watcher_total` gauge); undefined if it does not answer. */
+  async watchersOn(member: EtcdMember): Promise<number | undefined> {
+    try {
+      const response = await fetch(`${member.clientUrl}/metrics`, { signal: AbortSignal.timeout(1_000) });
+      const match = /^etcd_debugging_mvcc_watcher_total (\S+)$/m.exec(await response.text());
+      return match === null ? undefined : Number(match[1]);
+    } catch {
+      return undefined;
+    }
+  }
+
   private async spawn(member: EtcdMember): Promise<void> {
     await mkdir(this.dir, { recursive: true });
     const log = createWriteStream(member.logFile, { flags: 'a' });

@@ -1,0 +1,100 @@
+import { performance } from 'node:perf_hooks';
+import type { CallOptions } from '@grpc/grpc-js';
+import type { MemberSession } from '../ReplicatedLog.js';
+import type { Endpoint, EndpointPool } from './EndpointPool.js';
+
+/** Longest one keep-alive attempt may take on one member before the next member is asked. */
+const KEEPALIVE_ATTEMPT_MS = 1_000;
+const REVOKE_TIMEOUT_MS = 2_000;
+
+/**
+ * The lease holding a node's name and candidacy, kept alive by this class rather than by the
+ * etcd3 Lease (whose keep-alive stream stays on one member: a paused member would starve it until
+ * the lease ran out). Every third of the TTL one keep-alive is sent through the endpoint pool; an
+ * attempt that hangs for KEEPALIVE_ATTEMPT_MS moves to another member, so a paused or cut-off
+ * member costs about a second, well inside the TTL. The session is lost when etcd says the lease
+ * is gone, or when no keep-alive succeeded for a whole TTL (etcd has expired it by then).
+ */
+export class NameLease implements MemberSession {
+  private isLost = false;
+  private readonly handlers: Array<(why: string) => void> = [];
+  private readonly timer: NodeJS.Timeout;
+  private renewing = false;
+  private renewedAt: number;
+
+  constructor(
+    private readonly pool: EndpointPool,
+    readonly id: string,
+    private readonly ttlMs: number,
+    grantedAt: number,
+    private readonly forget: (lease: NameLease) => void,
+  ) {
+    this.renewedAt = grantedAt;
+    this.timer = setInterval(() => void this.renew(), Math.max(100, Math.floor(ttlMs / 3)));
+    this.timer.unref();
+  }
+
+  get lost(): boolean {
+    return this.isLost;
+  }
+
+  onLost(handler: (why: string) => void): void {
+    this.handlers.push(handler);
+  }
+
+  async release(): Promise<void> {
+    if (!this.stop()) return;
+    await this.pool.call('name lease revoke', REVOKE_TIMEOUT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: this.id }, options), KEEPALIVE_ATTEMPT_MS);
+  }
+
+  /** Stops keeping the lease alive without revoking it (the client is closing). */
+  close(): void {
+    this.stop();
+  }
+
+  private stop(): boolean {
+    if (this.isLost) return false;
+    this.isLost = true;
+    clearInterval(this.timer);
+    this.forget(this);
+    return true;
+  }
+
+  private async renew(): Promise<void> {
+    if (this.renewing || this.isLost) return;
+    this.renewing = true;
+    const sent = performance.now();
+    try {
+      const left = this.renewedAt + this.ttlMs - sent;
+      if (left <= 0) throw new Error(`no keep-alive succeeded for the lease's ${this.ttlMs} ms`);
+      const ttl = await this.pool.call('name lease keep-alive', left, keepAliveOnce(this.id), KEEPALIVE_ATTEMPT_MS);
+      if (ttl <= 0) throw new Error(`etcd no longer knows lease ${this.id}`);
+      this.renewedAt = sent;
+    } catch (error) {
+      if (performance.now() >= this.renewedAt + this.ttlMs || /no longer knows/.test((error as Error).message)) this.lose((error as Error).message);
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private lose(why: string): void {
+    if (!this.stop()) return;
+    for (const handler of this.handlers) handler(why);
+  }
+}
+
+/** One keep-alive over a short-lived stream (its call deadline ends it in any case); resolves with the new TTL. */
+function keepAliveOnce(id: string): (endpoint: Endpoint, options: CallOptions) => Promise<number> {
+  return async ({ client }, options) => {
+    const stream = await client.leaseClient.leaseKeepAlive(options);
+    return new Promise<number>((resolve, reject) => {
+      stream.on('data', (response) => {
+        resolve(Number(response.TTL));
+        stream.end();
+      });
+      stream.on('error', reject);
+      stream.on('end', () => reject(new Error('keep-alive stream ended without an answer')));
+      stream.write({ ID: id });
+    });
+  };
+}

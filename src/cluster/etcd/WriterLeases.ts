@@ -1,0 +1,108 @@
+import { performance } from 'node:perf_hooks';
+import type { IRequestOp } from 'etcd3';
+import type { EndpointPool } from './EndpointPool.js';
+
+/** TTL asked for a writer lease; etcd may raise it to its minimum (1.5 × election timeout, rounded up). */
+export const WRITER_LEASE_TTL_SECONDS = 2;
+/** A fresh writer lease is granted once the current one is this old, while appends go on. */
+export const WRITER_LEASE_ROTATE_MS = 500;
+/** A lease with less than this left is not chosen for a send: the batch could arrive after it. */
+const WRITER_LEASE_MIN_LEFT_MS = 1_000;
+/**
+ * After a lease's TTL runs out, etcd's leader notices within its lessor's 500 ms check and then
+ * commits a revoke through Raft (milliseconds on a healthy cluster); until that revoke is applied
+ * a txn naming the lease still passes. The rest is margin for a busy machine.
+ */
+export const WRITER_LEASE_REVOKE_SLACK_MS = 1_000;
+
+/** A writer lease as granted: its id, and when its grant was answered (performance.now()). */
+export interface WriterLease {
+  readonly id: string;
+  readonly grantedAt: number;
+  readonly endsAt: number;
+  /** The fence put naming this lease, built once per lease (appends reuse it). */
+  readonly fence: IRequestOp;
+}
+
+/**
+ * Fences for appends (trap 9, defect 5). Each append's txn also puts a small per-client fence key
+ * attached to a short writer lease that is never kept alive. etcd checks, when it applies the txn
+ * in Raft order, that the lease still exists ("requested lease not found" otherwise, and nothing of
+ * the txn is applied), and revokes a lease by itself once its TTL ran out. An attempt always uses a
+ * lease whose grant was answered before the attempt was sent, so its batch commits no later than
+ * that grant + TTL + the revoke delay, whatever happens to the request on the way: `lateCommitMs`.
+ */
+export class WriterLeases {
+  private current: WriterLease | undefined;
+  private granting: Promise<WriterLease> | undefined;
+  /** The longest TTL etcd granted us (ms); the requested one until the first grant. */
+  private ttlMs = WRITER_LEASE_TTL_SECONDS * 1000;
+
+  constructor(
+    private readonly pool: EndpointPool,
+    private readonly fenceKey: Buffer,
+  ) {}
+
+  /** How long after an append rejected its batch can still commit (see ReplicatedLog.lateCommitMs). */
+  get lateCommitMs(): number {
+    return this.ttlMs + WRITER_LEASE_REVOKE_SLACK_MS;
+  }
+
+  /** The longest TTL etcd granted a writer lease (ms); the one asked for before the first grant. */
+  get grantedTtlMs(): number {
+    return this.ttlMs;
+  }
+
+  /**
+   * A lease to send an append with now. The current one while it has enough time left (a fresh
+   * one is asked for in the background once it is WRITER_LEASE_ROTATE_MS old); otherwise, as after
+   * an idle spell, a new grant is awaited within `timeoutMs`.
+   */
+  forSend(timeoutMs: number): WriterLease | Promise<WriterLease> {
+    const lease = this.current;
+    const now = performance.now();
+    if (lease !== undefined && lease.endsAt - now >= WRITER_LEASE_MIN_LEFT_MS) {
+      if (now - lease.grantedAt >= WRITER_LEASE_ROTATE_MS) void this.grant(timeoutMs).catch(() => {});
+      return lease;
+    }
+    return this.grant(timeoutMs);
+  }
+
+  /** etcd said the lease is gone (it outlived its TTL on the way): never choose it again. */
+  refused(lease: WriterLease): void {
+    if (this.current === lease) this.current = undefined;
+  }
+
+  /**
+   * Test seam (a fenced append): the next sends use lease `id` as if etcd had just granted it
+   * with `ttlMs`, whatever etcd knows of it.
+   */
+  chooseNext(id: string, ttlMs: number): void {
+    this.current = this.lease(id, performance.now(), ttlMs);
+  }
+
+  private lease(id: string, grantedAt: number, ttlMs: number): WriterLease {
+    return { id, grantedAt, endsAt: grantedAt + ttlMs, fence: { request_put: { key: this.fenceKey, value: FENCE_VALUE, lease: id } } };
+  }
+
+  /** One grant at a time; callers that arrive meanwhile share it. */
+  private grant(timeoutMs: number): Promise<WriterLease> {
+    this.granting ??= this.pool
+      .call('writer lease grant', timeoutMs, ({ client }, options) => client.leaseClient.leaseGrant({ TTL: WRITER_LEASE_TTL_SECONDS, ID: 0 }, options))
+      .then((response) => {
+        const grantedAt = performance.now();
+        const ttlMs = Number(response.TTL) * 1000;
+        if (!(ttlMs > 0)) throw new Error(`writer lease grant: etcd granted TTL ${response.TTL} (${response.error})`);
+        if (ttlMs > this.ttlMs) this.ttlMs = ttlMs;
+        const lease = this.lease(response.ID, grantedAt, ttlMs);
+        if (this.current === undefined || this.current.grantedAt < grantedAt) this.current = lease;
+        return lease;
+      })
+      .finally(() => {
+        this.granting = undefined;
+      });
+    return this.granting;
+  }
+}
+
+const FENCE_VALUE = Buffer.alloc(0);

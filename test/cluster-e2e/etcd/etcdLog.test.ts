@@ -1,0 +1,248 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import test, { type ExecutionContext } from 'ava';
+import { Etcd3 } from 'etcd3';
+import { EtcdLog, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
+import type { LogWatch } from '../../../src/cluster/ReplicatedLog.js';
+import { bounded } from '../../helpers/bounded.js';
+import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
+
+// EtcdLog against real etcd members, in process: fenced appends, snapshot pointer swaps, a
+// damaged snapshot chunk, and a watch that loses its member in the middle of a backlog.
+
+const etcdTest = needsEtcd(test);
+const CALL_MS = 5_000;
+
+function clusterName(): string {
+  return `t${randomBytes(5).toString('hex')}`;
+}
+
+/** An EtcdLog on `etcd` for one test, closed at teardown. */
+function openLog(t: ExecutionContext, etcd: EtcdCluster, cluster: string): EtcdLog {
+  const log = new EtcdLog({ endpoints: etcd.endpointList, cluster });
+  t.teardown(() => log.close());
+  return log;
+}
+
+/** A plain etcd3 client (the test's own view of the store), closed at teardown. */
+function rawClient(t: ExecutionContext, etcd: EtcdCluster): Etcd3 {
+  const client = new Etcd3({ hosts: etcd.endpointList });
+  t.teardown(() => client.close());
+  return client;
+}
+
+/** One etcd member, a fresh cluster name on it, an EtcdLog and a plain client. */
+async function singleMember(t: ExecutionContext): Promise<{ etcd: EtcdCluster; cluster: string; log: EtcdLog; raw: Etcd3 }> {
+  const etcd = await EtcdCluster.start(t, { members: 1 });
+  const cluster = clusterName();
+  return { etcd, cluster, log: openLog(t, etcd, cluster), raw: rawClient(t, etcd) };
+}
+
+etcdTest('a fenced append whose writer lease expired before it reached etcd is refused whole; the next append succeeds', async (t) => {
+  t.timeout(60_000);
+  const { cluster, log, raw } = await singleMember(t);
+  const first = await log.append(Buffer.from('ordinary'), CALL_MS);
+  t.is(first.version, 1);
+  t.log(`writer lease TTL granted: ${log.writerLeaseTtlMs} ms (asked 2000); lateCommitMs ${log.lateCommitMs}`);
+
+  // A lease that etcd has revoked by itself (its TTL ran out), chosen as if it were fresh: the
+  // same as a request that sat in a cut link's send queue until after its lease ended.
+  const expired = await raw.leaseClient.leaseGrant({ TTL: 1, ID: 0 });
+  for (const deadline = Date.now() + 15_000; ; ) {
+    const left = await raw.leaseClient.leaseTimeToLive({ ID: expired.ID });
+    if (Number(left.TTL) < 0) break;
+    if (Date.now() >= deadline) throw new Error(`lease ${expired.ID} still alive after 15 s (TTL ${left.TTL})`);
+    await delay(100);
+  }
+  log['writers'].chooseNext(expired.ID, 60_000);
+  await t.throwsAsync(log.append(Buffer.from('late'), CALL_MS), { message: /requested lease not found/ });
+  const after = await raw.get(`/${cluster}/log`).buffer();
+  t.is(after?.toString(), 'ordinary', 'nothing of the refused txn was applied');
+
+  const next = await log.append(Buffer.from('next'), CALL_MS);
+  t.is(next.version, 2, 'the refused lease is dropped; a fresh one is granted for the next append');
+});
+
+etcdTest('every batch is retained past any compaction until a snapshot the pointer names covers it', async (t) => {
+  t.timeout(60_000);
+  const { log, raw } = await singleMember(t);
+  const appended = [];
+  for (let i = 1; i <= 5; i++) appended.push(await log.append(Buffer.from(`batch ${i}`), CALL_MS));
+  // Someone else compacts the whole store: the log key's history is gone, its batches are not.
+  const revision = Number((await raw.kv.range({ key: Buffer.from('\0') })).header.revision);
+  await raw.kv.compact({ revision: String(revision) });
+  const all = await log.since(appended[0]!.revision - 1, CALL_MS);
+  t.deepEqual(all.batches.map((b) => Buffer.from(b.value).toString()), ['batch 1', 'batch 2', 'batch 3', 'batch 4', 'batch 5']);
+  t.deepEqual(all.batches.map((b) => b.revision), appended.map((p) => p.revision), 'each at its append revision, in log order');
+  t.is(all.head.version, 5);
+  t.is(all.head.revision, appended[4]!.revision);
+  const after2 = await log.since(appended[1]!.revision, CALL_MS);
+  t.deepEqual(after2.batches.map((b) => Buffer.from(b.value).toString()), ['batch 3', 'batch 4', 'batch 5']);
+  // A snapshot at batch 3 is saved and pointed to: what it covers goes, the rest stays.
+  await log.saveSnapshot({ position: appended[2]!, bytes: Buffer.from('state after batch 3') }, CALL_MS);
+  const kept = await log.since(0, CALL_MS);
+  t.deepEqual(kept.batches.map((b) => Buffer.from(b.value).toString()), ['batch 4', 'batch 5']);
+});
+
+etcdTest('loadSnapshot refuses a snapshot whose chunk was overwritten, naming the damage', async (t) => {
+  t.timeout(60_000);
+  const { cluster, log, raw } = await singleMember(t);
+  const bytes = randomBytes(SNAPSHOT_CHUNK_BYTES + 1000); // two chunks
+  await log.saveSnapshot({ position: { version: 7, revision: 9 }, bytes }, CALL_MS);
+  const loaded = await log.loadSnapshot(CALL_MS);
+  t.deepEqual(loaded?.position, { version: 7, revision: 9 });
+  t.true(loaded?.bytes !== undefined && Buffer.compare(Buffer.from(loaded.bytes), bytes) === 0);
+
+  const chunks = await raw.getAll().prefix(`/${cluster}/snapshots/`).keys();
+  t.is(chunks.length, 2, chunks.join(' '));
+  const damagedKey = chunks.sort()[1]!;
+  const original = (await raw.get(damagedKey).buffer())!;
+  const flipped = Buffer.from(original);
+  flipped[flipped.length - 1]! ^= 0x01; // same size, one bit off
+  await raw.put(damagedKey).value(flipped);
+  await t.throwsAsync(log.loadSnapshot(CALL_MS), { message: /snapshot 7 .* is damaged in etcd.*refusing to load it/ });
+});
+
+etcdTest('two EtcdLogs saving snapshots at once, round after round: the pointer never names a missing chunk and never moves back', async (t) => {
+  t.timeout(90_000);
+  const { etcd, cluster, log, raw } = await singleMember(t);
+  const savers = [log, openLog(t, etcd, cluster)];
+  const pointerKey = `/${cluster}/snapshot`;
+  const chunkPrefix = `/${cluster}/snapshots/`;
+  const ROUNDS = 40;
+
+  // The checker reads the pointer, then the chunks it names at the same store revision.
+  let checking = true;
+  let checks = 0;
+  let lastVersion = 0;
+  const problems: string[] = [];
+  const checker = (async () => {
+    while (checking) {
+      const pointer = await raw.get(pointerKey).exec();
+      const kv = pointer.kvs[0];
+      if (kv !== undefined) {
+        const meta = JSON.parse(kv.value.toString()) as { version: number; id: string; chunks: number };
+        if (meta.version < lastVersion) problems.push(`pointer moved back from ${lastVersion} to ${meta.version}`);
+        lastVersion = Math.max(lastVersion, meta.version);
+        const keys = await raw.getAll().prefix(`${chunkPrefix}${String(meta.version).padStart(16, '0')}/${meta.id}/`).revision(pointer.header.revision).keys();
+        if (keys.length !== meta.chunks) problems.push(`pointer to ${meta.version}/${meta.id} names ${meta.chunks} chunks, ${keys.length} exist`);
+        checks++;
+      }
+      await delay(1);
+    }
+  })();
+
+  let highest = 0;
+  for (let round = 1; round <= ROUNDS; round++) {
+    // Versions close together, either order, sometimes equal; every fifth round two chunks each.
+    const size = round % 5 === 0 ? SNAPSHOT_CHUNK_BYTES + 100 : 200;
+    const versions = savers.map(() => 10 * round + randomInt(0, 3));
+    highest = Math.max(highest, ...versions);
+    await bounded(
+      Promise.all(savers.map((s, i) => s.saveSnapshot({ position: { version: versions[i]!, revision: versions[i]! }, bytes: randomBytes(size) }, CALL_MS))),
+      30_000,
+      `round ${round} saves`,
+    );
+  }
+  checking = false;
+  await bounded(checker, 10_000, 'the checker to stop');
+  t.deepEqual(problems, []);
+  t.true(checks > 0);
+  t.log(`${checks} pointer checks during ${ROUNDS} rounds`);
+  const final = await savers[0]!.loadSnapshot(CALL_MS);
+  t.is(final?.position.version, highest, 'the newest save is the snapshot');
+  const left = await raw.getAll().prefix(chunkPrefix).keys();
+  t.true(left.every((k) => k.startsWith(`${chunkPrefix}${String(highest).padStart(16, '0')}/`)), `only the snapshot's chunks are left: ${left.join(' ')}`);
+});
+
+etcdTest.serial('a watch whose member is paused in the middle of a backlog resumes elsewhere with every version once, in order', async (t) => {
+  t.timeout(90_000);
+  const etcd = await EtcdCluster.start(t);
+  const cluster = clusterName();
+  const writer = openLog(t, etcd, cluster);
+  const reader = openLog(t, etcd, cluster);
+  const BATCHES = 2_000;
+  const value = randomBytes(2048);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < BATCHES) {
+        next++;
+        await writer.append(value, CALL_MS);
+      }
+    }),
+  );
+
+  // The follower does what ClusterLockService does: restart after 'broken' from the last record,
+  // and restart a watch that delivers nothing for a second while batches are known to be missing.
+  const seen: number[] = [];
+  let lastRevision = 0;
+  let restarts = 0;
+  let progressAt = Date.now();
+  let firstWatchDelivered: number | undefined;
+  let paused: string | undefined;
+  let watch: LogWatch | undefined;
+  let finish: () => void = () => {};
+  const done = new Promise<void>((resolve) => (finish = resolve));
+  const follow = (): void => {
+    watch = reader.watch(lastRevision + 1, {
+      onRecords: (records) => {
+        for (const r of records) {
+          seen.push(r.version);
+          lastRevision = r.revision;
+        }
+        progressAt = Date.now();
+        if (paused === undefined) {
+          // Break the stream under the backlog: stop the member this watch streams from.
+          paused = reader['lastWatchEndpoint']!.url;
+          etcd.pause(etcd.memberAt(paused));
+        }
+        if (seen.length >= BATCHES) finish();
+      },
+      onEnd: () => {
+        restarts++;
+        setTimeout(follow, 250);
+      },
+    });
+  };
+  const watchdog = setInterval(() => {
+    if (seen.length >= BATCHES || Date.now() - progressAt < 1_000) return;
+    firstWatchDelivered ??= seen.length;
+    watch?.close();
+    restarts++;
+    progressAt = Date.now();
+    follow();
+  }, 100);
+  t.teardown(() => clearInterval(watchdog));
+  follow();
+  await bounded(done, 60_000, () => `all ${BATCHES} batches (seen ${seen.length}, restarts ${restarts})`);
+  clearInterval(watchdog);
+  watch?.close();
+  etcd.resume(etcd.memberAt(paused!));
+  t.log(`first watch delivered ${firstWatchDelivered ?? seen.length} of ${BATCHES} before its member was paused; ${restarts} restart(s)`);
+  t.true(restarts >= 1, 'the watch was broken and restarted');
+  t.deepEqual(seen, Array.from({ length: BATCHES }, (_, i) => i + 1));
+});
+
+etcdTest.serial('a member left without a quorum refuses calls with "no leader" and ends watches (require-leader), instead of hanging', async (t) => {
+  t.timeout(90_000);
+  const etcd = await EtcdCluster.start(t);
+  const cluster = clusterName();
+  await openLog(t, etcd, cluster).append(Buffer.from('first'), CALL_MS);
+  const [lonely, ...peers] = etcd.members as [EtcdCluster['members'][number], ...EtcdCluster['members']];
+  const log = new EtcdLog({ endpoints: [lonely.clientUrl], cluster });
+  t.teardown(() => log.close());
+  let delivered: () => void = () => {};
+  const first = new Promise<void>((resolve) => (delivered = resolve));
+  const ended = new Promise<string>((resolve) => log.watch(1, { onRecords: () => delivered(), onEnd: (why, detail) => resolve(`${why}: ${detail}`) }));
+  await bounded(first, 30_000, 'the watch to deliver the first batch');
+
+  await Promise.all(peers.map((p) => etcd.kill(p)));
+  // Once the member notices it has no leader, a read barrier is refused at once, not held.
+  let refusal = '';
+  for (const deadline = Date.now() + 30_000; !/no leader/.test(refusal); ) {
+    if (Date.now() >= deadline) throw new Error(`no "no leader" refusal within 30 s; last: ${refusal}`);
+    refusal = await log.head(1_000).then(() => 'answered', (error: Error) => error.message);
+  }
+  t.regex(await bounded(ended, 30_000, 'the watch to end'), /^broken: .*no leader/);
+});

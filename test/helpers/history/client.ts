@@ -1,0 +1,136 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { Command } from '../../../src/protocol/constants.js';
+import type { Reply } from '../../../src/protocol/decodeReply.js';
+import type { Contender, Request } from '../../../src/protocol/messages.js';
+import { Connection, Unanswered } from './connection.js';
+import type { History, ListEntry, OpInput, ReplyValue } from './history.js';
+
+/** A lockserver node as clients reach it. */
+export interface Endpoint {
+  readonly name: string;
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface ClientOptions {
+  readonly history: History;
+  readonly nodes: readonly Endpoint[];
+  /** Source address of every connection (the address the nodes' hosts files allow). */
+  readonly localAddress?: string;
+  /** A command not answered within this closes its connection and is recorded without a reply. */
+  readonly replyBoundMs: number;
+  readonly connectBoundMs: number;
+  /** Whether the run is over (connect loops give up). */
+  readonly stopped: () => boolean;
+}
+
+const CMD: Record<OpInput['cmd'], Command> = {
+  owner: Command.FindOwner,
+  request: Command.Request,
+  location: Command.FindLocation,
+  renew: Command.Renew,
+  release: Command.Release,
+  releaseAll: Command.ReleaseAll,
+  list: Command.List,
+};
+
+function toRequest(op: OpInput): Request {
+  const [key, index, owner] = [op.key ?? '', op.index ?? '', op.owner ?? ''];
+  switch (op.cmd) {
+    case 'owner':
+      return { command: Command.FindOwner, key, index };
+    case 'request':
+      return { command: Command.Request, key, index, owner, ttl: op.ttl ?? 0, ttw: op.ttw ?? 0, priority: 0 };
+    case 'releaseAll':
+      return { command: Command.ReleaseAll, owner };
+    case 'list':
+      return { command: Command.List, key };
+    default:
+      return { command: CMD[op.cmd] as typeof Command.FindLocation, key, index, owner };
+  }
+}
+
+function toValue(reply: Reply): ReplyValue {
+  if (!Array.isArray(reply)) return reply as number | string | boolean;
+  return (reply as Contender[]).map((c): ListEntry => ({ index: c.index, owner: c.owner, isOwner: c.isOwner }));
+}
+
+/**
+ * A client with its own owner name that talks to one node at a time and fails over to the next
+ * when its connection closes or a command goes unanswered within the bound (that connection is
+ * closed, the command recorded without a reply). With `home`, it goes back to its home node a
+ * while after failing over, as clients with a preferred server do. Every command is recorded.
+ */
+export class FailoverClient {
+  private connection: Connection | undefined;
+  private current: number;
+  private awaySince: number | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly options: ClientOptions,
+    private readonly home: number,
+    /** Only ever this node (a probe): no failover. */
+    private readonly pinned = false,
+    private readonly returnHomeMs = 3_000,
+  ) {
+    this.current = home;
+  }
+
+  get node(): Endpoint {
+    return this.options.nodes[this.current]!;
+  }
+
+  /** A connection to the current node, failing over until one opens; undefined once stopped. */
+  private async connect(): Promise<Connection | undefined> {
+    if (this.awaySince !== undefined && Date.now() - this.awaySince >= this.returnHomeMs && !this.pinned) {
+      this.connection?.close();
+      this.connection = undefined;
+      this.current = this.home;
+      this.awaySince = undefined;
+    }
+    for (let attempt = 0; this.connection === undefined || this.connection.isClosed; attempt++) {
+      if (this.options.stopped()) return undefined;
+      if (attempt > 0) {
+        this.failOver();
+        if (attempt % this.options.nodes.length === 0 || this.pinned) await delay(200);
+      }
+      const node = this.node;
+      try {
+        this.connection = await Connection.open(node.host, node.port, this.options.localAddress, this.options.connectBoundMs);
+      } catch {
+        this.connection = undefined;
+      }
+    }
+    return this.connection;
+  }
+
+  private failOver(): void {
+    if (this.pinned) return;
+    this.current = (this.current + 1) % this.options.nodes.length;
+    this.awaySince = this.current === this.home ? undefined : (this.awaySince ?? Date.now());
+  }
+
+  /** Sends one command, recorded in the history; its reply, or undefined without one. */
+  async call(input: Omit<OpInput, 'client' | 'node'>): Promise<ReplyValue | undefined> {
+    const connection = await this.connect();
+    if (connection === undefined) return undefined;
+    const op = this.options.history.begin({ ...input, client: this.name, node: this.node.name });
+    try {
+      const reply = toValue(await connection.call(toRequest({ ...op }), this.options.replyBoundMs));
+      this.options.history.answer(op, reply);
+      return reply;
+    } catch (error) {
+      if (!(error instanceof Unanswered)) throw error;
+      this.options.history.fail(op, error.why);
+      this.connection = undefined;
+      this.failOver();
+      return undefined;
+    }
+  }
+
+  close(): void {
+    this.connection?.close();
+    this.connection = undefined;
+  }
+}

@@ -23,6 +23,13 @@ import { BUSIEST, describeFault, describeSchedule, drawSchedule, MEMBERS, NODES,
 const REPLY_BOUND_MS = 4_000;
 const CONNECT_BOUND_MS = 2_000;
 const COMMIT_TIMEOUT_S = 2;
+/**
+ * How long a command a client gave up on may still take effect (README, Guarantees): a stalled
+ * node refuses input older than 1 s (+0.1 s of its watch), then --commit-timeout (2 s), then the
+ * log's lateCommitMs (writer-lease TTL + 1 s: 4 s on these etcd members, election timeout 2 s).
+ * The clients wait that long before touching the key again, as the README asks.
+ */
+const UNANSWERED_MAY_LAND_MS = 1_100 + COMMIT_TIMEOUT_S * 1_000 + 4_000 + 400;
 /** Every node must answer within this once every fault is healed (a bounded wait). */
 export const HEALED_BOUND_MS = 30_000;
 /** During a fault that leaves the quorum and a node intact, the node answers within this. */
@@ -172,6 +179,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       nodes: endpoints,
       localAddress: lab.root.clientAddress,
       replyBoundMs: REPLY_BOUND_MS,
+      unansweredMayLandMs: UNANSWERED_MAY_LAND_MS,
       connectBoundMs: CONNECT_BOUND_MS,
       stopped: () => stop,
     };

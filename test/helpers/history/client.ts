@@ -19,6 +19,13 @@ export interface ClientOptions {
   readonly localAddress?: string;
   /** A command not answered within this closes its connection and is recorded without a reply. */
   readonly replyBoundMs: number;
+  /**
+   * How long after its send a command this client gave up on may still take effect (README,
+   * Guarantees: 1 s of a stalled node + --commit-timeout + the log's lateCommitMs). The client
+   * sends nothing more on that key until then, as the README asks of a client that gives up on a
+   * node before the node closed the connection; 0 = the client does not wait.
+   */
+  readonly unansweredMayLandMs?: number;
   readonly connectBoundMs: number;
   /** Whether the run is over (connect loops give up). */
   readonly stopped: () => boolean;
@@ -33,6 +40,8 @@ const CMD: Record<OpInput['cmd'], Command> = {
   releaseAll: Command.ReleaseAll,
   list: Command.List,
 };
+
+const ALL_KEYS = '\u0000all keys';
 
 function toRequest(op: OpInput): Request {
   const [key, index, owner] = [op.key ?? '', op.index ?? '', op.owner ?? ''];
@@ -65,6 +74,8 @@ export class FailoverClient {
   private connection: Connection | undefined;
   private current: number;
   private awaySince: number | undefined;
+  /** Per key (ALL_KEYS for a 0x06), until when a command given up on may still take effect. */
+  private readonly mayLandUntil = new Map<string, number>();
 
   constructor(
     readonly name: string,
@@ -111,10 +122,19 @@ export class FailoverClient {
     this.awaySince = this.current === this.home ? undefined : (this.awaySince ?? Date.now());
   }
 
+  /** Waits (bounded) until no command this client gave up on that touches `key` can still take effect. */
+  private async untilSettled(key: string | undefined): Promise<void> {
+    const until = Math.max(this.mayLandUntil.get(ALL_KEYS) ?? 0, key === undefined ? 0 : (this.mayLandUntil.get(key) ?? 0));
+    const wait = until - Date.now();
+    if (wait > 0) await delay(Math.min(wait, this.options.unansweredMayLandMs ?? 0));
+  }
+
   /** Sends one command, recorded in the history; its reply, or undefined without one. */
   async call(input: Omit<OpInput, 'client' | 'node'>): Promise<ReplyValue | undefined> {
+    if (input.cmd !== 'owner' && input.cmd !== 'list' && input.cmd !== 'location') await this.untilSettled(input.cmd === 'releaseAll' ? ALL_KEYS : input.key);
     const connection = await this.connect();
     if (connection === undefined) return undefined;
+    const sentAt = Date.now();
     const op = this.options.history.begin({ ...input, client: this.name, node: this.node.name });
     try {
       const reply = toValue(await connection.call(toRequest({ ...op }), this.options.replyBoundMs));
@@ -123,6 +143,10 @@ export class FailoverClient {
     } catch (error) {
       if (!(error instanceof Unanswered)) throw error;
       this.options.history.fail(op, error.why);
+      const mayLand = this.options.unansweredMayLandMs ?? 0;
+      if (mayLand > 0 && op.cmd !== 'owner' && op.cmd !== 'list' && op.cmd !== 'location') {
+        this.mayLandUntil.set(op.cmd === 'releaseAll' ? ALL_KEYS : (op.key ?? ''), sentAt + mayLand);
+      }
       this.connection = undefined;
       this.failOver();
       return undefined;

@@ -255,14 +255,9 @@ function readCommand(r: CheckedReader): LogCommand {
   const op = r.u8();
   switch (op) {
     case LogOp.Request: {
-      const key = r.string();
-      const index = r.string();
-      const owner = r.string();
-      const ttl = r.u16();
-      const ttw = r.u16();
-      const priority = r.u8();
+      const request = readLockRequest(r);
       const allowCreate = r.u8() !== 0;
-      return { op, key, index, owner, ttl, ttw, priority, allowCreate, maxEntries: r.u32() };
+      return { op, ...request, allowCreate, maxEntries: r.u32() };
     }
     case LogOp.Renew:
     case LogOp.Release: {
@@ -297,14 +292,19 @@ function readCommand(r: CheckedReader): LogCommand {
 
 /** A saved entry's fields as an import command carries them (remaining time included). */
 function readSavedEntry(r: CheckedReader): Omit<SavedLock, 'remainingMs'> & { remainingMs: number } {
+  const request = readLockRequest(r);
+  const isOwner = r.u8() !== 0;
+  return { ...request, isOwner, remainingMs: r.u32() };
+}
+
+/** What a request and a saved entry both carry first: key, index, owner, TTL, TTW, priority. */
+function readLockRequest(r: CheckedReader): LockRequest {
   const key = r.string();
   const index = r.string();
   const owner = r.string();
   const ttl = r.u16();
   const ttw = r.u16();
-  const priority = r.u8();
-  const isOwner = r.u8() !== 0;
-  return { key, index, owner, ttl, ttw, priority, isOwner, remainingMs: r.u32() };
+  return { key, index, owner, ttl, ttw, priority: r.u8() };
 }
 
 /** The fields of an ImportStaged command after its op byte (also how a snapshot stores a staged entry). */

@@ -11,12 +11,31 @@ import { NodeTime } from './NodeTime.js';
 import { Ownership, RATE_MARGIN } from './Ownership.js';
 
 /**
- * A seeded, deterministic simulation of a lock cluster in one process: several ClusterLockService
- * nodes over a MemoryStore with etcd's semantics and faults, clocks that differ in offset and
- * rate, crashes and restarts, quorum loss, partitions, and clients issuing random commands. One
- * seed replays the whole run. After every slice of virtual time it checks that replicas agree at
- * equal log positions; at the end, S1 (no overlapping ownership, from the clients' send times)
- * and that every acknowledged never-expiring entry is still there, in order, on every node.
+ * A seeded, deterministic simulation of a lock cluster in one process: three ClusterLockService
+ * nodes over a MemoryStore with etcd's semantics and faults, and nine clients. One seed replays
+ * the whole run (every draw comes from it, every time from the virtual clock).
+ *
+ * Faults, drawn per seed then injected every 0.3–2 s for 20 s: node crashes (restarted later) and
+ * full restarts (every node down, the store keeps its data); node pauses of 0.5–8 s (the event
+ * loop stops, sometimes past the node's 2 s lease, and its clock jumps); clocks that differ in
+ * offset and rate; quorum loss; a node cut from the store; an etcd member cut from the others,
+ * leader changes and elections; a node's whole watch stream stalling; broken, gapped, repeated or
+ * stalled watches; appends refused, with their answer lost, or landing late within the seed's
+ * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store.
+ *
+ * Clients act like 0.9b ones: holders wait in the request; pollers request with a short TTW and a
+ * long TTL, then poll 0x03 / 0x01 / 0x07 until told they own the lock; after a release they ask
+ * for the lock again; a closed connection sends them to another node at once (after a node's
+ * crash they first wait lateCommitMs: a crash cannot wait for the fence).
+ *
+ * Checks: replicas at the same log version hold the same state; every reply that tells a client
+ * it owns a lock opens an ownership interval, and no two clients' intervals on a lock overlap
+ * (S1, see Ownership.ts); a replica never shows a client's ownership gone before its TTL could
+ * have run out, nor an entry back after its release was answered (an effect after a hang-up or a
+ * batch applied twice); no answer comes from a node that reached no leader since before the
+ * command was sent; every command is answered or closed within the commit timeout plus
+ * lateCommitMs (plus its node's pauses); at the end every node is ready, at the same version and
+ * state, holding every acknowledged never-expiring entry in order.
  */
 
 /** Nodes' clocks run at a rate in [MIN_RATE, MAX_RATE] of true time, offsets anywhere. */

@@ -326,7 +326,13 @@ class Simulation {
     const until = this.vt.now() + ms;
     while (this.vt.now() < until) {
       if (load) this.clientsAct();
-      await this.vt.advance(Math.min(10, until - this.vt.now()), 50_000);
+      try {
+        await this.vt.advance(Math.min(10, until - this.vt.now()), 50_000);
+      } catch (error) {
+        if (error instanceof SimulationFailure) throw error;
+        // A task that reschedules itself at once, or code that throws: a failure of this seed.
+        this.fail(`${(error as Error).name}: ${(error as Error).message}`);
+      }
       if (this.failure !== undefined) throw this.failure;
       this.checkReplicas();
       this.checkHangUps();

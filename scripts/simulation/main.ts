@@ -24,10 +24,11 @@ for (const seed of seeds) {
     const report = await runSimulation({ seed, faultyMs: options.faultyMs, foreignCompaction: options.foreignCompaction });
     console.log(JSON.stringify(report));
   } catch (error) {
-    if (!(error instanceof SimulationFailure)) throw error;
+    // Anything else thrown is a failure of this seed too: a long run goes on to the next one.
+    const message = error instanceof SimulationFailure ? error.message : `${(error as Error).stack ?? String(error)}`;
     failures++;
     const flags = `--faulty-ms ${options.faultyMs}${options.foreignCompaction ? '' : ' --no-foreign-compaction'}`;
-    console.log(`seed ${seed} FAILED: ${error.message}\nreplay: scripts/simulate --seed ${seed} ${flags}`);
+    console.log(`seed ${seed} FAILED: ${message}\nreplay: scripts/simulate --seed ${seed} ${flags}`);
   }
 }
 console.log(`${seeds.length - failures} passed, ${failures} failed`);

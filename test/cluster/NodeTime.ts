@@ -37,10 +37,15 @@ export class NodeTime implements Clock, Timers {
     return this.pausedBefore + (this.paused ? this.vt.now() - this.pausedAt : 0);
   }
 
+  /**
+   * As Node's setTimeout, a delay under 1 ms waits 1 ms (only 0 means "next"): a loop that waits
+   * out a remaining 1e-12 ms would otherwise never see its clock move (8229.5 + 1e-12 is 8229.5).
+   */
   after(ms: number, task: () => void): () => void {
     if (this.dead) return () => {};
     let cancelled = false;
-    const cancel = this.vt.after(ms / this.rate, () => this.run(task, () => cancelled));
+    const delay = ms > 0 && ms < 1 ? 1 : ms;
+    const cancel = this.vt.after(delay / this.rate, () => this.run(task, () => cancelled));
     return () => {
       cancelled = true;
       cancel();

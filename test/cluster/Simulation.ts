@@ -11,12 +11,31 @@ import { NodeTime } from './NodeTime.js';
 import { Ownership, RATE_MARGIN } from './Ownership.js';
 
 /**
- * A seeded, deterministic simulation of a lock cluster in one process: several ClusterLockService
- * nodes over a MemoryStore with etcd's semantics and faults, clocks that differ in offset and
- * rate, crashes and restarts, quorum loss, partitions, and clients issuing random commands. One
- * seed replays the whole run. After every slice of virtual time it checks that replicas agree at
- * equal log positions; at the end, S1 (no overlapping ownership, from the clients' send times)
- * and that every acknowledged never-expiring entry is still there, in order, on every node.
+ * A seeded, deterministic simulation of a lock cluster in one process: three ClusterLockService
+ * nodes over a MemoryStore with etcd's semantics and faults, and nine clients. One seed replays
+ * the whole run (every draw comes from it, every time from the virtual clock).
+ *
+ * Faults, drawn per seed then injected every 0.3–2 s for 20 s: node crashes (restarted later) and
+ * full restarts (every node down, the store keeps its data); node pauses of 0.5–8 s (the event
+ * loop stops, sometimes past the node's 2 s lease, and its clock jumps); clocks that differ in
+ * offset and rate; quorum loss; a node cut from the store; an etcd member cut from the others,
+ * leader changes and elections; a node's whole watch stream stalling; broken, gapped, repeated or
+ * stalled watches; appends refused, with their answer lost, or landing late within the seed's
+ * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store.
+ *
+ * Clients act like 0.9b ones: holders wait in the request; pollers request with a short TTW and a
+ * long TTL, then poll 0x03 / 0x01 / 0x07 until told they own the lock; after a release they ask
+ * for the lock again; a closed connection sends them to another node at once (after a node's
+ * crash they first wait lateCommitMs: a crash cannot wait for the fence).
+ *
+ * Checks: replicas at the same log version hold the same state; every reply that tells a client
+ * it owns a lock opens an ownership interval, and no two clients' intervals on a lock overlap
+ * (S1, see Ownership.ts); a replica never shows a client's ownership gone before its TTL could
+ * have run out, nor an entry back after its release was answered (an effect after a hang-up or a
+ * batch applied twice); no answer comes from a node that reached no leader since before the
+ * command was sent; every command is answered or closed within the commit timeout plus
+ * lateCommitMs (plus its node's pauses); at the end every node is ready, at the same version and
+ * state, holding every acknowledged never-expiring entry in order.
  */
 
 /** Nodes' clocks run at a rate in [MIN_RATE, MAX_RATE] of true time, offsets anywhere. */
@@ -126,6 +145,8 @@ class Simulation {
   private readonly durable = new Map<string, string[]>();
   private readonly digests = new Map<number, { digest: string; node: string }>();
   private readonly inFlight = new Set<InFlight>();
+  /** Commands being sent together (see send). */
+  private burst: Array<() => void> | undefined;
   /** When each log version committed (true time), by version. */
   private readonly committedAt: number[] = [];
   private replicaChecks = 0;
@@ -305,7 +326,13 @@ class Simulation {
     const until = this.vt.now() + ms;
     while (this.vt.now() < until) {
       if (load) this.clientsAct();
-      await this.vt.advance(Math.min(10, until - this.vt.now()), 50_000);
+      try {
+        await this.vt.advance(Math.min(10, until - this.vt.now()), 50_000);
+      } catch (error) {
+        if (error instanceof SimulationFailure) throw error;
+        // A task that reschedules itself at once, or code that throws: a failure of this seed.
+        this.fail(`${(error as Error).name}: ${(error as Error).message}`);
+      }
       if (this.failure !== undefined) throw this.failure;
       this.checkReplicas();
       this.checkHangUps();
@@ -487,7 +514,7 @@ class Simulation {
     const c: InFlight = { client, op, what, node, incarnation: node.incarnations, sent, pausedAtSend: node.time.pausedMs() };
     this.commands++;
     this.inFlight.add(c);
-    node.time.after(0, () => {
+    const task = (): void => {
       issue()
         .then(
         (value) => {
@@ -508,7 +535,10 @@ class Simulation {
         },
       )
       .catch(() => {}); // a failure found in a callback is kept in this.failure; advance() throws it
-    });
+    };
+    // Commands sent together reach the node in one read, as a pipelined burst does over TCP.
+    if (this.burst !== undefined) this.burst.push(task);
+    else node.time.after(0, task);
   }
 
   private act(client: SimClient, node: SimNode): void {
@@ -548,9 +578,11 @@ class Simulation {
       const ttl = client.poller ? this.pick([3, 5, 8]) : this.pick([1, 2, 3]);
       const ttw = client.poller ? this.pick([1, 2]) : this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
+      const sent = this.vt.now();
+      this.burst = [];
       // Until answered its outcome is unknown: it may already have restarted the phase with its TTL.
       this.ownership.requestSent(client.name, lock, ttl * 1000);
-      this.ownership.mayHaveShortened(client.name, lock, this.vt.now(), ttl * 1000);
+      this.ownership.mayHaveShortened(client.name, lock, sent, ttl * 1000);
       let granted = false;
       this.send(
         client,
@@ -567,11 +599,19 @@ class Simulation {
         },
       );
       if (this.rng() < 0.3) {
-        // Pipelined behind the request: answered in order, and it sees the client's own write.
+        // Pipelined behind the request: answered in order, and it sees the client's own write
+        // (unless it is answered after that ownership could have ended).
         this.send(client, node, `owner ${lock} (pipelined)`, () => service.findOwner(key, index), (owner) => {
-          if (granted && owner !== client.name) this.fail(`${client.name} was granted ${lock} but the read behind it says ${owner}`);
+          if (granted && owner !== client.name && this.vt.now() < sent + ttl * 1000 * (1 - RATE_MARGIN)) {
+            this.fail(`${client.name} was granted ${lock} but the read behind it says ${owner}`);
+          }
         });
       }
+      const burst = this.burst ?? [];
+      this.burst = undefined;
+      node.time.after(0, () => {
+        for (const task of burst) task();
+      });
     } else if (roll < 0.55) {
       this.send(client, node, `renew ${lock}`, () => service.renew(key, index, client.name), (ok, sent) => {
         if (ok) this.ownership.renewed(client.name, lock, sent, this.vt.now(), undefined, '0x04');

@@ -286,6 +286,6 @@ function attemptLimit(n: number): number {
 }
 
 /** What commands get once this node leaves the cluster (their connections close unanswered). */
-export function leavingError(): CommitTimeoutError {
+function leavingError(): CommitTimeoutError {
   return new CommitTimeoutError('the node is leaving the cluster');
 }

@@ -62,6 +62,8 @@ export class LockServer implements ConnectionHost {
   private stallJustSeen = false;
   /** Stalls seen so far, and the one whose refusals were last logged (one line tells each stall). */
   private stalls = 0;
+  /** How long the last stall seen lasted. */
+  private stallMs = 0;
   private staleLoggedFor = -1;
   private staleRefused = 0;
   private drainMode = false;
@@ -205,8 +207,6 @@ export class LockServer implements ConnectionHost {
     this.stallJustSeen = true;
     setImmediate(() => (this.stallJustSeen = false));
   }
-
-  private stallMs = 0;
 
   private stalledAt(now: number): boolean {
     const limit = this.options.staleInputMs;

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { join, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
-import { systemClock } from '../locks/Clock.js';
+import { systemClock } from '../runtime/Clock.js';
 import { DEFAULT_MAX_ENTRIES } from '../locks/LockTable.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { DEFAULT_METRICS_LISTEN, serveMetrics } from '../metrics/serveMetrics.js';
@@ -12,7 +12,7 @@ import { ClusterLockService } from '../cluster/ClusterLockService.js';
 import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
-import { streamLogger } from '../server/Logger.js';
+import { streamLogger } from '../runtime/Logger.js';
 import {
   integerIn,
   parseCandidatePriority,

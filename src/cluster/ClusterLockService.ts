@@ -8,7 +8,7 @@ import { LogOp, NO_REMAINING, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
 import type { ReplicaState } from './ReplicaState.js';
 import { StoreContact } from './StoreContact.js';
-import { every, pause } from './Timers.js';
+import { pause } from '../runtime/Timers.js';
 
 export type { ClusterDeps, ClusterFigures, ClusterObserver, ClusterOptions } from './ClusterOptions.js';
 
@@ -110,7 +110,7 @@ export class ClusterLockService implements LockService {
     if (this.closed) return;
     await this.follower.loadSnapshot();
     this.follower.follow();
-    this.stopTicking = every(this.deps.timers, TICK_MS, () => this.tick());
+    this.stopTicking = this.deps.timers.every(TICK_MS, () => this.tick());
     for (;;) {
       if (this.closed) return;
       try {

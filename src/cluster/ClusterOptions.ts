@@ -1,9 +1,9 @@
 import type { ByteString } from '../bytes.js';
-import type { Clock } from '../locks/Clock.js';
-import type { Logger } from '../server/Logger.js';
-import type { Random } from './random.js';
+import type { Clock } from '../runtime/Clock.js';
+import type { Logger } from '../runtime/Logger.js';
+import type { Random } from '../runtime/Random.js';
 import type { ReplicatedLog } from './ReplicatedLog.js';
-import type { Timers } from './Timers.js';
+import type { Timers } from '../runtime/Timers.js';
 
 /** A cluster node's settings; the same on every layer (follower, committer, leadership). */
 export interface ClusterOptions {

@@ -4,7 +4,7 @@ import { BatchEncoder, type Batch, type LogCommand } from './LogCodec.js';
 import type { ReplicaState } from './ReplicaState.js';
 import type { LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
-import { pause } from './Timers.js';
+import { pause } from '../runtime/Timers.js';
 
 /**
  * Longest the first attempt of an append or a read barrier may take before it is sent again;

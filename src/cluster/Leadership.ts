@@ -4,7 +4,7 @@ import { LogOp, type LogCommand } from './LogCodec.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { ReplicaState } from './ReplicaState.js';
 import { electLeader, type MemberSession } from './ReplicatedLog.js';
-import { pause } from './Timers.js';
+import { pause } from '../runtime/Timers.js';
 
 /** How often the candidate list is read to see who leads. */
 export const LEADER_CHECK_MS = 500;

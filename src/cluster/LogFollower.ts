@@ -3,7 +3,7 @@ import { decodeBatch, type Batch } from './LogCodec.js';
 import { LogGapError, ReplicaState } from './ReplicaState.js';
 import type { LogRecord, LogWatch, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
-import { pause } from './Timers.js';
+import { pause } from '../runtime/Timers.js';
 
 /** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
 export const WATCH_STALL_MS = 1_000;

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ByteString } from '../bytes.js';
-import type { Clock } from '../locks/Clock.js';
+import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { LockTable, type ReplicaEntry } from '../locks/LockTable.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';

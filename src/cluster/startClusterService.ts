@@ -1,9 +1,9 @@
 import { randomInt } from 'node:crypto';
-import type { Clock } from '../locks/Clock.js';
-import type { Logger } from '../server/Logger.js';
+import type { Clock } from '../runtime/Clock.js';
+import type { Logger } from '../runtime/Logger.js';
 import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
 import type { EtcdConnection } from './EtcdLog.js';
-import { realTimers } from './Timers.js';
+import { realTimers } from '../runtime/Timers.js';
 
 /** Cluster mode's settings (`--etcd` and friends). */
 export interface ClusterConfig {

@@ -1,25 +1,9 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender } from '../protocol/messages.js';
-import type { Clock } from './Clock.js';
+import type { Clock } from '../runtime/Clock.js';
+import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockCounts, LockRequest, LockService, SavedLock } from './LockService.js';
 import { LockTable, type LockTableOptions } from './LockTable.js';
-
-/** How the service gets its periodic sweep and its "continue soon" turns; injected for tests. */
-export interface Scheduler {
-  every(ms: number, task: () => void): () => void;
-  soon(task: () => void): void;
-}
-
-export const realScheduler: Scheduler = {
-  every(ms, task) {
-    const timer = setInterval(task, ms);
-    timer.unref();
-    return () => clearInterval(timer);
-  },
-  soon(task) {
-    setImmediate(task);
-  },
-};
 
 /** Sweep often enough that an entry disappears well within a second of its deadline. */
 export const SWEEP_INTERVAL_MS = 100;
@@ -68,11 +52,11 @@ export class LocalLockService implements LockService {
 
   constructor(
     clock: Clock,
-    private readonly scheduler: Scheduler = realScheduler,
+    private readonly timers: Timers = realTimers,
     private readonly options: LocalLockServiceOptions = {},
   ) {
     this.table = new LockTable(clock, options);
-    this.stopSweeping = scheduler.every(SWEEP_INTERVAL_MS, () => this.sweep());
+    this.stopSweeping = timers.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
 
   /** One budgeted slice of expiry; reschedules itself while more are due. */
@@ -87,7 +71,7 @@ export class LocalLockService implements LockService {
     if (removed < SWEEP_BUDGET && this.table.compactIfSparse()) this.options.onCompacted?.();
     if (removed === SWEEP_BUDGET) {
       this.sweeping = true;
-      this.scheduler.soon(() => {
+      this.timers.soon(() => {
         this.sweeping = false;
         this.sweep();
       });

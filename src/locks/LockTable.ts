@@ -1,6 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender } from '../protocol/messages.js';
-import type { Clock } from './Clock.js';
+import type { Clock } from '../runtime/Clock.js';
 import { DeadlineHeap, NO_DEADLINE } from './DeadlineHeap.js';
 import { EntryRecords } from './EntryRecords.js';
 import { DEFAULT_HASH_SEED } from './hashByteString.js';

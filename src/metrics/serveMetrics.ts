@@ -1,4 +1,4 @@
-import type { Logger } from '../server/Logger.js';
+import type { Logger } from '../runtime/Logger.js';
 import { StartupError } from '../server/Daemon.js';
 import { METRICS_PATH, startMetricsEndpoint } from './metricsEndpoint.js';
 import { ServerMetrics } from './ServerMetrics.js';

@@ -14,7 +14,7 @@ import {
 } from '../protocol/encodeReply.js';
 import type { Request } from '../protocol/messages.js';
 import type { StatsReply } from '../protocol/messages.js';
-import type { Logger } from './Logger.js';
+import type { Logger } from '../runtime/Logger.js';
 
 /** Unparsed input held per connection before we stop reading from its socket. */
 const MAX_PENDING_INPUT = 64 * 1024;

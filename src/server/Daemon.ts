@@ -3,15 +3,16 @@ import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { loadLockFileVersioned, saveLockFile } from '../files/lockFile.js';
 import { writeStatFile } from '../files/statFile.js';
-import type { Clock } from '../locks/Clock.js';
-import { LocalLockService, realScheduler, type Scheduler } from '../locks/LocalLockService.js';
+import type { Clock } from '../runtime/Clock.js';
+import { LocalLockService } from '../locks/LocalLockService.js';
+import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
 import { STALE_INPUT_MS, startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
-import type { Logger } from './Logger.js';
+import type { Logger } from '../runtime/Logger.js';
 import type { PidFile } from '../files/PidFile.js';
 import { claimServerFiles } from './startupFiles.js';
 
@@ -34,7 +35,7 @@ export interface DaemonConfig {
 export interface DaemonDeps {
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly scheduler?: Scheduler;
+  readonly timers?: Timers;
   /** Ends the process; injected so tests of the lifecycle can watch instead. */
   readonly exit: (code: number) => void;
   /**
@@ -262,7 +263,7 @@ export class Daemon {
 /** The single node: a LockTable in this process, filled from the lock file. */
 async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ service: LockService; restored: number }> {
   const { logger, clock } = deps;
-  const service = new LocalLockService(clock, deps.scheduler ?? realScheduler, {
+  const service = new LocalLockService(clock, deps.timers ?? realTimers, {
     maxEntries: config.maxLocks,
     // Clients must not be able to aim keys at one probe run of the table's hash indexes.
     hashSeed: randomInt(0, 2 ** 32) | 0,

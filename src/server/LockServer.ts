@@ -1,11 +1,12 @@
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import type { Clock } from '../locks/Clock.js';
+import type { Clock } from '../runtime/Clock.js';
+import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockCounts, LockService } from '../locks/LockService.js';
 import { GREETING_ACCEPTED, GREETING_REFUSED } from '../protocol/constants.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { AllowList } from './AllowList.js';
 import { Connection, type CommandObserver, type ConnectionHost } from './Connection.js';
-import type { LogFields, Logger } from './Logger.js';
+import type { LogFields, Logger } from '../runtime/Logger.js';
 import { EventThrottle } from './EventThrottle.js';
 import { ServerStats } from './ServerStats.js';
 
@@ -27,6 +28,8 @@ export interface LockServerOptions {
   /** A connection with no traffic this long is closed; 0 or absent = never. */
   readonly idleTimeoutMs?: number;
   readonly clock: Clock;
+  /** Where housekeeping and the event-loop watch are scheduled; the real event loop by default. */
+  readonly timers?: Timers;
   readonly logger: Logger;
   /** Called once when drain mode finds the table empty. */
   readonly onDrained?: () => void;
@@ -54,8 +57,8 @@ export class LockServer implements ConnectionHost {
   private readonly connections = new Set<Connection>();
   private readonly partial = new Set<Connection>();
   private readonly server: Server;
-  private housekeeping: NodeJS.Timeout | undefined;
-  private loopWatch: NodeJS.Timeout | undefined;
+  private stopHousekeeping: (() => void) | undefined;
+  private stopLoopWatch: (() => void) | undefined;
   /** When a timer of ours last ran: the event loop's last sure progress (staleInputMs). */
   private lastTurnAt: number;
   /** Set by the loop watch when it finds a stall, until the I/O of that turn of the loop is read. */
@@ -73,6 +76,7 @@ export class LockServer implements ConnectionHost {
   private onAllClosed: (() => void) | undefined;
   /** Caps the log lines of refusals, idle timeouts and connections lost before their greeting. */
   private readonly eventLog: EventThrottle;
+  private readonly timers: Timers;
   /** Times each command when set (metrics); undefined keeps the command path free of timing. */
   commandObserver: CommandObserver | undefined;
 
@@ -83,6 +87,7 @@ export class LockServer implements ConnectionHost {
     this.stats = new ServerStats(options.clock);
     this.lastTurnAt = options.clock.now();
     this.eventLog = new EventThrottle(options.clock);
+    this.timers = options.timers ?? realTimers;
     this.server = createServer({ allowHalfOpen: true, pauseOnConnect: false }, (socket) => this.accept(socket));
     this.server.on('error', (error) => this.logger.event('server-error', { error: error.message }));
   }
@@ -108,14 +113,12 @@ export class LockServer implements ConnectionHost {
         resolve();
       });
     });
-    this.housekeeping = setInterval(() => this.housekeep(), HOUSEKEEPING_INTERVAL_MS);
-    this.housekeeping.unref();
+    this.stopHousekeeping = this.timers.every(HOUSEKEEPING_INTERVAL_MS, () => this.housekeep());
     if (this.options.staleInputMs !== undefined) {
       // Timers run after the I/O that was waiting when a stopped process resumes: input read
       // before this one runs again finds lastTurnAt as old as the stall.
       this.lastTurnAt = this.options.clock.now();
-      this.loopWatch = setInterval(() => this.watchLoop(), LOOP_WATCH_MS);
-      this.loopWatch.unref();
+      this.stopLoopWatch = this.timers.every(LOOP_WATCH_MS, () => this.watchLoop());
     }
     return this.server.address() as AddressInfo;
   }
@@ -205,7 +208,7 @@ export class LockServer implements ConnectionHost {
     this.stallMs = now - this.lastTurnAt;
     this.lastTurnAt = now;
     this.stallJustSeen = true;
-    setImmediate(() => (this.stallJustSeen = false));
+    this.timers.soon(() => (this.stallJustSeen = false));
   }
 
   private stalledAt(now: number): boolean {
@@ -312,8 +315,8 @@ export class LockServer implements ConnectionHost {
 
   /** Stops accepting and stops reading requests; resolves once batches under way are answered. */
   async stopServing(): Promise<void> {
-    if (this.housekeeping !== undefined) clearInterval(this.housekeeping);
-    if (this.loopWatch !== undefined) clearInterval(this.loopWatch);
+    this.stopHousekeeping?.();
+    this.stopLoopWatch?.();
     this.server.close();
     await settledWithin(Promise.all([...this.connections].map((c) => c.quiesce())), QUIESCE_LIMIT_MS);
   }

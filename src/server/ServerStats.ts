@@ -1,4 +1,4 @@
-import type { Clock } from '../locks/Clock.js';
+import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { Command } from '../protocol/constants.js';
 import type { StatsReply } from '../protocol/messages.js';

@@ -1,7 +1,7 @@
 import { leftoverNames, removeLeftoverTemporaries } from '../files/leftovers.js';
 import { PidFile, pidFilePath } from '../files/PidFile.js';
 import { checkReplaceable } from '../files/writable.js';
-import type { Logger } from './Logger.js';
+import type { Logger } from '../runtime/Logger.js';
 
 export interface StartupFileConfig {
   readonly lockFile: string;

@@ -2,11 +2,10 @@ import test from 'ava';
 import { Committer } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
 import { LogOp } from '../../src/cluster/LogCodec.js';
-import { mulberry32 } from '../../src/cluster/random.js';
+import { mulberry32 } from '../../src/runtime/Random.js';
 import type { LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
-import { every } from '../../src/cluster/Timers.js';
-import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
+import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 // The committer's promise to clients whose command got no answer: its connection closes only once
 // the batch can no longer commit, so "not applied" holds from the close on, whatever node the
@@ -36,7 +35,7 @@ function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Com
     random: mulberry32(1),
     logger: { event: (name) => void events.push(`${vt.now()} ${name}`), debug: undefined },
   }, new StoreContact(), () => 0);
-  every(vt, TICK_MS, () => c.tick(vt.now()));
+  vt.every(TICK_MS, () => c.tick(vt.now()));
   return c;
 }
 

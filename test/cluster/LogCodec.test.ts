@@ -10,7 +10,7 @@ import {
   type Batch,
   type LogCommand,
 } from '../../src/cluster/LogCodec.js';
-import { mulberry32, type Random } from '../../src/cluster/random.js';
+import { mulberry32, type Random } from '../../src/runtime/Random.js';
 
 const int = (random: Random, below: number): number => Math.floor(random() * below);
 

@@ -1,8 +1,8 @@
 import test from 'ava';
-import { MemoryLog, MemoryLogError, MemoryStore, type MemoryStoreOptions } from '../../src/cluster/MemoryLog.js';
-import { mulberry32 } from '../../src/cluster/random.js';
+import { MemoryLog, MemoryLogError, MemoryStore, type MemoryStoreOptions } from '../doubles/MemoryLog.js';
+import { mulberry32 } from '../../src/runtime/Random.js';
 import { electLeader, type LogListener, type LogRecord, type WatchEnd } from '../../src/cluster/ReplicatedLog.js';
-import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
+import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 const CALL_MS = 1_000;
 

@@ -1,6 +1,6 @@
-import type { Timers } from '../../src/cluster/Timers.js';
-import type { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
-import type { Clock } from '../../src/locks/Clock.js';
+import { everyByAfter, type Timers } from '../../src/runtime/Timers.js';
+import type { VirtualTimers } from '../doubles/VirtualTimers.js';
+import type { Clock } from '../../src/runtime/Clock.js';
 
 /** Tasks a paused node may hold at once: more is a simulation running away. */
 const MAX_HELD = 1_000_000;
@@ -50,6 +50,14 @@ export class NodeTime implements Clock, Timers {
       cancelled = true;
       cancel();
     };
+  }
+
+  every(ms: number, task: () => void): () => void {
+    return everyByAfter((delay, run) => this.after(delay, run), ms, task);
+  }
+
+  soon(task: () => void): void {
+    this.after(0, task);
   }
 
   private run(task: () => void, cancelled: () => boolean): void {

@@ -1,8 +1,8 @@
 import test from 'ava';
 import { commandPosition, LogFormatError, LogOp, type Batch, type LogCommand } from '../../src/cluster/LogCodec.js';
-import { mulberry32, type Random } from '../../src/cluster/random.js';
+import { mulberry32, type Random } from '../../src/runtime/Random.js';
 import { LogGapError, ReplicaState } from '../../src/cluster/ReplicaState.js';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 
 const int = (random: Random, below: number): number => Math.floor(random() * below);
 const pick = <T>(random: Random, items: readonly T[]): T => items[int(random, items.length)]!;

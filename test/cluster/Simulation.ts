@@ -2,11 +2,11 @@ import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { decodeBatch } from '../../src/cluster/LogCodec.js';
-import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../../src/cluster/MemoryLog.js';
-import { mulberry32, type Random } from '../../src/cluster/random.js';
-import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
+import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
+import { mulberry32, type Random } from '../../src/runtime/Random.js';
+import { VirtualTimers } from '../doubles/VirtualTimers.js';
 import type { Contender } from '../../src/protocol/messages.js';
-import type { Logger } from '../../src/server/Logger.js';
+import type { Logger } from '../../src/runtime/Logger.js';
 import { NodeTime } from './NodeTime.js';
 import { Ownership, RATE_MARGIN } from './Ownership.js';
 

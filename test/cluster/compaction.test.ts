@@ -1,9 +1,9 @@
 import test from 'ava';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { MemoryStore } from '../../src/cluster/MemoryLog.js';
-import { mulberry32 } from '../../src/cluster/random.js';
-import { VirtualTimers } from '../../src/cluster/VirtualTimers.js';
-import type { Logger } from '../../src/server/Logger.js';
+import { MemoryStore } from '../doubles/MemoryLog.js';
+import { mulberry32 } from '../../src/runtime/Random.js';
+import { VirtualTimers } from '../doubles/VirtualTimers.js';
+import type { Logger } from '../../src/runtime/Logger.js';
 
 // Compaction is store-wide: another cluster sharing the etcd, or etcd's own auto-compaction, can
 // compact past a follower's position when no snapshot of ours covers it. Every batch is also

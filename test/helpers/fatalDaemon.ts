@@ -6,9 +6,9 @@
  *
  *   node fatalDaemon.js <hostsFile> <lockFile> <statFile>
  */
-import { systemClock } from '../../src/locks/Clock.js';
+import { systemClock } from '../../src/runtime/Clock.js';
 import { Daemon } from '../../src/server/Daemon.js';
-import { streamLogger } from '../../src/server/Logger.js';
+import { streamLogger } from '../../src/runtime/Logger.js';
 
 const [hostsFile, lockFile, statFile] = process.argv.slice(2);
 if (hostsFile === undefined || lockFile === undefined || statFile === undefined) {

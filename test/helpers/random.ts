@@ -1,1 +1,1 @@
-export { mulberry32 } from '../../src/cluster/random.js';
+export { mulberry32 } from '../../src/runtime/Random.js';

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 import { ServerMetrics, type MetricsSource } from '../../src/metrics/ServerMetrics.js';
 import { Command } from '../../src/protocol/constants.js';
 import { ServerStats } from '../../src/server/ServerStats.js';

@@ -2,18 +2,18 @@ import test from 'ava';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { FakeClock } from '../../src/locks/Clock.js';
-import { LocalLockService, type Scheduler } from '../../src/locks/LocalLockService.js';
+import { FakeClock } from '../doubles/FakeClock.js';
+import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import { idleTimers } from '../doubles/idleTimers.js';
 import { Command } from '../../src/protocol/constants.js';
 import { Connection, MAX_COMMANDS_PER_TURN, MAX_REPLY_BYTES_PER_TURN, type ConnectionHost } from '../../src/server/Connection.js';
-import { silentLogger } from '../../src/server/Logger.js';
+import { silentLogger } from '../../src/runtime/Logger.js';
 import { ServerStats } from '../../src/server/ServerStats.js';
 import { frames, req } from '../helpers/wire.js';
 
 // One Connection on a stand-in socket whose writes the test accepts or refuses, and whose turns of
 // the event loop the test counts: the per-turn bounds and the frame timer, exactly.
 
-const idleScheduler: Scheduler = { every: () => () => {}, soon: () => {} };
 
 /** Just what Connection uses of a net.Socket; write() answers as told (false = backpressure). */
 class StandInSocket extends EventEmitter {
@@ -46,7 +46,7 @@ class StandInSocket extends EventEmitter {
 
 function connection(setUp: (service: LocalLockService) => void = () => {}): { socket: StandInSocket; connection: Connection; clock: FakeClock } {
   const clock = new FakeClock(1_000);
-  const service = new LocalLockService(clock, idleScheduler);
+  const service = new LocalLockService(clock, idleTimers);
   setUp(service);
   const stats = new ServerStats(clock);
   const host: ConnectionHost = {

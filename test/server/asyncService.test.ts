@@ -1,19 +1,19 @@
 import test, { type ExecutionContext } from 'ava';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { FakeClock } from '../../src/locks/Clock.js';
-import { LocalLockService, type Scheduler } from '../../src/locks/LocalLockService.js';
+import { FakeClock } from '../doubles/FakeClock.js';
+import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import { idleTimers } from '../doubles/idleTimers.js';
 import type { Answer, LockService } from '../../src/locks/LockService.js';
 import { Command } from '../../src/protocol/constants.js';
 import { AllowList } from '../../src/server/AllowList.js';
 import { MAX_OUTSTANDING_ANSWERS } from '../../src/server/Connection.js';
 import { LockServer } from '../../src/server/LockServer.js';
-import { silentLogger, type LogFields, type Logger } from '../../src/server/Logger.js';
+import { silentLogger, type LogFields, type Logger } from '../../src/runtime/Logger.js';
 import { bounded } from '../helpers/bounded.js';
 import { CLIENT_WAIT_MS, RawClient } from '../helpers/rawClient.js';
 import { bytes, frames, hex, readReply, req } from '../helpers/wire.js';
 
 /** No sweeps: the test drives nothing by time. */
-const idleScheduler: Scheduler = { every: () => () => {}, soon: () => {} };
 
 /**
  * The table answers at once; a replicated core will answer later. This one answers every command
@@ -86,8 +86,8 @@ test('a service that answers later gets the same replies, in the same order, as 
     req.releaseAll('carol'),
     req.list('k'),
   );
-  const atOnce = await repliesFrom(t, new LocalLockService(new FakeClock(), idleScheduler), batch);
-  const deferred = await repliesFrom(t, later(new LocalLockService(new FakeClock(), idleScheduler)), batch);
+  const atOnce = await repliesFrom(t, new LocalLockService(new FakeClock(), idleTimers), batch);
+  const deferred = await repliesFrom(t, later(new LocalLockService(new FakeClock(), idleTimers)), batch);
   t.true(atOnce.length > 40, `a full set of replies (${atOnce.length} bytes)`);
   t.deepEqual(deferred.toString('hex'), atOnce.toString('hex'));
 });
@@ -110,7 +110,7 @@ class GatedService {
   readonly service: LockService;
   private waiters: Array<{ readonly count: number; readonly resolve: () => void }> = [];
 
-  constructor(readonly local = new LocalLockService(new FakeClock(), idleScheduler)) {
+  constructor(readonly local = new LocalLockService(new FakeClock(), idleTimers)) {
     const gate =
       <A extends unknown[], T>(command: string, run: (...args: A) => Answer<T>) =>
       (...args: A): Promise<T> =>
@@ -265,7 +265,7 @@ test('shutdown waits for the answers to requests already received, and delivers 
 test('drain mode still learns of removals answered later, and stats counts itself', async (t) => {
   let drained!: () => void;
   const whenDrained = new Promise<void>((resolve) => (drained = resolve));
-  const { server, client } = await serve(t, later(new LocalLockService(new FakeClock(), idleScheduler)), { onDrained: () => drained() });
+  const { server, client } = await serve(t, later(new LocalLockService(new FakeClock(), idleTimers)), { onDrained: () => drained() });
   client.send(frames(req.request('k', '1', 'alice', { ttl: 30 })));
   t.is(await readReply(client, Command.Request), 1);
   server.startDrain();

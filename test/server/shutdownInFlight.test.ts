@@ -1,10 +1,11 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
-import { LocalLockService, type Scheduler } from '../../src/locks/LocalLockService.js';
+import { FakeClock } from '../doubles/FakeClock.js';
+import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import { idleTimers } from '../doubles/idleTimers.js';
 import type { LockService } from '../../src/locks/LockService.js';
 import { AllowList } from '../../src/server/AllowList.js';
 import { LockServer } from '../../src/server/LockServer.js';
-import { silentLogger } from '../../src/server/Logger.js';
+import { silentLogger } from '../../src/runtime/Logger.js';
 import { bounded } from '../helpers/bounded.js';
 import { RawClient } from '../helpers/rawClient.js';
 import { frames, hex, req } from '../helpers/wire.js';
@@ -13,13 +14,12 @@ import { frames, hex, req } from '../helpers/wire.js';
 // service that answers later (a replicated core), a request can be in flight when shutdown
 // starts; the server must wait for its answer, write it, and only then end the connection.
 
-const idleScheduler: Scheduler = { every: () => () => {}, soon: () => {} };
 /** How long the slow service takes to answer: a remote core's round trip. */
 const ANSWER_DELAY_MS = 50;
 const WAIT_MS = 5_000;
 
 test('shutdown waits for a request in flight, delivers its reply, then ends the connection', async (t) => {
-  const local = new LocalLockService(new FakeClock(), idleScheduler);
+  const local = new LocalLockService(new FakeClock(), idleTimers);
   let called!: () => void;
   const requestCalled = new Promise<void>((resolve) => (called = resolve));
   const service: LockService = Object.assign(Object.create(local) as LockService, {

@@ -12,13 +12,14 @@
  *       load: under valgrind --tool=callgrind with node --single-threaded --predictable-gc-schedule,
  *       (count at 300k ops - count at 100k) / 200k is reproducible to about 0.1%
  */
+import { idleTimers } from '../../../test/doubles/idleTimers.js';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
-import { FakeClock } from '../../../src/locks/Clock.js';
+import { FakeClock } from '../../../test/doubles/FakeClock.js';
 import { LocalLockService } from '../../../src/locks/LocalLockService.js';
 import type { LockService } from '../../../src/locks/LockService.js';
 import { Connection, type ConnectionHost } from '../../../src/server/Connection.js';
-import { silentLogger } from '../../../src/server/Logger.js';
+import { silentLogger } from '../../../src/runtime/Logger.js';
 import { ServerStats } from '../../../src/server/ServerStats.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
 
@@ -71,7 +72,7 @@ const stub: LockService = {
 };
 
 const clock = new FakeClock(1_000);
-const service = kind === 'stub' ? stub : new LocalLockService(clock, { every: () => () => {}, soon: () => {} });
+const service = kind === 'stub' ? stub : new LocalLockService(clock, idleTimers);
 const stats = new ServerStats(clock);
 const host: ConnectionHost = {
   service,

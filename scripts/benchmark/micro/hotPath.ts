@@ -8,8 +8,9 @@
  *   node --max-semi-space-size=256 --min-semi-space-size=256 dist/scripts/benchmark/micro/hotPath.js [keySpace|own] [seconds]
  */
 import { PerformanceObserver } from 'node:perf_hooks';
-import { FakeClock } from '../../../src/locks/Clock.js';
-import { LocalLockService, type Scheduler } from '../../../src/locks/LocalLockService.js';
+import { FakeClock } from '../../../test/doubles/FakeClock.js';
+import { LocalLockService } from '../../../src/locks/LocalLockService.js';
+import type { Timers } from '../../../src/runtime/Timers.js';
 import { BufferWriter } from '../../../src/protocol/BufferWriter.js';
 import { ANY_INDEX, Command } from '../../../src/protocol/constants.js';
 import { RequestDecoder } from '../../../src/protocol/decodeRequest.js';
@@ -26,7 +27,8 @@ const DEPTH = 16;
 const OPS_PER_MS = 500;
 
 let sweep: () => void = () => {};
-const scheduler: Scheduler = {
+const scheduler: Timers = {
+  after: () => () => {},
   every: (_ms, task) => {
     sweep = task;
     return () => {};

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { mulberry32 } from '../../../src/cluster/random.js';
+import { mulberry32 } from '../../../src/runtime/Random.js';
 import { bounded } from '../../helpers/bounded.js';
 import {
   checkAvailability,

@@ -1,4 +1,4 @@
-import { mulberry32, type Random } from '../../../src/cluster/random.js';
+import { mulberry32, type Random } from '../../../src/runtime/Random.js';
 
 /**
  * One fault, on one link or one process. Nodes are numbered from 0 (n1 is 0), as are members;

@@ -1,5 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Random } from '../../../src/cluster/random.js';
+import type { Random } from '../../../src/runtime/Random.js';
 import { FailoverClient } from './client.js';
 
 /** The shared key the workers contend on, its indexes, and the key of the TTL-0 grants. */

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { promisedOrder, scoreFairness, type Waiter } from '../../scripts/benchmark/fairness.js';
+import { promisedOrder, scoreFairness, type Waiter } from '../../../scripts/benchmark/fairness.js';
 
 const waiters: Waiter[] = [
   { id: 10, priority: 0, arrival: 0 },

@@ -1,9 +1,14 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
-import { LocalLockService, SWEEP_BUDGET, type Scheduler } from '../../src/locks/LocalLockService.js';
+import { FakeClock } from '../doubles/FakeClock.js';
+import { LocalLockService, SWEEP_BUDGET } from '../../src/locks/LocalLockService.js';
+import type { Timers } from '../../src/runtime/Timers.js';
 
 /** A scheduler the test turns by hand: tick() runs the periodic task, then every "soon" task. */
-class ManualScheduler implements Scheduler {
+class ManualScheduler implements Timers {
+  after(): () => void {
+    throw new Error('the local service sets no one-shot timers');
+  }
+
   private periodic: Array<() => void> = [];
   private queue: Array<() => void> = [];
 

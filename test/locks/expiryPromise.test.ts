@@ -1,13 +1,18 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
-import { LocalLockService, type Scheduler } from '../../src/locks/LocalLockService.js';
+import { FakeClock } from '../doubles/FakeClock.js';
+import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import type { Timers } from '../../src/runtime/Timers.js';
 
 // README: "Expired entries disappear within a fraction of a second of their deadline." The
 // service is driven exactly as the real scheduler would drive it: its periodic task runs at the
 // interval the service itself asks for, on a fake clock, so no wall time is involved.
 
 /** Runs the periodic task every `interval` ms of fake time, as setInterval would. */
-class IntervalScheduler implements Scheduler {
+class IntervalScheduler implements Timers {
+  after(): () => void {
+    throw new Error('the local service sets no one-shot timers');
+  }
+
   interval: number | undefined;
   private task: (() => void) | undefined;
   private readonly soonQueue: Array<() => void> = [];

@@ -1,8 +1,8 @@
 import { createServer, type Socket } from 'node:net';
 import test from 'ava';
-import { lockctl } from '../helpers/lockctl.js';
-import { startServer } from '../helpers/serverProcess.js';
-import { stalledPort } from '../helpers/stalledListener.js';
+import { lockctl } from '../../helpers/lockctl.js';
+import { startServer } from '../../helpers/serverProcess.js';
+import { stalledPort } from '../../helpers/stalledListener.js';
 
 test('exit 2 on a bad command line, with a one-line message', async (t) => {
   for (const args of [

@@ -1,8 +1,8 @@
 import test from 'ava';
-import { bounded } from '../helpers/bounded.js';
-import { connectClient } from '../helpers/lockClient.js';
-import { lockctl, startLockctl } from '../helpers/lockctl.js';
-import { startServer } from '../helpers/serverProcess.js';
+import { bounded } from '../../helpers/bounded.js';
+import { connectClient } from '../../helpers/lockClient.js';
+import { lockctl, startLockctl } from '../../helpers/lockctl.js';
+import { startServer } from '../../helpers/serverProcess.js';
 
 test('watch --count N lists the key N times, then exits 0', async (t) => {
   const server = await startServer(t);

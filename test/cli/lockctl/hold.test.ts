@@ -1,9 +1,9 @@
 import test from 'ava';
-import { bounded } from '../helpers/bounded.js';
-import { connectClient } from '../helpers/lockClient.js';
-import { LOCKCTL_PATH, lockctl, startLockctl } from '../helpers/lockctl.js';
-import { pollUntil } from '../helpers/poll.js';
-import { startServer } from '../helpers/serverProcess.js';
+import { bounded } from '../../helpers/bounded.js';
+import { connectClient } from '../../helpers/lockClient.js';
+import { LOCKCTL_PATH, lockctl, startLockctl } from '../../helpers/lockctl.js';
+import { pollUntil } from '../../helpers/poll.js';
+import { startServer } from '../../helpers/serverProcess.js';
 
 const node = process.execPath;
 

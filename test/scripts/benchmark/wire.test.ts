@@ -1,10 +1,10 @@
 import test from 'ava';
-import { Command } from '../../src/protocol/constants.js';
-import { INCOMPLETE, RequestDecoder } from '../../src/protocol/decodeRequest.js';
-import { buildCycleRing, respCommand } from '../../scripts/benchmark/load/cycles.js';
-import { lockserverFraming, respFraming, respReplyLength, RespKind } from '../../scripts/benchmark/load/framing.js';
-import { splitConnections } from '../../scripts/benchmark/load/runLoad.js';
-import { parseRedisBenchmarkCsv } from '../../scripts/benchmark/redisBenchmark.js';
+import { Command } from '../../../src/protocol/constants.js';
+import { INCOMPLETE, RequestDecoder } from '../../../src/protocol/decodeRequest.js';
+import { buildCycleRing, respCommand } from '../../../scripts/benchmark/load/cycles.js';
+import { lockserverFraming, respFraming, respReplyLength, RespKind } from '../../../scripts/benchmark/load/framing.js';
+import { splitConnections } from '../../../scripts/benchmark/load/runLoad.js';
+import { parseRedisBenchmarkCsv } from '../../../scripts/benchmark/redisBenchmark.js';
 
 test('RESP replies are measured whole, and only whole', (t) => {
   const replies = ['+OK\r\n', '$-1\r\n', ':1\r\n', '-ERR wrong\r\n', '$5\r\nhello\r\n', '*2\r\n$1\r\na\r\n:7\r\n', '*-1\r\n'];

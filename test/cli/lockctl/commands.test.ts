@@ -1,6 +1,6 @@
 import test from 'ava';
-import { lockctl, lockctlJson } from '../helpers/lockctl.js';
-import { startServer } from '../helpers/serverProcess.js';
+import { lockctl, lockctlJson } from '../../helpers/lockctl.js';
+import { startServer } from '../../helpers/serverProcess.js';
 
 test('request, owner, location, renew, release, release-all: human output and exit codes', async (t) => {
   const server = await startServer(t);

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { median } from '../../scripts/benchmark/scenarios/matrix.js';
+import { median } from '../../../scripts/benchmark/scenarios/matrix.js';
 
 test('the median repeat is picked by its rate, whatever order the repeats ran in', (t) => {
   const runs = [{ ops: 90 }, { ops: 110 }, { ops: 100 }];

@@ -1,6 +1,6 @@
 import { OrderedSet } from 'js-sdsl';
-import type { Clock } from '../locks/Clock.js';
-import type { Timers } from './Timers.js';
+import type { Clock } from '../../src/runtime/Clock.js';
+import { everyByAfter, type Timers } from '../../src/runtime/Timers.js';
 
 interface Task {
   readonly at: number;
@@ -57,6 +57,14 @@ export class VirtualTimers implements Timers, Clock {
     return () => {
       this.tasks.eraseElementByKey(entry);
     };
+  }
+
+  every(ms: number, task: () => void): () => void {
+    return everyByAfter((delay, run) => this.after(delay, run), ms, task);
+  }
+
+  soon(task: () => void): void {
+    this.after(0, task);
   }
 
   /** Runs the earliest task, moving time to when it was due. False when nothing is scheduled. */

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 import { COMPACT_AFTER_PEAK, COMPACT_RATIO, LockTable, type ReplicaHooks } from '../../src/locks/LockTable.js';
 import { mulberry32 } from '../helpers/random.js';
 

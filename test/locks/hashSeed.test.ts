@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 import { LockTable } from '../../src/locks/LockTable.js';
 import { mulberry32 } from '../helpers/random.js';
 

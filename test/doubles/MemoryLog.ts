@@ -1,5 +1,5 @@
-import type { Clock } from '../locks/Clock.js';
-import type { Random } from './random.js';
+import type { Clock } from '../../src/runtime/Clock.js';
+import type { Random } from '../../src/runtime/Random.js';
 import type {
   Candidate,
   LogHead,
@@ -13,8 +13,8 @@ import type {
   RetainedSince,
   StoredSnapshot,
   WatchEnd,
-} from './ReplicatedLog.js';
-import type { Timers } from './Timers.js';
+} from '../../src/cluster/ReplicatedLog.js';
+import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
  * ReplicatedLog in memory, with etcd's semantics and faults, for the seeded simulation of several

@@ -1,8 +1,8 @@
 import test from 'ava';
-import { lockctlWithEnv } from '../helpers/lockctlProcess.js';
-import { startServer } from '../helpers/serverProcess.js';
-import { stalledPort } from '../helpers/stalledListener.js';
-import { closedPort, standIn } from '../helpers/standIns.js';
+import { lockctlWithEnv } from '../../helpers/lockctlProcess.js';
+import { startServer } from '../../helpers/serverProcess.js';
+import { stalledPort } from '../../helpers/stalledListener.js';
+import { closedPort, standIn } from '../../helpers/standIns.js';
 
 test('--host a,b,c: a refusing node and a closed port are passed over, in list order', async (t) => {
   const server = await startServer(t);

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { bucketUpperBound, Histogram, MAX_TRACKABLE_US } from '../../scripts/benchmark/Histogram.js';
+import { bucketUpperBound, Histogram, MAX_TRACKABLE_US } from '../../../scripts/benchmark/Histogram.js';
 
 test('small values are exact and percentiles follow the nearest-rank rule', (t) => {
   const h = new Histogram();

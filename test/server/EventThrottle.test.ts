@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 import { EventThrottle } from '../../src/server/EventThrottle.js';
 
 test('a burst passes, the rest of the window is counted, and the next line reports it', (t) => {

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { loadLockFile } from '../../src/files/lockFile.js';
-import { FakeClock } from '../../src/locks/Clock.js';
+import { FakeClock } from '../doubles/FakeClock.js';
 import { Daemon, EXIT_INTERNAL_ERROR } from '../../src/server/Daemon.js';
-import { silentLogger } from '../../src/server/Logger.js';
+import { silentLogger } from '../../src/runtime/Logger.js';
 
 async function startDaemon(): Promise<{ daemon: Daemon; lockFile: string; exits: number[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'daemon-'));

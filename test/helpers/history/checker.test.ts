@@ -8,8 +8,8 @@ import {
   checkStaleReads,
   longestSilence,
   ownerships,
-} from '../helpers/history/checker.js';
-import type { Op } from '../helpers/history/history.js';
+} from './checker.js';
+import type { Op } from './history.js';
 
 // Hand-made histories for the nemesis checker: each check must pass the right ones and fail the
 // wrong ones. Times are ms; TTL and TTW are seconds as on the wire.

@@ -30,11 +30,11 @@ export type { Contender, Request, StatsReply } from './protocol/messages.js';
 export { STATS_FIELDS } from './protocol/messages.js';
 export { BufferWriter } from './protocol/BufferWriter.js';
 export { encodeRequest } from './protocol/encodeRequest.js';
-export { decodeRequest, requestFrameLength, RequestDecoder, UnknownCommandError, INCOMPLETE } from './protocol/decodeRequest.js';
+export { INCOMPLETE } from './protocol/framing.js';
+export { decodeRequest, requestFrameLength, RequestDecoder, UnknownCommandError } from './protocol/decodeRequest.js';
 export * from './protocol/encodeReply.js';
-export { decodeReply, replyFrameLength } from './protocol/decodeReply.js';
+export { decodeReply, replyFrameLength, ReplyDecoder, NOT_YET } from './protocol/decodeReply.js';
 export type { Reply, ReplyOf } from './protocol/decodeReply.js';
-export { ReplyDecoder, NOT_YET } from './client/ReplyDecoder.js';
 
 // Server building blocks
 export type { LockService, LockCounts, LockRequest, SavedLock } from './locks/LockService.js';

@@ -1,9 +1,9 @@
 import { connect, type Socket } from 'node:net';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { GREETING_ACCEPTED, type Command } from '../../src/protocol/constants.js';
-import { INCOMPLETE } from '../../src/protocol/decodeRequest.js';
 import { replyFrameLength } from '../../src/protocol/decodeReply.js';
 import { encodeRequest } from '../../src/protocol/encodeRequest.js';
+import { INCOMPLETE } from '../../src/protocol/framing.js';
 import type { Request } from '../../src/protocol/messages.js';
 import type { Endpoint } from './load/messages.js';
 

@@ -4,7 +4,7 @@ import { bytesOf, MAX_STRING_LENGTH, type ByteString } from '../bytes.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import { Command, COMMAND_NAMES, GREETING_ACCEPTED, GREETING_REFUSED, MAX_U16 } from '../protocol/constants.js';
-import type { ReplyOf } from '../protocol/decodeReply.js';
+import { NOT_YET, ReplyDecoder, type ReplyOf } from '../protocol/decodeReply.js';
 import { encodeRequest } from '../protocol/encodeRequest.js';
 import type { Request, StatsReply } from '../protocol/messages.js';
 import {
@@ -19,7 +19,6 @@ import {
 } from './errors.js';
 import { endpointsOf, HOST_ORDERS, type Endpoint, type HostAndPort, type HostOrder } from './hosts.js';
 import { toByteString, type LockName, type StringEncoding } from './lockName.js';
-import { NOT_YET, ReplyDecoder } from './ReplyDecoder.js';
 
 export const DEFAULT_HOST = '127.0.0.1';
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;

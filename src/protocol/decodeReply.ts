@@ -1,3 +1,10 @@
+/**
+ * The client's side of the wire: reply bytes in, replies out. A reply carries no command byte, so
+ * whoever reads it says which command it answers (requests are answered in order). The client is
+ * not on the server's hot path, so the variable layouts (owner, list, stats) are declared with
+ * binary-parser, which states them plainly; decodeRequest.ts, the server's mirror of this file,
+ * reads by hand because it is.
+ */
 import { Parser } from 'binary-parser';
 import type { ByteString } from '../bytes.js';
 import {
@@ -7,12 +14,11 @@ import {
   POSITION_LENGTH,
   PRIORITY_LENGTH,
   STATS_REPLY_LENGTH,
-  STRING_LENGTH_PREFIX,
   SUCCESS_LENGTH,
   TTL_LENGTH,
   TTW_LENGTH,
 } from './constants.js';
-import { INCOMPLETE } from './decodeRequest.js';
+import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import { STATS_FIELDS, type Contender, type StatsReply } from './messages.js';
 
 /** What each command's reply decodes to. */
@@ -35,41 +41,94 @@ const CONTENDER_FIXED_HEAD = PRIORITY_LENGTH + TTL_LENGTH + TTW_LENGTH;
  * command byte, so the caller says which reply it expects (requests are answered in order).
  */
 export function replyFrameLength(command: Command, buffer: Buffer, start: number, end: number): number {
-  const available = end - start;
   switch (command) {
     case Command.FindOwner:
-      if (available < STRING_LENGTH_PREFIX) return INCOMPLETE;
-      return fits(STRING_LENGTH_PREFIX + buffer[start]!, available);
+      return wholeFrameLength(start, stringEnd(buffer, start, end), end);
     case Command.Request:
     case Command.FindLocation:
-      return fits(POSITION_LENGTH, available);
+      return wholeFrameLength(start, start + POSITION_LENGTH, end);
     case Command.Renew:
-      return fits(SUCCESS_LENGTH, available);
+      return wholeFrameLength(start, start + SUCCESS_LENGTH, end);
     case Command.Release:
     case Command.ReleaseAll:
-      return fits(COUNT_LENGTH, available);
+      return wholeFrameLength(start, start + COUNT_LENGTH, end);
     case Command.Stats:
-      return fits(STATS_REPLY_LENGTH, available);
+      return wholeFrameLength(start, start + STATS_REPLY_LENGTH, end);
     case Command.List: {
-      if (available < COUNT_LENGTH) return INCOMPLETE;
+      if (end - start < COUNT_LENGTH) return INCOMPLETE;
       const count = buffer.readUInt16BE(start);
       let offset = start + COUNT_LENGTH;
-      for (let i = 0; i < count; i++) {
-        offset += CONTENDER_FIXED_HEAD;
-        if (offset >= end) return INCOMPLETE;
-        offset += STRING_LENGTH_PREFIX + buffer[offset]!;
-        if (offset >= end) return INCOMPLETE;
-        offset += STRING_LENGTH_PREFIX + buffer[offset]! + OWNER_FLAG_LENGTH;
+      // Stop at the first contender that has not all arrived rather than walk the whole count.
+      for (let i = 0; i < count && offset <= end; i++) {
+        const ownerAt = stringEnd(buffer, offset + CONTENDER_FIXED_HEAD, end);
+        offset = stringEnd(buffer, ownerAt, end) + OWNER_FLAG_LENGTH;
       }
-      return offset <= end ? offset - start : INCOMPLETE;
+      return wholeFrameLength(start, offset, end);
     }
   }
 }
 
-function fits(length: number, available: number): number {
-  return length <= available ? length : INCOMPLETE;
+/** Returned by {@link ReplyDecoder.next} while the reply's bytes have not all arrived. */
+export const NOT_YET: unique symbol = Symbol('not yet');
+
+const MIN_CARRY_CAPACITY = 4 * 1024;
+
+/**
+ * Turns the server's byte stream into replies. Replies carry no command byte, so the caller says
+ * which reply comes next (requests are answered in order). A reply split across chunks is carried
+ * in storage that grows by doubling, so even a 30 MB list reply arriving in 64 KB pieces costs
+ * linear copying; when nothing is carried, chunks are read in place.
+ */
+export class ReplyDecoder {
+  private buffer: Buffer = Buffer.alloc(0);
+  private start = 0;
+  private end = 0;
+  /** Whether `buffer` is our own carry storage (and may be written) rather than a received chunk. */
+  private ownsBuffer = false;
+
+  push(chunk: Buffer): void {
+    const pending = this.end - this.start;
+    if (pending === 0) {
+      this.buffer = chunk;
+      this.start = 0;
+      this.end = chunk.length;
+      this.ownsBuffer = false;
+      return;
+    }
+    if (this.ownsBuffer && this.end + chunk.length <= this.buffer.length) {
+      this.end += chunk.copy(this.buffer, this.end);
+      return;
+    }
+    const needed = pending + chunk.length;
+    let capacity = this.ownsBuffer ? this.buffer.length : MIN_CARRY_CAPACITY;
+    while (capacity < needed) capacity *= 2;
+    // Reuse our storage when it is big enough and only needs compacting (copy handles overlap).
+    const storage = this.ownsBuffer && capacity === this.buffer.length ? this.buffer : Buffer.allocUnsafe(capacity);
+    this.buffer.copy(storage, 0, this.start, this.end);
+    chunk.copy(storage, pending);
+    this.buffer = storage;
+    this.start = 0;
+    this.end = needed;
+    this.ownsBuffer = true;
+  }
+
+  /** The next reply, decoded as the reply to `command`, or NOT_YET. */
+  next<C extends Command>(command: C): ReplyOf[C] | typeof NOT_YET {
+    const length = replyFrameLength(command, this.buffer, this.start, this.end);
+    if (length === INCOMPLETE) return NOT_YET;
+    const frame = this.buffer.subarray(this.start, this.start + length);
+    this.start += length;
+    return decodeReply(command, frame);
+  }
+
+  /** Bytes received that are not yet a whole reply. */
+  get pendingBytes(): number {
+    return this.end - this.start;
+  }
 }
 
+// The variable reply layouts, one binary-parser each; the fixed two-byte and one-byte replies
+// are read directly in decodeReply.
 const toByteString = (raw: Buffer): ByteString => raw.toString('latin1');
 const asByteString = toByteString as (raw: unknown) => unknown;
 

@@ -1,3 +1,9 @@
+/**
+ * The server's side of the wire: request bytes in, Request objects out. Every frame is a command
+ * byte, then the length-prefixed strings and fixed fields REQUEST_LAYOUTS gives for it. This is
+ * the server's hot path, so frames are read by hand (RequestDecoder says why and how);
+ * decodeReply.ts is the client's mirror of this file.
+ */
 import { byteString, type ByteString } from '../bytes.js';
 import {
   Command,
@@ -8,6 +14,7 @@ import {
   TTL_LENGTH,
   TTW_LENGTH,
 } from './constants.js';
+import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import type { Request } from './messages.js';
 
 /** The client sent a byte that is not one of the eight commands. */
@@ -17,9 +24,6 @@ export class UnknownCommandError extends Error {
     this.name = 'UnknownCommandError';
   }
 }
-
-/** Returned by {@link requestFrameLength} while a frame is still arriving. */
-export const INCOMPLETE = -1;
 
 const EMPTY = Buffer.alloc(0);
 
@@ -39,8 +43,7 @@ export function requestFrameLength(buffer: Buffer, start: number, end: number): 
     if (offset >= end) return INCOMPLETE;
     offset += STRING_LENGTH_PREFIX + buffer[offset]!;
   }
-  offset += layout.fixedTail;
-  return offset <= end ? offset - start : INCOMPLETE;
+  return wholeFrameLength(start, offset + layout.fixedTail, end);
 }
 
 /**
@@ -162,14 +165,6 @@ export class RequestDecoder {
 
 /** Fixed bytes after a request's (0x02) strings: TTL, TTW, priority. */
 const REQUEST_TAIL_LENGTH = TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;
-
-/**
- * Where the length-prefixed string whose length byte is at b[at] ends; past `end` (so the frame
- * reads as incomplete) when the length byte itself has not arrived.
- */
-function stringEnd(b: Buffer, at: number, end: number): number {
-  return at < end ? at + STRING_LENGTH_PREFIX + b[at]! : end + 1;
-}
 
 /** `last` when b[from, to) holds its bytes (compared from the end, where generated names differ), else a new byte string. */
 function sameOrNew(last: ByteString, b: Buffer, from: number, to: number): ByteString {

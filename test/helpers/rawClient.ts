@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import type { ExecutionContext } from 'ava';
-import { INCOMPLETE } from '../../src/protocol/decodeRequest.js';
+import { INCOMPLETE } from '../../src/protocol/framing.js';
 import { bounded } from './bounded.js';
 
 /** Longest a client read or close waits unless the test asks otherwise. */

@@ -1,8 +1,9 @@
 import test from 'ava';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { Command, MAX_REQUEST_LENGTH } from '../../src/protocol/constants.js';
-import { decodeRequest, INCOMPLETE, RequestDecoder, requestFrameLength, UnknownCommandError } from '../../src/protocol/decodeRequest.js';
+import { decodeRequest, RequestDecoder, requestFrameLength, UnknownCommandError } from '../../src/protocol/decodeRequest.js';
 import { encodeRequest } from '../../src/protocol/encodeRequest.js';
+import { INCOMPLETE } from '../../src/protocol/framing.js';
 import type { Request } from '../../src/protocol/messages.js';
 
 const allBytes = String.fromCharCode(...Array.from({ length: 255 }, (_, i) => 255 - i));

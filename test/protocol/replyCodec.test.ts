@@ -1,7 +1,6 @@
 import test from 'ava';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { Command, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
-import { INCOMPLETE } from '../../src/protocol/decodeRequest.js';
 import { decodeReply, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
@@ -11,6 +10,7 @@ import {
   encodeStatsReply,
   encodeSuccessReply,
 } from '../../src/protocol/encodeReply.js';
+import { INCOMPLETE } from '../../src/protocol/framing.js';
 import type { Contender, StatsReply } from '../../src/protocol/messages.js';
 
 const STATS: StatsReply = {

@@ -1,6 +1,6 @@
 import { Command, GREETING_ACCEPTED } from '../../../src/protocol/constants.js';
-import { INCOMPLETE } from '../../../src/protocol/decodeRequest.js';
 import { replyFrameLength } from '../../../src/protocol/decodeReply.js';
+import { INCOMPLETE } from '../../../src/protocol/framing.js';
 
 /** Wire protocols the load generator speaks. */
 export type Protocol = 'lockserver' | 'resp';

@@ -8,7 +8,8 @@
  */
 import { createServer } from 'node:net';
 import { Command, GREETING_ACCEPTED, STATS_REPLY_LENGTH } from '../../../src/protocol/constants.js';
-import { INCOMPLETE, requestFrameLength, UnknownCommandError } from '../../../src/protocol/decodeRequest.js';
+import { requestFrameLength, UnknownCommandError } from '../../../src/protocol/decodeRequest.js';
+import { INCOMPLETE } from '../../../src/protocol/framing.js';
 
 const CANNED: ReadonlyArray<Buffer | undefined> = (() => {
   const replies: Array<Buffer | undefined> = new Array(256).fill(undefined);

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { Command } from '../../../src/protocol/constants.js';
-import { INCOMPLETE, RequestDecoder } from '../../../src/protocol/decodeRequest.js';
+import { RequestDecoder } from '../../../src/protocol/decodeRequest.js';
+import { INCOMPLETE } from '../../../src/protocol/framing.js';
 import { buildCycleRing, respCommand } from '../../../scripts/benchmark/load/cycles.js';
 import { lockserverFraming, respFraming, respReplyLength, RespKind } from '../../../scripts/benchmark/load/framing.js';
 import { splitConnections } from '../../../scripts/benchmark/load/runLoad.js';

@@ -1,8 +1,7 @@
 import test from 'ava';
-import { NOT_YET, ReplyDecoder } from '../../src/client/ReplyDecoder.js';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { Command } from '../../src/protocol/constants.js';
-import type { Reply } from '../../src/protocol/decodeReply.js';
+import { NOT_YET, ReplyDecoder, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
   encodeListReply,

@@ -1,0 +1,148 @@
+import test from 'ava';
+import { Parser } from 'binary-parser';
+import { BufferWriter } from '../../src/protocol/BufferWriter.js';
+import { Command } from '../../src/protocol/constants.js';
+import { NOT_YET, ReplyDecoder, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
+import {
+  encodeCountReply,
+  encodeListReply,
+  encodeOwnerReply,
+  encodePositionReply,
+  encodeStatsReply,
+  encodeSuccessReply,
+} from '../../src/protocol/encodeReply.js';
+import { STATS_FIELDS, type Contender, type StatsReply } from '../../src/protocol/messages.js';
+import { mulberry32 } from '../helpers/random.js';
+
+// The mirror of decodeRequestReference.test.ts. Replies are decoded with binary-parser already,
+// so what is written by hand here is the encoder and the frame scanner (replyFrameLength, which
+// the stream decoder trusts to cut the stream). These parsers state each reply layout on their
+// own and record where the frame ends; random replies must agree with them in bytes and length.
+const asBytes = ((raw: Buffer) => raw.toString('latin1')) as (raw: unknown) => unknown;
+const asFlag = ((raw: number) => raw !== 0) as (raw: unknown) => unknown;
+
+const contender = new Parser()
+  .endianness('big')
+  .uint8('priority')
+  .uint16('ttl')
+  .uint16('ttw')
+  .uint8('indexLength')
+  .buffer('index', { length: 'indexLength', formatter: asBytes })
+  .uint8('ownerLength')
+  .buffer('owner', { length: 'ownerLength', formatter: asBytes })
+  .uint8('isOwner', { formatter: asFlag });
+
+const twoBytes = new Parser().uint16be('value').saveOffset('end');
+
+const REFERENCE: Record<Command, Parser> = {
+  [Command.FindOwner]: new Parser().uint8('length').buffer('value', { length: 'length', formatter: asBytes }).saveOffset('end'),
+  [Command.Request]: twoBytes,
+  [Command.FindLocation]: twoBytes,
+  [Command.Renew]: new Parser().uint8('value', { formatter: asFlag }).saveOffset('end'),
+  [Command.Release]: twoBytes,
+  [Command.ReleaseAll]: twoBytes,
+  [Command.List]: new Parser().uint16be('count').array('value', { type: contender, length: 'count' }).saveOffset('end'),
+  [Command.Stats]: STATS_FIELDS.reduce((p, field) => p.uint32be(field), new Parser()).uint16be('activeConnections').saveOffset('end'),
+};
+
+/** What the reference reads from the frame at the start of `bytes`, and where that frame ends. */
+function reference(command: Command, bytes: Buffer): { value: Reply; end: number } {
+  const parsed = REFERENCE[command].parse(bytes) as Record<string, unknown> & { end: number };
+  if (command === Command.Stats) {
+    const { end, ...stats } = parsed;
+    return { value: stats as unknown as StatsReply, end };
+  }
+  if (command === Command.List) {
+    const value = (parsed['value'] as Array<Contender & Record<string, unknown>>).map(
+      ({ priority, ttl, ttw, index, owner, isOwner }) => ({ priority, ttl, ttw, index, owner, isOwner }),
+    );
+    return { value, end: parsed.end };
+  }
+  return { value: parsed['value'] as Reply, end: parsed.end };
+}
+
+interface Sample {
+  readonly command: Command;
+  readonly reply: Reply;
+  readonly frame: Buffer;
+}
+
+function randomSamples(count: number, seed: number): Sample[] {
+  const random = mulberry32(seed);
+  const int = (below: number): number => Math.floor(random() * below);
+  const bytes = (): string => {
+    const length = random() < 0.2 ? 255 : int(40);
+    return String.fromCharCode(...Array.from({ length }, () => int(256)));
+  };
+  const writer = new BufferWriter();
+  const samples: Sample[] = [];
+  for (let i = 0; i < count; i++) {
+    const command = (1 + int(8)) as Command;
+    let reply: Reply;
+    switch (command) {
+      case Command.FindOwner:
+        encodeOwnerReply(writer, (reply = bytes()));
+        break;
+      case Command.Request:
+      case Command.FindLocation:
+        encodePositionReply(writer, (reply = int(65536)));
+        break;
+      case Command.Renew:
+        encodeSuccessReply(writer, (reply = random() < 0.5));
+        break;
+      case Command.Release:
+      case Command.ReleaseAll:
+        encodeCountReply(writer, (reply = int(65536)));
+        break;
+      case Command.List:
+        reply = Array.from({ length: random() < 0.2 ? 0 : int(6) }, () => ({
+          priority: int(256),
+          ttl: int(65536),
+          ttw: int(65536),
+          index: bytes(),
+          owner: bytes(),
+          isOwner: random() < 0.5,
+        }));
+        encodeListReply(writer, reply);
+        break;
+      case Command.Stats: {
+        const stats: Record<string, number> = { activeConnections: int(65536) };
+        for (const field of STATS_FIELDS) stats[field] = int(2 ** 32);
+        encodeStatsReply(writer, (reply = stats as unknown as StatsReply));
+        break;
+      }
+    }
+    samples.push({ command, reply, frame: writer.flush() });
+  }
+  return samples;
+}
+
+const SAMPLES = randomSamples(2000, 0x5e91);
+
+test('random replies of every command are laid out as the binary-parser reference reads them', (t) => {
+  for (const { command, reply, frame } of SAMPLES) {
+    const read = reference(command, frame);
+    t.deepEqual(read.value, reply);
+    t.is(read.end, frame.length);
+    t.is(replyFrameLength(command, frame, 0, frame.length), read.end);
+  }
+});
+
+test('a random pipelined stream of them, cut into random chunks, decodes to the same replies', (t) => {
+  const random = mulberry32(0xc0de);
+  const stream = Buffer.concat(SAMPLES.map((s) => s.frame));
+  const decoder = new ReplyDecoder();
+  const decoded: Reply[] = [];
+  for (let at = 0; at < stream.length; ) {
+    const to = Math.min(stream.length, at + 1 + Math.floor(random() * 600));
+    decoder.push(stream.subarray(at, to));
+    at = to;
+    for (let next = SAMPLES[decoded.length]; next !== undefined; next = SAMPLES[decoded.length]) {
+      const reply = decoder.next(next.command);
+      if (reply === NOT_YET) break;
+      decoded.push(reply);
+    }
+  }
+  t.deepEqual(decoded, SAMPLES.map((s) => s.reply));
+  t.is(decoder.pendingBytes, 0);
+});

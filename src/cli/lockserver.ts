@@ -143,8 +143,14 @@ async function main(): Promise<void> {
   const options = parseCommandLine();
   const logger = streamLogger((line) => process.stderr.write(line), options.debug);
   try {
-    const metrics =
-      options.metricsPort === undefined ? undefined : await serveMetrics(options.metricsPort, options.metricsListen, logger);
+    const served =
+      options.metricsPort === undefined
+        ? undefined
+        : await serveMetrics(options.metricsPort, options.metricsListen, logger, systemClock, {
+            clusterMode: options.etcd !== undefined,
+            catchUpLimitMs: options.commitTimeout * 1000,
+          });
+    const metrics = served?.metrics;
     const daemon = await Daemon.start(
       {
         port: options.port,
@@ -161,13 +167,15 @@ async function main(): Promise<void> {
       { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired, clusterObserver: metrics },
     );
     metrics?.attach(daemon);
-    if (metrics !== undefined && daemon.service instanceof ClusterLockService) {
+    served?.readiness.attach(daemon);
+    if (served !== undefined && daemon.service instanceof ClusterLockService) {
       const cluster = daemon.service;
-      metrics.setCluster({
+      served.metrics.setCluster({
         role: () => (cluster.isLeader ? 'leader' : 'follower'),
         leaderChanges: () => cluster.leaderChanges,
         figures: () => cluster.figures(),
       });
+      served.readiness.setCluster(() => cluster.figures());
     }
     logger.debug?.(`ready to hand out locks on port ${daemon.address.port}; may all your waits be short`);
   } catch (error) {

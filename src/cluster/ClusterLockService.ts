@@ -61,7 +61,7 @@ export class ClusterLockService implements LockService {
       },
       progressed: () => this.committer.progressed(),
     });
-    this.leadership = new Leadership(options, deps, {
+    this.leadership = new Leadership(options, deps, this.contact, {
       submitExpiry: (command, failed) => this.committer.submit(command, failed),
       state: () => this.follower.state,
     });

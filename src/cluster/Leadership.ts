@@ -3,6 +3,7 @@ import type { DueEntry } from '../locks/LockTable.js';
 import { LogOp, type LogCommand } from './LogCodec.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { ReplicaState } from './ReplicaState.js';
+import type { StoreContact } from './StoreContact.js';
 import { electLeader, type MemberSession } from './ReplicatedLog.js';
 import { pause } from '../runtime/Timers.js';
 
@@ -54,6 +55,7 @@ export class Leadership {
   constructor(
     private readonly options: ClusterOptions,
     private readonly deps: ClusterDeps,
+    private readonly contact: StoreContact,
     private readonly host: LeadershipHost,
   ) {
     this.snapshotClock = deps.clock.now();
@@ -143,13 +145,17 @@ export class Leadership {
     if (this.checking) return;
     this.checking = true;
     try {
-      const leader = electLeader(await this.deps.log.candidates(STORE_CALL_TIMEOUT_MS))?.name;
+      const candidates = await this.deps.log.candidates(STORE_CALL_TIMEOUT_MS);
+      // The one store call an idle node makes on a schedule: it keeps etcd's reachability current.
+      this.contact.heard(true);
+      const leader = electLeader(candidates)?.name;
       if (leader !== this.leaderName) {
         this.leaderName = leader;
         this.changes++;
         this.deps.logger.event('leader', { leader: leader ?? 'none', self: leader === this.options.nodeName });
       }
     } catch {
+      this.contact.heard(false);
       // Unknown while the store is unreachable: keep the last answer (a stale leader is harmless).
     } finally {
       this.checking = false;

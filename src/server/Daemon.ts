@@ -160,6 +160,11 @@ export class Daemon {
     return daemon;
   }
 
+  /** The lock port is open: from start() until the orderly end begins (health probes). */
+  get listening(): boolean {
+    return this.dying === undefined;
+  }
+
   /** Wires the signals of the protocol document (plus SIGTERM) and fatal errors to this daemon. */
   installSignalHandlers(): void {
     // One `event=signal` line per signal received, before the line of what it led to.

@@ -97,6 +97,42 @@ export interface ConnectionHost {
   onClosed(connection: Connection): void;
 }
 
+/**
+ * Where a connection is in its life. Each phase allows no more than the one before it, and the
+ * phase only moves forward (advance() ignores a step back), so a step that makes no sense, such
+ * as a shutdown's quiesce() on a connection that has already failed, is a no-op by construction.
+ *
+ *   Reading   → Quiescing  quiesce(): shutdown, or input that went stale in a stall
+ *   Reading   → Halted     fail(): undecodable input, a command that threw
+ *   Quiescing → Halted     fail(): the same, in input received before quiesce()
+ *   any above → Closing    hangUp(): a failure's turn in line came, or the frame timeout;
+ *                          end(): shutdown; drop(): idle timeout; or caught up after the
+ *                          client half-closed
+ *   any above → Closed     the socket's 'close' (also without Closing: a reset)
+ */
+const enum Phase {
+  /** Taking input, decoding it and answering it in order. */
+  Reading,
+  /**
+   * Shutting down (or refusing input that went stale in a stall): no more input is taken, but
+   * what was received is still decoded and answered, so quiesce() can tell when that is done.
+   */
+  Quiescing,
+  /**
+   * Undecodable input or a failed command: nothing more is taken or decoded; the replies before
+   * the failure are still written, then the connection hangs up (a failed entry waits its turn).
+   */
+  Halted,
+  /**
+   * Hung up, dropped, ended at shutdown, or caught up after the client half-closed: nothing
+   * more is taken or decoded, answers still to come are dropped; what was already handed to the
+   * socket still goes out, and the socket is closing.
+   */
+  Closing,
+  /** The socket has closed: nothing more can be written; the server has been told. */
+  Closed,
+}
+
 /** Stands for "not a command" where one is named (a failure before any command was read). */
 const NO_COMMAND = 0;
 const NO_LOCKS: LockCounts = { owners: 0, waiters: 0 };
@@ -121,23 +157,28 @@ export class Connection {
   private pendingHead = 0;
   /** When the command being submitted started (only kept while metrics observe commands). */
   private submittedAt = 0;
-  private running = false;
-  /** Waiting for its next turn of the event loop after using up one (MAX_*_PER_TURN). */
-  private yielding = false;
+  /** The connection's life; changed only by advance(). */
+  private phase = Phase.Reading;
+  // What follows is not the connection's life but the work in hand and the socket's flow, which
+  // vary within a phase: the phase decides what may happen, these what is happening right now.
+  /** Inside pump(): a pump asked for meanwhile (an answer, a drain) is covered by this one. */
+  private pumping = false;
+  /** A pump waits for the next turn of the event loop after this one's share (MAX_*_PER_TURN). */
+  private nextTurnScheduled = false;
+  /** A pump waits for the answers settling now (deliverSoon). */
+  private deliveryScheduled = false;
   /** Reply bytes handed to the socket so far; the turn's share is measured against it. */
   private bytesOut = 0;
   private turnStartBytes = 0;
-  private deliveryScheduled = false;
+  /** The socket refused a write: nothing more is written or read until it drains. */
   private writeBlocked = false;
+  /** We asked the socket to stop reading (backpressure, or a phase that takes no input). */
   private inputPaused = false;
+  /**
+   * The client half-closed. A fact about the peer, not a phase of ours: reading or quiescing, we
+   * answer what it sent and, once caught up, close our side too.
+   */
   private peerEnded = false;
-  /** Shutting down: no more input is taken; what was received is still answered. */
-  private quiescing = false;
-  /** Hung up or ended: nothing more is taken or written. */
-  private finished = false;
-  private closed = false;
-  /** Undecodable input or a failed command: decode no further, hang up once earlier replies are out. */
-  private halted = false;
   /** True once every whole request received has been submitted and answered. */
   private caughtUp = true;
   private onQuiet: (() => void) | undefined;
@@ -160,9 +201,7 @@ export class Connection {
     });
     socket.on('error', (error) => this.host.logger.debug?.(`${this.peer} went away badly: ${error.message}`));
     socket.on('close', () => {
-      this.closed = true;
-      this.finish();
-      this.host.onClosed(this);
+      if (this.advance(Phase.Closed)) this.host.onClosed(this);
     });
   }
 
@@ -171,8 +210,29 @@ export class Connection {
     return this.pending.length - this.pendingHead;
   }
 
+  /**
+   * The one place the phase changes; returns whether it did. Only forward: a step to the current
+   * or an earlier phase does nothing. Entering a phase that takes no input pauses the socket;
+   * entering Closing or Closed (whichever comes first) drops the answers still to come and
+   * releases a waiting quiesce().
+   */
+  private advance(to: Phase): boolean {
+    const from = this.phase;
+    if (to <= from) return false;
+    this.phase = to;
+    if (from >= Phase.Closing) return true;
+    if (to < Phase.Closing) {
+      this.pauseInput();
+    } else {
+      this.pending = [];
+      this.pendingHead = 0;
+      this.notifyQuiet();
+    }
+    return true;
+  }
+
   private onData(chunk: Buffer): void {
-    if (this.finished || this.quiescing) return;
+    if (this.phase !== Phase.Reading) return;
     if (this.host.inputIsStale()) {
       this.refuseStaleInput();
       return;
@@ -189,8 +249,9 @@ export class Connection {
     this.socket.pause();
   }
 
+  /** Reading again after backpressure; only while the phase still takes input. */
   private resumeInput(): void {
-    if (!this.inputPaused || this.finished || this.quiescing) return;
+    if (!this.inputPaused || this.phase !== Phase.Reading) return;
     this.inputPaused = false;
     this.socket.resume();
   }
@@ -200,14 +261,14 @@ export class Connection {
    * runs out, the socket stops taking writes, or MAX_OUTSTANDING_ANSWERS are outstanding.
    */
   private pump(): void {
-    if (this.running || this.yielding || this.finished) return;
-    this.running = true;
+    if (this.pumping || this.nextTurnScheduled || this.phase >= Phase.Closing) return;
+    this.pumping = true;
     this.turnStartBytes = this.bytesOut;
     let submitted = 0;
     let waitingForBytes = false;
     try {
       if (this.outstanding > 0) this.deliver();
-      while (!this.writeBlocked && !this.yielding && !this.finished && !this.halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
+      while (!this.writeBlocked && !this.nextTurnScheduled && this.phase < Phase.Halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
         if (submitted === MAX_COMMANDS_PER_TURN || this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
           if (this.decoder.pendingBytes === 0) {
             waitingForBytes = true;
@@ -234,7 +295,7 @@ export class Connection {
     } catch (error) {
       this.fail(error);
     }
-    this.running = false;
+    this.pumping = false;
     this.flush();
     this.settle(waitingForBytes, submitted);
   }
@@ -245,28 +306,28 @@ export class Connection {
   }
 
   private yieldTurn(): void {
-    if (this.yielding) return;
-    this.yielding = true;
+    if (this.nextTurnScheduled) return;
+    this.nextTurnScheduled = true;
     setImmediate(this.nextTurn);
   }
 
   private readonly nextTurn = (): void => {
-    this.yielding = false;
+    this.nextTurnScheduled = false;
     this.pump();
   };
 
   /** After a pump: reading again, the end of a half-closed connection, the frame timer. */
   private settle(waitingForBytes: boolean, submitted: number): void {
-    if (this.finished) return;
+    if (this.phase >= Phase.Closing) return;
     this.caughtUp = waitingForBytes && this.outstanding === 0 && !this.writeBlocked;
     if (this.caughtUp && this.peerEnded) {
       // Half-closed by the client: every reply has been written; now close our side too.
       this.socket.end();
-      this.finish();
+      this.advance(Phase.Closing);
       return;
     }
-    if (this.caughtUp && this.quiescing) this.notifyQuiet();
-    if (!this.writeBlocked && !this.halted && this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
+    if (this.caughtUp && this.phase === Phase.Quiescing) this.notifyQuiet();
+    if (!this.writeBlocked && this.decoder.pendingBytes <= MAX_PENDING_INPUT) this.resumeInput();
     if (waitingForBytes && this.decoder.pendingBytes > 0 && !this.inputPaused) {
       // An incomplete frame waits for bytes we are reading: that, and only that, is timed. Not
       // while replies back up (we are not reading then) nor while whole requests wait their turn.
@@ -280,7 +341,7 @@ export class Connection {
   }
 
   private flush(): void {
-    if (this.replies.length === 0 || this.closed) return;
+    if (this.replies.length === 0 || this.phase === Phase.Closed) return;
     this.bytesOut += this.replies.length;
     this.stirred = true;
     if (this.socket.write(this.replies.flush()) || this.writeBlocked) return;
@@ -357,7 +418,7 @@ export class Connection {
   }
 
   private answered(pending: PendingReply, value: unknown): void {
-    if (this.finished) return;
+    if (this.phase >= Phase.Closing) return;
     pending.state = ANSWERED;
     pending.value = value;
     const observer = this.host.commandObserver;
@@ -368,7 +429,7 @@ export class Connection {
   }
 
   private rejected(pending: PendingReply, error: unknown): void {
-    if (this.finished) return;
+    if (this.phase >= Phase.Closing) return;
     pending.state = FAILED;
     pending.error = error;
     this.deliverSoon(pending);
@@ -428,8 +489,7 @@ export class Connection {
    * replies before it are written (a failed entry takes its place in line).
    */
   private fail(error: unknown): void {
-    this.halted = true;
-    this.pauseInput();
+    if (!this.advance(Phase.Halted)) return; // halted or closing already: nothing left to stop
     if (this.outstanding === 0) {
       this.flush();
       this.hangUpOn(error, NO_COMMAND);
@@ -462,14 +522,6 @@ export class Connection {
     if (removed > 0) this.host.afterRemoval();
   };
 
-  /** No more input or output: later answers are dropped; a waiting quiesce() is released. */
-  private finish(): void {
-    this.finished = true;
-    this.pending = [];
-    this.pendingHead = 0;
-    this.notifyQuiet();
-  }
-
   private notifyQuiet(): void {
     const resolve = this.onQuiet;
     this.onQuiet = undefined;
@@ -482,8 +534,8 @@ export class Connection {
    * counts as idle too (like Redis's `timeout`).
    */
   idleFor(limitMs: number, now: number): boolean {
-    if (this.finished) return false;
-    if (this.stirred || this.running || this.yielding || this.outstanding > 0) {
+    if (this.phase >= Phase.Closing) return false;
+    if (this.stirred || this.pumping || this.nextTurnScheduled || this.outstanding > 0) {
       this.stirred = false;
       this.quietSince = now;
       return false;
@@ -493,14 +545,16 @@ export class Connection {
 
   /** Closes at once, dropping replies not yet taken by a client that stopped reading (idle timeout). */
   drop(): void {
-    this.finish();
+    this.advance(Phase.Closing);
     this.socket.destroy();
   }
 
-  /** Closes at once after what has been answered so far (bad input, frame timeout). */
+  /**
+   * Closes once the replies already handed to the socket are delivered (bad input, frame
+   * timeout). Once closing, a second close of this kind has nothing left to do.
+   */
   hangUp(): void {
-    this.finish();
-    this.socket.destroySoon();
+    if (this.advance(Phase.Closing)) this.socket.destroySoon();
   }
 
   /**
@@ -508,9 +562,8 @@ export class Connection {
    * answered and its reply handed to the socket, or the connection has closed.
    */
   quiesce(): Promise<void> {
-    this.quiescing = true;
-    this.pauseInput();
-    if (this.finished || this.caughtUp) return Promise.resolve();
+    this.advance(Phase.Quiescing);
+    if (this.phase >= Phase.Closing || this.caughtUp) return Promise.resolve();
     return new Promise((resolve) => (this.onQuiet = resolve));
   }
 
@@ -527,8 +580,7 @@ export class Connection {
 
   /** Final close at shutdown: replies already written are delivered, then the socket ends. */
   end(): void {
-    this.finish();
-    this.socket.destroySoon();
+    this.hangUp();
   }
 }
 

@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import type { LockService } from '../../src/locks/LockService.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import { Command } from '../../src/protocol/constants.js';
 import { Connection, MAX_COMMANDS_PER_TURN, MAX_REPLY_BYTES_PER_TURN, type ConnectionHost } from '../../src/server/Connection.js';
@@ -12,14 +13,18 @@ import { ServerStats } from '../../src/server/ServerStats.js';
 import { frames, req } from '../helpers/wire.js';
 
 // One Connection on a stand-in socket whose writes the test accepts or refuses, and whose turns of
-// the event loop the test counts: the per-turn bounds and the frame timer, exactly.
-
+// the event loop the test counts: the per-turn bounds, the frame timer and the connection's
+// phases (reading, quiescing, halted, closing, closed), exactly.
 
 /** Just what Connection uses of a net.Socket; write() answers as told (false = backpressure). */
 class StandInSocket extends EventEmitter {
   readonly written: Buffer[] = [];
   takesWrites = true;
   paused = false;
+  /** How often each way of closing was asked for. */
+  ends = 0;
+  destroySoons = 0;
+  destroys = 0;
 
   write(bytes: Buffer): boolean {
     this.written.push(bytes);
@@ -40,17 +45,40 @@ class StandInSocket extends EventEmitter {
     return this;
   }
 
-  end(): void {}
-  destroySoon(): void {}
+  end(): void {
+    this.ends++;
+  }
+
+  destroySoon(): void {
+    this.destroySoons++;
+  }
+
+  destroy(): void {
+    this.destroys++;
+  }
 }
 
-function connection(setUp: (service: LocalLockService) => void = () => {}): { socket: StandInSocket; connection: Connection; clock: FakeClock } {
+interface Harness {
+  socket: StandInSocket;
+  connection: Connection;
+  clock: FakeClock;
+  /** Commands the connection has run (counted before each runs). */
+  commandsRun: () => number;
+  /** Times the connection told the server it has closed. */
+  closedReports: () => number;
+}
+
+function connection(
+  setUp: (service: LocalLockService) => void = () => {},
+  replaceService?: LockService,
+): Harness {
   const clock = new FakeClock(1_000);
-  const service = new LocalLockService(clock, idleTimers);
-  setUp(service);
+  const local = new LocalLockService(clock, idleTimers);
+  setUp(local);
   const stats = new ServerStats(clock);
+  let closedReports = 0;
   const host: ConnectionHost = {
-    service,
+    service: replaceService ?? local,
     logger: silentLogger,
     draining: false,
     commandObserver: undefined,
@@ -59,13 +87,51 @@ function connection(setUp: (service: LocalLockService) => void = () => {}): { so
     afterRemoval: () => {},
     now: () => clock.now(),
     inputIsStale: () => false,
-      staleInputRefused: () => {},
-      onPartialFrame: () => {},
-    onClosed: () => {},
+    staleInputRefused: () => {},
+    onPartialFrame: () => {},
+    onClosed: () => void closedReports++,
   };
   const socket = new StandInSocket();
-  return { socket, connection: new Connection(socket as unknown as Socket, '127.0.0.1', host), clock };
+  return {
+    socket,
+    connection: new Connection(socket as unknown as Socket, '127.0.0.1', host),
+    clock,
+    commandsRun: () => stats.commands.reduce((sum, n) => sum + n, 0),
+    closedReports: () => closedReports,
+  };
 }
+
+/**
+ * A service whose FindOwner answers wait until the test gives them (as a replicated core's do),
+ * each with the empty owner: a one-byte reply. Nothing else is asked of it here.
+ */
+function heldFindOwner(): { service: LockService; answerAll: () => void; held: () => number } {
+  const waiting: Array<(owner: string) => void> = [];
+  const unused = (): never => {
+    throw new Error('not used by these tests');
+  };
+  const service: LockService = {
+    findOwner: () => new Promise<string>((resolve) => waiting.push(resolve)),
+    request: unused,
+    location: unused,
+    renew: unused,
+    release: unused,
+    releaseKey: unused,
+    releaseAll: unused,
+    list: unused,
+    counts: unused,
+    drainCounts: unused,
+    snapshot: unused,
+    restore: unused,
+    close: unused,
+  };
+  return { service, answerAll: () => waiting.splice(0).forEach((answer) => answer('')), held: () => waiting.length };
+}
+
+/** A byte no command starts with: the decoder refuses it. */
+const NOT_A_COMMAND = Buffer.from([0x7f]);
+/** Lets the microtasks (answers settling, the delivery they schedule) run. */
+const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** A key whose list reply is about `entries` × 210 bytes. */
 function fillK(entries: number): (service: LocalLockService) => void {
@@ -110,4 +176,116 @@ test('the frame timer runs only while an incomplete frame waits for bytes we are
   socket.emit('drain');
   t.false(socket.paused);
   t.is(c.partialSince, clock.now(), 'reading again: the incomplete frame is timed from now');
+});
+
+test('halted with nothing outstanding: the replies before the bad input are written, then it hangs up at once', (t) => {
+  const { socket, commandsRun } = connection();
+  socket.emit('data', Buffer.concat([frames(req.findOwner('K', '1')), NOT_A_COMMAND, frames(req.findOwner('K', '1'))]));
+  t.is(commandsRun(), 1, 'nothing after the bad byte runs');
+  t.is(socket.bytesWritten, 1);
+  t.is(socket.destroySoons, 1);
+});
+
+test('halted behind an outstanding answer: no further command runs, not even from input that arrives later', async (t) => {
+  const { service, answerAll } = heldFindOwner();
+  const { socket, commandsRun } = connection(undefined, service);
+  socket.emit('data', Buffer.concat([frames(req.findOwner('K', '1')), NOT_A_COMMAND, frames(req.findOwner('K', '2'))]));
+  t.is(commandsRun(), 1);
+  t.true(socket.paused, 'halted: reads no more');
+  socket.emit('data', frames(req.findOwner('K', '3')));
+  t.is(commandsRun(), 1, 'input that still arrives is not run');
+  t.is(socket.destroySoons, 0, 'the reply before the failure is still owed');
+  answerAll();
+  await settled();
+  t.is(socket.bytesWritten, 1, 'the reply before the failure, and nothing else');
+  t.is(socket.destroySoons, 1, 'then it hangs up');
+  t.is(commandsRun(), 1);
+});
+
+test('quiescing: takes no more input, but answers every request it had received', async (t) => {
+  const { socket, connection: c, commandsRun } = connection();
+  const received = 2 * MAX_COMMANDS_PER_TURN + 100;
+  socket.emit('data', frames(...Array.from({ length: received }, () => req.findOwner('K', '1'))));
+  t.is(commandsRun(), MAX_COMMANDS_PER_TURN, 'the rest waits for later turns');
+  let quiet = false;
+  void c.quiesce().then(() => (quiet = true));
+  t.true(socket.paused);
+  socket.emit('data', frames(req.findOwner('K', '1')));
+  socket.emit('drain');
+  t.true(socket.paused, 'quiescing: never reads again');
+  for (let turn = 0; turn < 4 && !quiet; turn++) await nextTurn();
+  t.true(quiet, 'quiet once everything received is answered');
+  t.is(commandsRun(), received, 'what came after quiesce() is not run');
+  t.is(socket.bytesWritten, received);
+  t.is(socket.destroySoons + socket.ends, 0, 'quiet is not closed: shutdown ends it later');
+});
+
+test('quiesce() on a halted connection neither lets it read nor run again; it resolves when the connection hangs up', async (t) => {
+  const { service, answerAll } = heldFindOwner();
+  const { socket, connection: c, commandsRun } = connection(undefined, service);
+  socket.emit('data', Buffer.concat([frames(req.findOwner('K', '1')), NOT_A_COMMAND]));
+  let quiet = false;
+  void c.quiesce().then(() => (quiet = true));
+  socket.emit('data', frames(req.findOwner('K', '2')));
+  await settled();
+  t.false(quiet);
+  t.is(commandsRun(), 1);
+  answerAll();
+  await settled();
+  t.true(quiet);
+  t.is(socket.bytesWritten, 1);
+  t.is(socket.destroySoons, 1);
+});
+
+test('the client half-closing: every reply still owed is written, then our side closes too', async (t) => {
+  const { service, answerAll } = heldFindOwner();
+  const { socket } = connection(undefined, service);
+  socket.emit('data', frames(req.findOwner('K', '1'), req.findOwner('K', '2')));
+  socket.emit('end');
+  await settled();
+  t.is(socket.ends, 0, 'two replies still owed');
+  answerAll();
+  await settled();
+  t.is(socket.bytesWritten, 2);
+  t.is(socket.ends, 1);
+});
+
+test('closing is idempotent: hangUp() and end() close the socket once, later answers are dropped, the server is told once', async (t) => {
+  const { service, answerAll, held } = heldFindOwner();
+  const { socket, connection: c, commandsRun, closedReports } = connection(undefined, service);
+  socket.emit('data', frames(req.findOwner('K', '1')));
+  t.is(held(), 1);
+  c.hangUp();
+  c.end();
+  c.hangUp();
+  t.is(socket.destroySoons, 1, 'one close, however often asked for');
+  await c.quiesce(); // resolves at once: nothing more will be answered
+  socket.emit('data', frames(req.findOwner('K', '2')));
+  answerAll();
+  await settled();
+  t.is(commandsRun(), 1, 'closing: nothing more is run');
+  t.is(socket.bytesWritten, 0, 'an answer that comes after the close is dropped');
+  socket.emit('close');
+  socket.emit('close');
+  t.is(closedReports(), 1, 'the server is told once');
+  c.drop();
+  t.is(socket.destroys, 1, 'drop() still cuts a socket that is slow to close');
+  t.is(closedReports(), 1);
+});
+
+test('closed by the client (a reset): nothing more is run or written, the server is told once', async (t) => {
+  const { service, answerAll } = heldFindOwner();
+  const { socket, connection: c, commandsRun, closedReports } = connection(undefined, service);
+  socket.emit('data', frames(req.findOwner('K', '1')));
+  socket.emit('close');
+  t.is(closedReports(), 1);
+  socket.emit('data', frames(req.findOwner('K', '2')));
+  answerAll();
+  await settled();
+  await c.quiesce();
+  c.end();
+  t.is(commandsRun(), 1);
+  t.is(socket.bytesWritten, 0);
+  t.is(socket.destroySoons, 0, 'already closed: nothing to close');
+  t.is(closedReports(), 1);
 });

@@ -11,7 +11,7 @@ import { Command, GREETING_ACCEPTED, STATS_REPLY_LENGTH } from '../../../src/pro
 import { INCOMPLETE, requestFrameLength, UnknownCommandError } from '../../../src/protocol/decodeRequest.js';
 
 const CANNED: ReadonlyArray<Buffer | undefined> = (() => {
-  const replies: Array<Buffer | undefined> = new Array(256).fill(undefined);
+  const replies = new Array<Buffer | undefined>(256).fill(undefined);
   replies[Command.FindOwner] = Buffer.from([0]);
   replies[Command.Request] = Buffer.from([0, 1]);
   replies[Command.FindLocation] = Buffer.from([0, 1]);

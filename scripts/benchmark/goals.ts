@@ -213,7 +213,7 @@ export function checkClusterGoals(results: BenchResults): GoalCheck[] {
     const dir = Math.max(...scale.soak.etcdBytesAfter);
     // Results of runs before the db file was measured on its own have only the data dir.
     const dbKnown = scale.soak.etcdDbBytesAfter !== undefined;
-    const db = dbKnown ? Math.max(...scale.soak.etcdDbBytesAfter!) : dir;
+    const db = dbKnown ? Math.max(...scale.soak.etcdDbBytesAfter) : dir;
     const measured = dbKnown
       ? `bbolt db ${fmt(db / 2 ** 20)} MB (data dir ${fmt(dir / 2 ** 20)} MB), largest member, after ${fmt(scale.soak.seconds)} s`
       : `data dir ${fmt(dir / 2 ** 20)} MB (db file not measured separately), largest member, after ${fmt(scale.soak.seconds)} s`;

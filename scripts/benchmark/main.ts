@@ -51,7 +51,7 @@ function list<T>(parse: (item: string) => T): (value: string) => T[] {
 }
 
 function scenarios(value: string): ScenarioName[] {
-  return value.split(',').flatMap((item) => {
+  return value.split(',').flatMap((item): ScenarioName[] => {
     const name = item.trim();
     const group = SCENARIO_GROUPS[name];
     if (group !== undefined) return [...group];

@@ -25,7 +25,7 @@ for (const seed of seeds) {
     console.log(JSON.stringify(report));
   } catch (error) {
     // Anything else thrown is a failure of this seed too: a long run goes on to the next one.
-    const message = error instanceof SimulationFailure ? error.message : `${(error as Error).stack ?? String(error)}`;
+    const message = error instanceof SimulationFailure ? error.message : ((error as Error).stack ?? String(error));
     failures++;
     const flags = `--faulty-ms ${options.faultyMs}${options.foreignCompaction ? '' : ' --no-foreign-compaction'}`;
     console.log(`seed ${seed} FAILED: ${message}\nreplay: scripts/simulate --seed ${seed} ${flags}`);

@@ -255,6 +255,8 @@ program
         intervalMs: options.interval * MS_PER_SECOND,
         count: options.count,
         json: asJson,
+        // isTTY is undefined, not false, when stdout is not a terminal (Node's types say boolean).
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-boolean-literal-compare
         clearScreen: process.stdout.isTTY === true && !asJson,
         write: out,
       });

@@ -162,6 +162,8 @@ export class LockClient {
   static async connect(options: LockClientOptions = {}): Promise<LockClient> {
     const endpoints = endpointsOf(options, DEFAULT_HOST, DEFAULT_PORT);
     const order = options.hostOrder ?? 'random-start';
+    // A caller in plain JavaScript may pass anything; String() prints it whatever it is.
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-conversion
     if (!HOST_ORDERS.includes(order)) throw new RangeError(`hostOrder must be ${HOST_ORDERS.join(' or ')}, got ${String(order)}`);
     const start = order === 'as-listed' ? 0 : Math.floor(Math.random() * endpoints.length);
     return LockClient.connectFrom(endpoints, start, options, Infinity);
@@ -362,7 +364,7 @@ export class LockClient {
     try {
       request = build();
     } catch (error) {
-      return Promise.reject(error as Error);
+      return Promise.reject(error);
     }
     return this.send(request);
   }

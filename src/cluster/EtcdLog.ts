@@ -203,7 +203,11 @@ export class EtcdLog implements ReplicatedLog {
     // Trap 5: compaction past the watcher cancels it with 'error'; unheard, it would crash us.
     // etcd 3.4 names no reason ("Watcher canceled: "); the caller's reload path copes with any cause.
     watcher.on('error', (error: Error) => end('compacted', `${endpoint.url}: ${error.message}`));
-    return { close: () => void (closed || stop()) };
+    return {
+      close: () => {
+        if (!closed) stop();
+      },
+    };
   }
 
   loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined> {

@@ -43,7 +43,7 @@ export function encodeField(value: ByteString): string {
   let out = '';
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
-    if (code > 0x20 && code < 0x7f && code !== 0x25 && code !== 0x23) out += value[i];
+    if (code > 0x20 && code < 0x7f && code !== 0x25 && code !== 0x23) out += value[i]!;
     else out += '%' + code.toString(16).toUpperCase().padStart(2, '0');
   }
   return out;

@@ -12,7 +12,7 @@ export interface Logger {
 
 function formatValue(value: string | number | boolean): string {
   const text = String(value);
-  return /^[A-Za-z0-9_.:\/@+-]+$/.test(text) ? text : JSON.stringify(text);
+  return /^[A-Za-z0-9_.:/@+-]+$/.test(text) ? text : JSON.stringify(text);
 }
 
 export function formatEvent(name: string, fields: LogFields = {}, at = new Date()): string {

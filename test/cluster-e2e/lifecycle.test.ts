@@ -75,7 +75,7 @@ etcdTest.serial('etcd unreachable at start: the node says so, keeps its lock por
 
   await etcd.launch();
   await cluster.ready(node, 60_000);
-  t.is(node.port, port);
+  t.is(node.port, port!);
   t.is(node.eventsNamed('lock-file-not-loaded').length, 1);
   const client = await node.accepted();
   t.is(await ask.request(client, 'k', '1', 'alice'), 1);

@@ -82,23 +82,23 @@ etcdTest.serial('pipelined requests on one connection are answered in order, whi
   for (let i = 0; i < 20; i++) onB.push(req.request('p', `b${i}`, 'b'), req.location('p', `b${i}`, 'b'));
   onB.push(req.releaseAll('b'), req.location('p', 'b0', 'b'));
 
-  const [repliesA, repliesB] = await Promise.all([pipeline(a!, ...onA), pipeline(b!, ...onB)]);
+  const [repliesA, repliesB] = await Promise.all([pipeline(a, ...onA), pipeline(b, ...onB)]);
   t.deepEqual(repliesA, [1, 1, 2, 2, 'a1', 1, 0, true, 1, '']);
   const expectedB: unknown[] = [];
   for (let i = 0; i < 20; i++) expectedB.push(1, 1);
   expectedB.push(20, 0);
   t.deepEqual(repliesB, expectedB);
-  t.is(a!.buffered, 0, 'no reply beyond those asked for');
+  t.is(a.buffered, 0, 'no reply beyond those asked for');
 
   // A long pipeline of requests for one lock from two nodes: positions 1..n, queue order = ticket order.
   const many = 40;
   const asks = Array.from({ length: many }, (_, i) => req.request('q', '1', `o${String(i).padStart(2, '0')}`));
-  const [first, second] = await Promise.all([pipeline(a!, ...asks.slice(0, many / 2)), pipeline(b!, ...asks.slice(many / 2))]);
+  const [first, second] = await Promise.all([pipeline(a, ...asks.slice(0, many / 2)), pipeline(b, ...asks.slice(many / 2))]);
   const positions = [...(first as number[]), ...(second as number[])];
   t.deepEqual([...positions].sort((x, y) => x - y), Array.from({ length: many }, (_, i) => i + 1), 'every position handed out once');
   const isIncreasing = (xs: number[]): boolean => xs.every((x, i) => i === 0 || x > xs[i - 1]!);
   t.true(isIncreasing(first as number[]) && isIncreasing(second as number[]), 'each connection sees its own requests in order');
-  const queue = (await ask.list(a!, 'q')).map((e) => e.owner);
+  const queue = (await ask.list(a, 'q')).map((e) => e.owner);
   const byPosition = asks.map((r, i) => [positions[i]!, (r as { owner: string }).owner] as const).sort((x, y) => x[0] - y[0]);
   t.deepEqual(queue, byPosition.map(([, owner]) => owner), 'the queue is in the order the positions said');
 });

@@ -26,7 +26,7 @@ test('an uncaught exception in a real process logs event=fatal, saves every lock
   t.is(await ask.request(client, 'k', '1', 'alice', { ttl: 0, ttw: 0 }), 1);
   t.is(await ask.request(client, 'k', '1', 'bob', { ttl: 0, ttw: 0 }), 2);
 
-  child.stdin!.write('throw\n');
+  child.stdin.write('throw\n');
   t.deepEqual(await server.waitForExit(), { code: 70, signal: null });
   const fatal = server.eventsNamed('fatal');
   t.is(fatal.length, 1);

@@ -176,6 +176,7 @@ export class EtcdCluster {
     });
     const token = `lockserver-test-${randomBytes(6).toString('hex')}`;
     const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
+    // prettier-ignore
     const args = (m: EtcdMember): string[] => [
       '--name', m.name,
       '--data-dir', m.dataDir,

@@ -25,8 +25,8 @@ export function startLockctl(args: readonly string[]): LockctlRun {
   const child = spawn(process.execPath, [LOCKCTL_PATH, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout!.setEncoding('utf8').on('data', (text: string) => (stdout += text));
-  child.stderr!.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
   const exited = new Promise<LockctlResult>((resolve) => {
     child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
@@ -41,10 +41,7 @@ export function lockctl(args: readonly string[]): Promise<LockctlResult> {
 }
 
 /** Runs lockctl against the server on `port`, with `--json`, and parses its stdout. */
-export async function lockctlJson<T = Record<string, unknown>>(
-  port: number,
-  args: readonly string[],
-): Promise<{ code: number | null; value: T }> {
+export async function lockctlJson(port: number, args: readonly string[]): Promise<{ code: number | null; value: Record<string, unknown> }> {
   const run = await lockctl(['-p', String(port), '--json', ...args]);
-  return { code: run.code, value: JSON.parse(run.stdout) as T };
+  return { code: run.code, value: JSON.parse(run.stdout) as Record<string, unknown> };
 }

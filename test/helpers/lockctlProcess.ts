@@ -21,8 +21,8 @@ export function startLockctlWith(args: readonly string[], { env = {}, limitMs = 
   let stdout = '';
   let stderr = '';
   const watchers = new Set<() => void>();
-  child.stdout!.setEncoding('utf8').on('data', (text: string) => (stdout += text));
-  child.stderr!.setEncoding('utf8').on('data', (text: string) => {
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => {
     stderr += text;
     for (const check of watchers) check();
   });

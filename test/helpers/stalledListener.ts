@@ -26,7 +26,7 @@ export async function stalledPort(t: ExecutionContext): Promise<number> {
     child.kill('SIGKILL');
   });
   const port = await bounded(
-    new Promise<number>((resolve) => child.stdout!.once('data', (text: Buffer) => resolve(Number(String(text))))),
+    new Promise<number>((resolve) => child.stdout.once('data', (text: Buffer) => resolve(Number(String(text))))),
     DEFAULT_WAIT_MS,
     'the stalled listener to report its port',
   );

@@ -57,7 +57,7 @@ test('a key with a hundred thousand indexes finds each, and forgets them all', (
   const d = new KeyDirectory(new NameStore(), SEED);
   const queues: number[] = [];
   for (let i = 0; i < 100_000; i++) queues.push(d.getOrCreate('table', `row${i}`));
-  for (let i = 0; i < 100_000; i += 997) t.is(d.find('table', `row${i}`), queues[i]);
+  for (let i = 0; i < 100_000; i += 997) t.is(d.find('table', `row${i}`), queues[i]!);
   t.is(d.find('table', 'row100000'), NO_ID);
   for (let i = 0; i < 100_000; i++) d.delete(queues[i]!);
   t.deepEqual([d.keyCount, d.queueCount], [0, 0]);

@@ -134,6 +134,7 @@ export class BenchCluster {
     const token = `lockserver-bench-${randomBytes(6).toString('hex')}`;
     const initialCluster = members.map((m) => `${m.name}=http://${LOOPBACK}:${m.peerPort}`).join(',');
     // etcd's defaults otherwise (heartbeat 100 ms, election 1 s, fsync on), as an operator runs it.
+    // prettier-ignore
     const etcdArgs = (m: Member): string[] => [
       '--name', m.name,
       '--data-dir', m.dataDir,
@@ -149,6 +150,7 @@ export class BenchCluster {
     ];
     const endpoints = members.map((m) => m.clientUrl).join(',');
     const clusterName = `bench${randomBytes(4).toString('hex')}`;
+    // prettier-ignore
     const nodeArgs = (n: Node): string[] => [
       ...(options.nodeFlags ?? []),
       CLI,

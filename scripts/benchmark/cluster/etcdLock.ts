@@ -42,11 +42,11 @@ export async function runEtcdLock(
   const until = from + spec.durationMs;
   const cpuFrom = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs));
-    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? undefined : cpuSeconds(p)))), own: process.cpuUsage() };
+    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p)))), own: process.cpuUsage() };
   })();
   const cpuUntil = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs + spec.durationMs));
-    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? undefined : cpuSeconds(p)))), at: performance.now() };
+    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p)))), at: performance.now() };
   })();
   const locker = async (i: number): Promise<void> => {
     const name = `bench-etcd-lock/${run}/${i}`;
@@ -85,7 +85,7 @@ export async function runEtcdLock(
     opsPerSecond: cyclesPerSecond * 2,
     failures,
     cycleMs: { p50: histogram.percentile(50) / 1000, p99: histogram.percentile(99) / 1000, p999: histogram.percentile(99.9) / 1000 },
-    etcdCpuCores: a.etcd.map((x, i) => (x === undefined || b.etcd[i] === undefined ? undefined : (b.etcd[i]! - x) / seconds)),
+    etcdCpuCores: a.etcd.map((x, i) => (x === undefined || b.etcd[i] === undefined ? undefined : (b.etcd[i] - x) / seconds)),
     // Includes the few ms after the window until the last cycles finished: close enough for a share.
     clientCpuCores: (own.user + own.system) / 1e6 / ((b.at - from) / 1000),
   };

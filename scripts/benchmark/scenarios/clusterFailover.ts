@@ -146,7 +146,7 @@ export async function runClusterFailover(cluster: BenchCluster, config: BenchCon
     const deadline = since + AFFECTED_LIMIT_MS;
     while (performance.now() < deadline) {
       const firsts = group.map((p) => p.completions.find((t) => t > since));
-      if (firsts.every((t) => t !== undefined)) return Math.max(...(firsts as number[])) - since;
+      if (firsts.every((t) => t !== undefined)) return Math.max(...firsts) - since;
       await delay(20);
     }
     return undefined;

@@ -89,7 +89,7 @@ export async function runClusterScale(
   const filledAt = Date.now();
   log(`cluster scale: ${held} locks held after ${fillSeconds.toFixed(1)} s (${Math.round(held / fillSeconds)}/s)`);
   await delay(1_000);
-  const nodeRssBytes = await Promise.all(cluster.nodePids().map((pid) => (pid === undefined ? undefined : rssBytes(pid))));
+  const nodeRssBytes = await Promise.all(cluster.nodePids().map((pid) => (pid === undefined ? Promise.resolve(undefined) : rssBytes(pid))));
 
   const deadline = Date.now() + SNAPSHOT_WAIT_MS;
   let snapshot: SnapshotEvent | undefined;

@@ -54,9 +54,9 @@ export async function runRandomKeys(
         lanes.push({ name: 'null-server', target: targets.ceiling, running });
       }
       if (redisAvailable) {
-        const running = await targets.redis!.start({ maxConnections });
+        const running = await targets.redis.start({ maxConnections });
         started.push(running);
-        lanes.push({ name: 'redis', target: targets.redis!, running });
+        lanes.push({ name: 'redis', target: targets.redis, running });
       }
       const cells = new Map<string, { runs: LoadResult[]; error?: string }>();
       const cellKey = (lane: string, shape: LoadShape): string => `${lane}:${shape.connections}x${shape.depth}`;

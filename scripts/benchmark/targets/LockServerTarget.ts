@@ -36,6 +36,7 @@ export class LockServerTarget implements Target {
     const dir = await mkdtemp(join(tmpdir(), 'lockserver-bench-'));
     const lockFile = join(dir, 'bench.locks');
     if (options.lockFile !== undefined) await copyFile(options.lockFile, lockFile);
+    // prettier-ignore
     const args = [
       ...this.nodeFlags,
       CLI,

@@ -12,7 +12,7 @@ import { requestFrameLength, UnknownCommandError } from '../../../src/protocol/d
 import { INCOMPLETE } from '../../../src/protocol/framing.js';
 
 const CANNED: ReadonlyArray<Buffer | undefined> = (() => {
-  const replies: Array<Buffer | undefined> = new Array(256).fill(undefined);
+  const replies = new Array<Buffer | undefined>(256).fill(undefined);
   replies[Command.FindOwner] = Buffer.from([0]);
   replies[Command.Request] = Buffer.from([0, 1]);
   replies[Command.FindLocation] = Buffer.from([0, 1]);

@@ -69,7 +69,7 @@ export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOu
     json?.({ exitCode, lockLost: lock.signal.aborted });
     return exitCode;
   } finally {
-    await lock.release().catch((error: Error) => warn(`could not release the lock: ${error.message}`));
+    await lock.release().catch((error: unknown) => warn(`could not release the lock: ${(error as Error).message}`));
   }
 }
 

@@ -63,6 +63,7 @@ export const requireLeader: Interceptor = (options, next) => {
     start(metadata, listener);
   };
   // grpc-js only uses the call through its interface; the class type is what the signature names.
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment
   return call as InterceptingCall;
 };
 

@@ -242,7 +242,7 @@ etcdTest.serial('a member left without a quorum refuses calls with "no leader" a
   let refusal = '';
   for (const deadline = Date.now() + 30_000; !/no leader/.test(refusal); ) {
     if (Date.now() >= deadline) throw new Error(`no "no leader" refusal within 30 s; last: ${refusal}`);
-    refusal = await log.head(1_000).then(() => 'answered', (error: Error) => error.message);
+    refusal = await log.head(1_000).then(() => 'answered', (error: unknown) => (error as Error).message);
   }
   t.regex(await bounded(ended, 30_000, 'the watch to end'), /^broken: .*no leader/);
 });

@@ -120,15 +120,20 @@ async function heal(cluster: NetCluster, applied: Applied): Promise<void> {
   const { fault } = applied;
   switch (fault.kind) {
     case 'cut-node':
-      return cluster.healNode(cluster.nodes[fault.node]!);
+      cluster.healNode(cluster.nodes[fault.node]!);
+      break;
     case 'isolate-member':
-      return cluster.rejoinMember(applied.member!);
+      cluster.rejoinMember(applied.member!);
+      break;
     case 'pause-member':
-      return cluster.resumeMember(applied.member!);
+      cluster.resumeMember(applied.member!);
+      break;
     case 'delay-link':
-      return cluster.delayLink(cluster.nodes[fault.node]!, cluster.members[fault.member]!, 0);
+      cluster.delayLink(cluster.nodes[fault.node]!, cluster.members[fault.member]!, 0);
+      break;
     case 'pause-leader-node':
-      return cluster.resumeNode(applied.node!);
+      cluster.resumeNode(applied.node!);
+      break;
     case 'kill-node':
       // Restarted in the background: ready once caught up (bounded inside startNode).
       void cluster.startNode(cluster.nodes[fault.node]!).catch(() => undefined);

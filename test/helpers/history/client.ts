@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Command } from '../../../src/protocol/constants.js';
 import type { Reply } from '../../../src/protocol/decodeReply.js';
-import type { Contender, Request } from '../../../src/protocol/messages.js';
+import type { Request } from '../../../src/protocol/messages.js';
 import { Connection, Unanswered } from './connection.js';
 import type { History, ListEntry, OpInput, ReplyValue } from './history.js';
 
@@ -61,7 +61,7 @@ function toRequest(op: OpInput): Request {
 
 function toValue(reply: Reply): ReplyValue {
   if (!Array.isArray(reply)) return reply as number | string | boolean;
-  return (reply as Contender[]).map((c): ListEntry => ({ index: c.index, owner: c.owner, isOwner: c.isOwner }));
+  return reply.map((c): ListEntry => ({ index: c.index, owner: c.owner, isOwner: c.isOwner }));
 }
 
 /**

@@ -80,6 +80,7 @@ export class NetCluster {
 
   private async spawnMember(member: NetMember): Promise<void> {
     const peer = (m: NetMember): string => `http://${m.host.backendAddress}:${ETCD_PEER_PORT}`;
+    // prettier-ignore
     const args = [
       '--name', member.host.name,
       '--data-dir', member.dataDir,
@@ -128,6 +129,7 @@ export class NetCluster {
     await mkdir(node.dir, { recursive: true });
     const files = serverFiles(node.dir);
     await writeFile(files.hostsFile, `${this.lab.root.clientAddress}\n`);
+    // prettier-ignore
     const args = [
       '--port', String(LOCK_PORT),
       '--listen', node.host.clientAddress!,

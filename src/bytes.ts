@@ -69,7 +69,7 @@ export function printable(value: ByteString): string {
   let out = '';
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
-    if (code >= 0x20 && code < 0x7f && code !== 0x5c) out += value[i];
+    if (code >= 0x20 && code < 0x7f && code !== 0x5c) out += value[i]!;
     else out += '\\x' + code.toString(16).padStart(2, '0');
   }
   return out;

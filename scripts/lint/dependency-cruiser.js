@@ -4,8 +4,14 @@
 /** Floors, top to bottom; each entry is a folder of src/. */
 const FLOORS = [
   ['cli'],
-  ['server', 'cluster', 'client', 'metrics'],
-  ['locks', 'files'],
+  // Metrics observe the server and the cluster (their stats and observer hooks), so they sit above both.
+  ['metrics'],
+  // The daemon picks the lock service (the local table, or the cluster) and serves it.
+  ['server'],
+  // Each a user of the lock table's records: replicated (cluster), asked for over the wire (client),
+  // saved and loaded (files).
+  ['cluster', 'client', 'files'],
+  ['locks'],
   ['protocol'],
   // The ground floor: what is injected (runtime/) and the leaf modules at the root of src/ that
   // need nothing but Node (byte strings, the default port, where the package is and its version).

@@ -37,7 +37,7 @@ export async function startMetricsEndpoint(registry: Registry, port: number, hos
       (request, response) => {
         registry.metrics().then(
           (text) => response.writeHead(200, { 'content-type': registry.contentType }).end(request.method === 'HEAD' ? undefined : text),
-          (error: Error) => response.writeHead(500, { 'content-type': 'text/plain' }).end(`${error.message}\n`),
+          (error: unknown) => response.writeHead(500, { 'content-type': 'text/plain' }).end(`${error instanceof Error ? error.message : String(error)}\n`),
         );
       },
     ],

@@ -62,7 +62,7 @@ export interface RequestLayout {
 }
 
 export const REQUEST_LAYOUTS: ReadonlyArray<RequestLayout | undefined> = (() => {
-  const layouts: Array<RequestLayout | undefined> = new Array(256).fill(undefined);
+  const layouts: Array<RequestLayout | undefined> = new Array<RequestLayout | undefined>(256).fill(undefined);
   layouts[Command.FindOwner] = { strings: 2, fixedTail: 0 };
   layouts[Command.Request] = { strings: 3, fixedTail: TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH };
   layouts[Command.FindLocation] = { strings: 3, fixedTail: 0 };

@@ -92,8 +92,8 @@ export class Daemon {
 
   static async start(config: DaemonConfig, deps: DaemonDeps): Promise<Daemon> {
     const allowList = await loadAllowList(config.hostsFile, deps.logger);
-    const pidFile = await claimServerFiles(config, deps.logger).catch((error: Error) => {
-      throw new StartupError(error.message);
+    const pidFile = await claimServerFiles(config, deps.logger).catch((error: unknown) => {
+      throw new StartupError(error instanceof Error ? error.message : String(error));
     });
     try {
       return await Daemon.startServing(config, deps, allowList, pidFile);

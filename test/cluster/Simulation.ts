@@ -251,7 +251,7 @@ class Simulation {
     const node: SimNode = { name, priority, time, log, service, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
     this.nodes[index] = node;
     this.note(`${name} starts (incarnation ${node.incarnations}, member m${log.member})`);
-    time.after(0, () => void service.start().catch((error: Error) => this.note(`${name} start failed: ${error.message}`)));
+    time.after(0, () => void service.start().catch((error: unknown) => this.note(`${name} start failed: ${messageOf(error)}`)));
   }
 
   private crashNode(index: number): void {
@@ -465,7 +465,7 @@ class Simulation {
             owners.push(owner);
             this.durable.set(lock, owners);
           },
-          (error: Error) => this.fail(`durable request by ${owner} failed on a healthy store: ${error.message}`),
+          (error: unknown) => this.fail(`durable request by ${owner} failed on a healthy store: ${messageOf(error)}`),
         ),
       );
       await this.vt.advance(5);
@@ -528,8 +528,8 @@ class Simulation {
           this.note(`${client.name}@${node.name} ${what} → ${JSON.stringify(value)}`);
           onAnswer(value, sent);
         },
-        (error: Error) => {
-          this.note(`${client.name}@${node.name} ${what} closed: ${error.message}`);
+        (error: unknown) => {
+          this.note(`${client.name}@${node.name} ${what} closed: ${messageOf(error)}`);
           onLost?.();
           this.hungUp(c);
         },
@@ -691,13 +691,17 @@ class Simulation {
     if (ready.length !== NODE_COUNT) this.fail(`only ${ready.length} of ${NODE_COUNT} nodes ready after healing`);
     const versions = new Set(ready.map((n) => n.service.replica.position.version));
     const digests = new Set(ready.map((n) => n.service.replica.digest()));
-    if (versions.size !== 1 || digests.size !== 1) this.fail(`nodes did not converge: versions ${[...versions]} digests ${[...digests]}`);
+    if (versions.size !== 1 || digests.size !== 1) this.fail(`nodes did not converge: versions ${[...versions].join(',')} digests ${[...digests].join(',')}`);
     for (const [lock, owners] of this.durable) {
       const [key, index] = lock.split('/') as [ByteString, ByteString];
       for (const node of ready) {
         const present = node.service.replica.table.list(key).filter((c) => c.index === index).map((c) => c.owner);
-        if (present.join(',') !== owners.join(',')) this.fail(`${node.name} lost durable entries: has [${present}] expected [${owners}]`);
+        if (present.join(',') !== owners.join(',')) this.fail(`${node.name} lost durable entries: has [${present.join(',')}] expected [${owners.join(',')}]`);
       }
     }
   }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

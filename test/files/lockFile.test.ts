@@ -51,7 +51,7 @@ test('a file with no header (empty, or only comments and blanks) is refused at l
   for (const text of ['', '\n\n', '# saved 2026-11-21\n# key index owner\n', '   \n# x\n']) {
     const error = t.throws(() => parseLockFile(text, '/l'), { instanceOf: FileFormatError });
     t.is(error?.line, 1, JSON.stringify(text));
-    t.regex(error!.message, /^\/l:1: .*empty or holds only comments/);
+    t.regex(error.message, /^\/l:1: .*empty or holds only comments/);
   }
 });
 
@@ -64,7 +64,7 @@ test('a version 2 file cut short, even exactly at a line boundary, is refused na
     const cut = lines.slice(0, keep).join('\n') + '\n';
     const error = t.throws(() => parseLockFile(cut, '/l'), { instanceOf: FileFormatError });
     t.is(error?.line, keep <= 3 ? 1 : keep, cut);
-    t.regex(error!.message, /cut short/);
+    t.regex(error.message, /cut short/);
   }
 });
 
@@ -78,11 +78,11 @@ test('an end line whose count does not match the entries is refused naming it', 
   ] as const) {
     const error = t.throws(() => parseLockFile(header + entries + end + '\n', '/l'), { instanceOf: FileFormatError });
     t.is(error?.line, 4);
-    t.regex(error!.message, reason);
+    t.regex(error.message, reason);
   }
   const after = t.throws(() => parseLockFile(header + entries + 'end 2\nk 2 c 0 0 0 owner never\n', '/l'), { instanceOf: FileFormatError });
   t.is(after?.line, 5);
-  t.regex(after!.message, /nothing may follow the end line/);
+  t.regex(after.message, /nothing may follow the end line/);
 });
 
 test('a version 1 file (no end line) still loads, marked unverified; with an end line it is checked', (t) => {
@@ -114,8 +114,8 @@ test('every kind of bad line is named by file and line', (t) => {
   for (const [text, line, reason] of cases) {
     const error = t.throws(() => parseLockFile(text, '/var/lib/lockserver.locks'), { instanceOf: FileFormatError });
     t.is(error?.line, line, text);
-    t.regex(error!.message, /^\/var\/lib\/lockserver\.locks:\d+: /);
-    t.regex(error!.message, reason);
+    t.regex(error.message, /^\/var\/lib\/lockserver\.locks:\d+: /);
+    t.regex(error.message, reason);
   }
 });
 
@@ -136,5 +136,5 @@ test('a missing lock file is no error; an unreadable one is, naming it', async (
   const dir = await mkdtemp(join(tmpdir(), 'lockfile-'));
   t.is(await loadLockFile(join(dir, 'absent')), undefined);
   const error = await t.throwsAsync(loadLockFile(dir));
-  t.true(error!.message.includes(dir));
+  t.true(error.message.includes(dir));
 });

@@ -61,7 +61,7 @@ test('a bad line is an error naming the file and the line', (t) => {
   ] as const) {
     const error = t.throws(() => list(text), { instanceOf: FileFormatError });
     t.is(error?.line, line, text);
-    t.regex(error!.message, new RegExp(`^/etc/lockserver/hosts:${line}: `));
+    t.regex(error.message, new RegExp(`^/etc/lockserver/hosts:${line}: `));
   }
 });
 

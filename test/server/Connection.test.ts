@@ -82,14 +82,18 @@ function connection(
     logger: silentLogger,
     draining: false,
     commandObserver: undefined,
-    countCommand: (command) => void stats.commands[command]!++,
+    countCommand: (command) => {
+      stats.commands[command]!++;
+    },
     statsSnapshot: (locks) => stats.snapshot(locks),
     afterRemoval: () => {},
     now: () => clock.now(),
     inputIsStale: () => false,
     staleInputRefused: () => {},
     onPartialFrame: () => {},
-    onClosed: () => void closedReports++,
+    onClosed: () => {
+      closedReports++;
+    },
   };
   const socket = new StandInSocket();
   return {

@@ -51,5 +51,5 @@ test('shutdown waits for a request in flight, delivers its reply, then ends the 
   server.closeConnections();
   await server.whenAllClosed(WAIT_MS);
   t.is(hex(await client.readUntilClose(WAIT_MS)), '0001', 'the reply (position 1: owner), then a clean end');
-  t.deepEqual(await local.snapshot().then((s) => s.map((l) => l.owner.toString())), ['alice']);
+  t.deepEqual(await local.snapshot().then((s) => s.map((l) => l.owner)), ['alice']);
 });

@@ -79,7 +79,9 @@ const host: ConnectionHost = {
   logger: silentLogger,
   draining: false,
   commandObserver: undefined,
-  countCommand: (command) => void stats.commands[command]!++,
+  countCommand: (command) => {
+    stats.commands[command]!++;
+  },
   statsSnapshot: (locks) => stats.snapshot(locks),
   afterRemoval: () => {},
   now: () => clock.now(),

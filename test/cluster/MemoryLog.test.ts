@@ -401,7 +401,7 @@ test('snapshots: none at first; saved in chunks and loaded whole; a newer one re
   const run = async <T>(p: Promise<T>): Promise<T> => {
     const s = track(p);
     await timers.advance(1_000);
-    if (s.error !== undefined) throw s.error instanceof Error ? s.error : new Error(String(s.error));
+    if (s.error !== undefined) throw s.error instanceof Error ? s.error : new Error(kindOf(s.error));
     t.true(s.done);
     return s.value!;
   };

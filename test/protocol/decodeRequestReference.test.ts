@@ -48,7 +48,7 @@ test('random frames of every command decode exactly as the binary-parser referen
   for (let i = 0; i < 2000; i++) {
     const command = (1 + Math.floor(random() * 8)) as Command;
     const r = { command, key: bytes(), index: bytes(), owner: bytes(), ttl: u16(), ttw: u16(), priority: Math.floor(random() * 256) };
-    requests.push(r as Request);
+    requests.push(r);
   }
   const writer = new BufferWriter();
   const frames: Buffer[] = [];

@@ -1,5 +1,6 @@
 import { asBuffer, byteString, type ByteString } from '../bytes.js';
 import type { LockRequest, SavedLock } from '../locks/LockService.js';
+import type { ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 
 /**
@@ -40,13 +41,7 @@ interface EntryName {
 }
 
 export type LogCommand =
-  | ({
-      readonly op: typeof LogOp.Request;
-      /** False while the proposing node drains: a request that would create an entry gets 0. */
-      readonly allowCreate: boolean;
-      /** The proposing node's --max-locks, carried so that every replica decides alike. */
-      readonly maxEntries: number;
-    } & LockRequest)
+  | ({ readonly op: typeof LogOp.Request } & ReplicatedRequest)
   | ({ readonly op: typeof LogOp.Renew | typeof LogOp.Release } & EntryName)
   | { readonly op: typeof LogOp.ReleaseKey; readonly key: ByteString; readonly owner: ByteString }
   | { readonly op: typeof LogOp.ReleaseAll; readonly owner: ByteString }

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { ByteString } from '../bytes.js';
 import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
-import { LockTable, type ReplicaEntry } from '../locks/LockTable.js';
+import { LockTable, type ReplicaEntry, type ReplicaTable } from '../locks/LockTable.js';
+import { ReplicaRules, type ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import {
   CheckedReader,
@@ -52,10 +53,12 @@ export type ApplyStep = (commandIndex: number) => void;
  * same state at the same position (compare `digest()`).
  *
  * The clock given here dates each entry's phase for this node's deadline watch only (see
- * LockTable's `replica` option); it never changes what apply decides.
+ * ReplicaRules); it never changes what apply decides.
  */
 export class ReplicaState {
-  readonly table: LockTable;
+  readonly table: ReplicaTable;
+  /** The table's rules: apply tells them the position and origin of each command it runs. */
+  private readonly rules: ReplicaRules;
   /** The last batch applied. */
   position: LogPosition = { version: 0, revision: 0 };
   /** `${name}\0${incarnation}` → last applied seq; insertion order is recency (oldest first). */
@@ -71,18 +74,15 @@ export class ReplicaState {
 
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
-    this.table = new LockTable(clock, {
-      maxEntries: Number.MAX_SAFE_INTEGER,
-      hashSeed,
-      replica: {
-        added: (origin) => this.byOrigin.set(origin, (this.byOrigin.get(origin) ?? 0) + 1),
-        removed: (origin) => {
-          const left = (this.byOrigin.get(origin) ?? 1) - 1;
-          if (left === 0) this.byOrigin.delete(origin);
-          else this.byOrigin.set(origin, left);
-        },
+    this.rules = new ReplicaRules({
+      added: (origin) => this.byOrigin.set(origin, (this.byOrigin.get(origin) ?? 0) + 1),
+      removed: (origin) => {
+        const left = (this.byOrigin.get(origin) ?? 1) - 1;
+        if (left === 0) this.byOrigin.delete(origin);
+        else this.byOrigin.set(origin, left);
       },
     });
+    this.table = new LockTable<ReplicatedRequest, ReplicaRules>(clock, this.rules, { hashSeed });
   }
 
   /** The last sequence number applied from that proposer incarnation (0 when none is remembered). */
@@ -121,8 +121,9 @@ export class ReplicaState {
     const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;
     for (let i = 0; i < commands.length; i++) {
       step?.(i);
-      this.table.position = commandPosition(at.version, i);
-      results[i] = refusedImport ? 0 : this.execute(commands[i]!, batch.proposer);
+      const position = commandPosition(at.version, i);
+      this.rules.beginCommand(position, batch.proposer);
+      results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch.proposer);
     }
     step?.(commands.length);
     // Changes nothing apply decides (see compactIfSparse), so replicas stay alike whenever each compacts.
@@ -130,11 +131,12 @@ export class ReplicaState {
     return results;
   }
 
-  private execute(c: LogCommand, origin: ByteString): number {
+  /** Runs one command, at log `position`, proposed through node `origin`. */
+  private execute(c: LogCommand, position: number, origin: ByteString): number {
     const table = this.table;
     switch (c.op) {
       case LogOp.Request:
-        return table.request(c.key, c.index, c.owner, c.ttl, c.ttw, c.priority, c.allowCreate, c.maxEntries, origin);
+        return table.request(c, c.allowCreate);
       case LogOp.Renew:
         return table.renew(c.key, c.index, c.owner) ? 1 : 0;
       case LogOp.Release:
@@ -146,22 +148,22 @@ export class ReplicaState {
       case LogOp.Expire:
         return table.expireVersion(c.key, c.index, c.owner, c.version);
       case LogOp.Import:
-        return table.importEntry(c, c.remainingMs === NO_REMAINING ? null : c.remainingMs, origin);
+        return table.importEntry(c, remainingOf(c), position, origin);
       case LogOp.ImportStaged:
-        return this.stage(c);
+        return this.stage(c, position);
       case LogOp.ImportCommit:
         return this.commitImport(c.importId, origin);
     }
   }
 
-  /** Stages one entry of an import: 1, or 0 when the import was refused (or replaced by a later one). */
-  private stage(c: ImportStagedCommand): number {
+  /** Stages one entry of an import, at log `position` (its ticket): 1, or 0 when the import was refused (or replaced by a later one). */
+  private stage(c: ImportStagedCommand, position: number): number {
     if (c.first) {
       if (this.table.size > 0) return 0;
       this.staging = { id: c.importId, entries: [] };
     }
     if (this.staging?.id !== c.importId) return 0;
-    this.staging.entries.push({ command: c, ticket: this.table.position });
+    this.staging.entries.push({ command: c, ticket: position });
     return 1;
   }
 
@@ -176,13 +178,8 @@ export class ReplicaState {
     if (staging?.id !== importId) return 0;
     this.staging = undefined;
     if (this.table.size > 0) return 0;
-    const position = this.table.position;
     let imported = 0;
-    for (const { command, ticket } of staging.entries) {
-      this.table.position = ticket;
-      imported += this.table.importEntry(command, command.remainingMs === NO_REMAINING ? null : command.remainingMs, origin);
-    }
-    this.table.position = position;
+    for (const { command, ticket } of staging.entries) imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
     return imported;
   }
 
@@ -297,6 +294,11 @@ export class ReplicaState {
   digest(): string {
     return createHash('sha256').update(this.encode()).digest('hex').slice(0, 16);
   }
+}
+
+/** An imported entry's remaining milliseconds as the table takes them: null when its phase never expires. */
+function remainingOf(c: { readonly remainingMs: number }): number | null {
+  return c.remainingMs === NO_REMAINING ? null : c.remainingMs;
 }
 
 function proposerKey(name: ByteString, incarnation: number): string {

@@ -1,14 +1,13 @@
-import type { ByteString } from '../bytes.js';
 import { NO_DEADLINE } from './DeadlineHeap.js';
 import { NO_ID } from './HashIndex.js';
-import { emptyNames, grownCapacity, IdAllocator, resized, resizedNames } from './records.js';
+import { grownCapacity, IdAllocator, resized } from './records.js';
 
 const MIN_CAPACITY = 64;
 
 /**
  * Every owner and waiter of every lock: one record per entry, as columns indexed by entry id (see
  * records.ts). LockTable gives each field its meaning; this class only keeps the columns and the
- * ids. 38 bytes per entry on a single node, 54 in a cluster replica (version and origin).
+ * ids: 38 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
  */
 export class EntryRecords {
   /** The (key, index) queue the entry is in. */
@@ -18,8 +17,8 @@ export class EntryRecords {
   /** Neighbours in its owner's list of entries (OwnerDirectory), NO_ID at the ends. */
   ownerPrev = new Int32Array(MIN_CAPACITY);
   ownerNext = new Int32Array(MIN_CAPACITY);
-  /** Arrival order (in a cluster the request's log position: the bakery ticket); breaks priority ties, earlier first. */
-  arrival = new Float64Array(MIN_CAPACITY);
+  /** The entry's ticket (see QueueRules.newTicket); breaks priority ties, lower first. */
+  ticket = new Float64Array(MIN_CAPACITY);
   /** When the current phase runs out on this node's clock (ms), NO_DEADLINE if never. */
   deadline = new Float64Array(MIN_CAPACITY);
   /** Seconds, as last requested; 0 = no expiry in that phase. */
@@ -29,21 +28,8 @@ export class EntryRecords {
   priority = new Uint8Array(MIN_CAPACITY);
   /** 1 for the queue's owner, 0 for a waiter. */
   isOwner = new Uint8Array(MIN_CAPACITY);
-  /**
-   * Cluster replicas only: the log position at which the current phase (TTL or TTW) began. An
-   * expiry command names it, so one proposed before a renewal or a promotion finds a newer phase
-   * and does nothing. Empty on a single node, where it is always 0.
-   */
-  version: Float64Array;
-  /** Cluster replicas only: the node the entry was requested through (drain waits for its own). */
-  origin: ByteString[];
   private capacity = MIN_CAPACITY;
   private readonly ids = new IdAllocator();
-
-  constructor(readonly replica: boolean) {
-    this.version = new Float64Array(replica ? MIN_CAPACITY : 0);
-    this.origin = replica ? emptyNames(MIN_CAPACITY) : [];
-  }
 
   get count(): number {
     return this.ids.live;
@@ -61,7 +47,6 @@ export class EntryRecords {
   }
 
   release(id: number): void {
-    if (this.replica) this.origin[id] = '';
     this.ids.release(id);
   }
 
@@ -71,15 +56,11 @@ export class EntryRecords {
     this.owner = resized(this.owner, capacity);
     this.ownerPrev = resized(this.ownerPrev, capacity);
     this.ownerNext = resized(this.ownerNext, capacity);
-    this.arrival = resized(this.arrival, capacity);
+    this.ticket = resized(this.ticket, capacity);
     this.deadline = resized(this.deadline, capacity);
     this.ttl = resized(this.ttl, capacity);
     this.ttw = resized(this.ttw, capacity);
     this.priority = resized(this.priority, capacity);
     this.isOwner = resized(this.isOwner, capacity);
-    if (this.replica) {
-      this.version = resized(this.version, capacity);
-      this.origin = resizedNames(this.origin, capacity);
-    }
   }
 }

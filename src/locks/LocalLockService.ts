@@ -4,6 +4,7 @@ import type { Clock } from '../runtime/Clock.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockCounts, LockRequest, LockService, SavedLock } from './LockService.js';
 import { LockTable, type LockTableOptions } from './LockTable.js';
+import { SingleNodeRules } from './SingleNodeRules.js';
 
 /** Sweep often enough that an entry disappears well within a second of its deadline. */
 export const SWEEP_INTERVAL_MS = 100;
@@ -18,6 +19,8 @@ export const QUIET_ARRIVALS = 100;
 export const CHURN_WORTH_COLLECTING = 100_000;
 
 export interface LocalLockServiceOptions extends LockTableOptions {
+  /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
+  readonly maxEntries?: number;
   /**
    * Entries whose TTL or TTW ran out, reported by each sweep: those it removed, and waiters that
    * were dropped since the last sweep because their wait had run out when the lock came free.
@@ -41,6 +44,7 @@ export interface LocalLockServiceOptions extends LockTableOptions {
 /** The single-node LockService: a LockTable in this process, swept by one periodic task. */
 export class LocalLockService implements LockService {
   readonly table: LockTable;
+  private readonly rules: SingleNodeRules;
   private readonly stopSweeping: () => void;
   private sweeping = false;
   /** The table's count of dropped overdue waiters at the last sweep, which reports those since. */
@@ -55,7 +59,8 @@ export class LocalLockService implements LockService {
     private readonly timers: Timers = realTimers,
     private readonly options: LocalLockServiceOptions = {},
   ) {
-    this.table = new LockTable(clock, options);
+    this.rules = new SingleNodeRules(options.maxEntries);
+    this.table = new LockTable(clock, this.rules, options);
     this.stopSweeping = timers.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
 
@@ -82,7 +87,7 @@ export class LocalLockService implements LockService {
   private checkQuiet(): void {
     this.sweepsSinceCheck = 0;
     const table = this.table;
-    const arrivals = table.arrivals;
+    const arrivals = this.rules.arrivals;
     const quiet = arrivals - this.arrivalsAtCheck < QUIET_ARRIVALS;
     this.arrivalsAtCheck = arrivals;
     if (!quiet || arrivals - this.arrivalsAtCollect < CHURN_WORTH_COLLECTING) return;
@@ -98,7 +103,7 @@ export class LocalLockService implements LockService {
   }
 
   request(r: LockRequest, allowCreate: boolean): number {
-    return this.table.request(r.key, r.index, r.owner, r.ttl, r.ttw, r.priority, allowCreate);
+    return this.table.request(r, allowCreate);
   }
 
   location(key: ByteString, index: ByteString, owner: ByteString): number {

@@ -6,23 +6,16 @@ import { EntryRecords } from './EntryRecords.js';
 import { DEFAULT_HASH_SEED } from './hashByteString.js';
 import { NO_ID } from './HashIndex.js';
 import { KeyDirectory } from './KeyDirectory.js';
+import type { LockRequest, SavedLock } from './LockService.js';
 import { NameStore } from './NameStore.js';
-import type { SavedLock } from './LockService.js';
 import { OwnerDirectory } from './OwnerDirectory.js';
+import type { QueueRules } from './QueueRules.js';
+import type { ReplicaRules, ReplicatedRequest } from './ReplicaRules.js';
 import { WaiterQueues } from './WaiterQueues.js';
 
 const MS_PER_SECOND = 1000;
 
 export interface LockTableOptions {
-  /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
-  readonly maxEntries?: number;
-  /**
-   * Cluster mode: the table is a replica fed by the log (see src/cluster/ReplicaState.ts). Tickets
-   * and phase versions are log positions (`position`), and a waiter is promoted whatever this
-   * node's clock says (expiry is a log command: the leader proposes it). The clock still dates
-   * every phase, but only for this node's own deadline watch, never for an answer.
-   */
-  readonly replica?: ReplicaHooks;
   /**
    * Seed of the hash indexes (see hashByteString). Any value gives the same answers, in the same
    * order; a server passes a random one so that clients cannot aim keys at one probe run.
@@ -39,12 +32,6 @@ export interface ReplicaEntry extends Omit<SavedLock, 'remainingMs'> {
   readonly origin: ByteString;
 }
 
-/** Told of every entry that joins or leaves a replicated table, by origin node (per-node counts for drain). */
-export interface ReplicaHooks {
-  added(origin: ByteString): void;
-  removed(origin: ByteString): void;
-}
-
 /** An entry whose phase ran out on this node's clock, as takeDue() hands it to the leader. */
 export interface DueEntry {
   readonly key: ByteString;
@@ -59,6 +46,7 @@ export interface DueEntry {
   readonly deadline: number;
 }
 
+/** Most entries a single node holds unless told otherwise (--max-locks). */
 export const DEFAULT_MAX_ENTRIES = 10_000_000;
 /** Entries the table must once have held before compactIfSparse() finds anything worth doing. */
 export const COMPACT_AFTER_PEAK = 65_536;
@@ -67,6 +55,8 @@ export const COMPACT_RATIO = 16;
 /** …and no more than this many, so that one rebuild stays a matter of milliseconds. */
 export const COMPACT_MAX_ENTRIES = 16_384;
 
+/** A table run by a cluster replica's rules: the only kind the cluster-mode methods accept. */
+export type ReplicaTable = LockTable<ReplicatedRequest, ReplicaRules>;
 
 /**
  * The lock state: one queue per (key, index), each with its owner and its waiters in priority,
@@ -81,8 +71,12 @@ export const COMPACT_MAX_ENTRIES = 16_384;
  * without entries is forgotten at once at no cost to later lookups. Records are reused but never
  * shrink on their own; compactIfSparse() rebuilds them once the table has emptied far below its
  * peak, so a burst of a million locks does not pin their memory after they are gone.
+ *
+ * Where a single node and a cluster replica differ (tickets, admission, promotion, what else is
+ * kept per entry), the table asks its rules (QueueRules): SingleNodeRules or ReplicaRules. The
+ * methods marked "cluster mode" exist only on a table with replica rules.
  */
-export class LockTable {
+export class LockTable<Request extends LockRequest = LockRequest, Rules extends QueueRules<Request> = QueueRules<Request>> {
   private entries!: EntryRecords;
   private keys!: KeyDirectory;
   private owners_!: OwnerDirectory;
@@ -91,28 +85,22 @@ export class LockTable {
   private readonly seed: number;
   /** Most entries held at once since the records were last built. */
   private peak = 0;
-  private nextArrival = 0;
   private ownerCount = 0;
   private waiterCount = 0;
   private overdueWaitersDropped = 0;
-  private readonly maxEntries: number;
-  private readonly replica: ReplicaHooks | undefined;
-  /** Cluster mode: the log position of the command being applied; tickets and versions come from it. */
-  position = 0;
 
   constructor(
     private readonly clock: Clock,
+    private readonly rules: Rules,
     options: LockTableOptions = {},
   ) {
-    this.maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
-    this.replica = options.replica;
     this.seed = options.hashSeed ?? DEFAULT_HASH_SEED;
     this.buildRecords();
   }
 
   /** Fresh, empty records (and the indexes over them). */
   private buildRecords(): void {
-    this.entries = new EntryRecords(this.replica !== undefined);
+    this.entries = new EntryRecords();
     const names = new NameStore();
     this.keys = new KeyDirectory(names, this.seed);
     this.owners_ = new OwnerDirectory(this.entries, names, this.seed);
@@ -127,8 +115,8 @@ export class LockTable {
    * When the table holds fewer than 1/COMPACT_RATIO of the entries it once did (and that peak was
    * at least COMPACT_AFTER_PEAK), and at most COMPACT_MAX_ENTRIES, rebuilds its records at their
    * present size, so the memory the peak grew goes back once the garbage collector takes the old
-   * records. Nothing anyone can ask changes: order, arrivals, tickets, versions, deadlines and
-   * origins are carried over as they are (only the order of an owner's entries among themselves,
+   * records. Nothing anyone can ask changes: order, tickets, deadlines and what the rules keep
+   * per entry are carried over as they are (only the order of an owner's entries among themselves,
    * and of deadlines that tie, may differ, and neither shows). Costs O(entries held), bounded; the
    * sweep calls it, not a command. Returns whether it rebuilt.
    */
@@ -138,11 +126,11 @@ export class LockTable {
     // Carried over in flat arrays, not an object per entry: those all survive into the old
     // generation, and promoting them was most of the cost (65,536 entries: 380 ms against 110).
     const names: ByteString[] = new Array<ByteString>(3 * size);
-    const times = new Float64Array(3 * size);
+    const times = new Float64Array(2 * size);
     const fields = new Int32Array(2 * size);
-    const origins: ByteString[] = [];
+    const from = new Int32Array(size);
+    const to = new Int32Array(size);
     const e = this.entries;
-    const replica = this.replica !== undefined;
     let n = 0;
     for (const queue of this.keys.all()) {
       const key = this.keys.keyOf(queue);
@@ -151,12 +139,11 @@ export class LockTable {
         names[3 * n] = key;
         names[3 * n + 1] = index;
         names[3 * n + 2] = this.ownerName(entry);
-        times[3 * n] = e.arrival[entry]!;
-        times[3 * n + 1] = replica ? e.version[entry]! : 0;
-        times[3 * n + 2] = e.deadline[entry]!;
+        times[2 * n] = e.ticket[entry]!;
+        times[2 * n + 1] = e.deadline[entry]!;
         fields[2 * n] = e.ttl[entry]! | (e.ttw[entry]! << 16);
         fields[2 * n + 1] = e.priority[entry]! | (e.isOwner[entry]! << 8) | ((this.expiry.has(entry) ? 1 : 0) << 9);
-        if (replica) origins.push(e.origin[entry]!);
+        from[n] = entry;
         n++;
       }
     }
@@ -166,13 +153,14 @@ export class LockTable {
       const ttw = fields[2 * i]! >>> 16;
       const flags = fields[2 * i + 1]!;
       const queue = this.keys.getOrCreate(names[3 * i]!, names[3 * i + 1]!);
-      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[3 * i]!, ttl, ttw, replica ? origins[i]! : '');
+      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[2 * i]!, ttl, ttw);
       this.insertSaved(entry, (flags & 0x100) !== 0);
-      if (replica) this.entries.version[entry] = times[3 * i + 1]!;
-      const deadline = times[3 * i + 2]!;
+      const deadline = times[2 * i + 1]!;
       this.entries.deadline[entry] = deadline;
       if ((flags & 0x200) !== 0) this.expiry.schedule(entry, deadline);
+      to[i] = entry;
     }
+    this.rules.recordsRebuilt(from, to, n);
     this.peak = this.size;
     return true;
   }
@@ -200,28 +188,14 @@ export class LockTable {
     return this.overdueWaitersDropped;
   }
 
-  /** Entries created so far on a single node (their arrival numbers); how busy the table has been. */
-  get arrivals(): number {
-    return this.nextArrival;
-  }
-
   /**
    * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
    * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0
-   * when a new entry is not allowed (drain mode, or the table is full).
+   * when a new entry is not allowed: `allowCreate` false (drain mode), or no room by the rules.
    */
-  request(
-    key: ByteString,
-    index: ByteString,
-    owner: ByteString,
-    ttl: number,
-    ttw: number,
-    priority: number,
-    allowCreate = true,
-    maxEntries = this.maxEntries,
-    origin: ByteString = '',
-  ): number {
+  request(request: Request, allowCreate = true): number {
     const entries = this.entries;
+    const { key, index, owner, ttl, ttw } = request;
     const found = this.keys.find(key, index);
     if (found !== NO_ID) {
       const existing = this.entryIn(found, owner);
@@ -232,9 +206,9 @@ export class LockTable {
         return this.positionOf(found, existing);
       }
     }
-    if (!allowCreate || this.size >= maxEntries) return 0;
+    if (!allowCreate || !this.rules.hasRoom(request, this.size)) return 0;
     const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
-    const entry = this.newEntry(queue, owner, priority, this.replica === undefined ? this.nextArrival++ : this.position, ttl, ttw, origin);
+    const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw);
     if (this.keys.queueOwner[queue] === NO_ID) {
       this.makeOwner(entry);
       return 1;
@@ -313,9 +287,9 @@ export class LockTable {
    * Cluster mode, the expiry command (see src/cluster): removes the entry if it is still in the
    * phase that began at `version`; a renewal or promotion since makes it a no-op. Returns 0 or 1.
    */
-  expireVersion(key: ByteString, index: ByteString, owner: ByteString, version: number): number {
+  expireVersion(this: ReplicaTable, key: ByteString, index: ByteString, owner: ByteString, version: number): number {
     const entry = this.find(key, index, owner);
-    if (entry === NO_ID || this.entries.version[entry] !== version) return 0;
+    if (entry === NO_ID || this.rules.versionOf(entry) !== version) return 0;
     this.remove(entry);
     return 1;
   }
@@ -325,7 +299,7 @@ export class LockTable {
    * clock) is earliest and past out of the heap, so it is proposed for expiry once. Give it back
    * with `rearm` if the proposal fails; a committed expiry removes it for good.
    */
-  takeDue(): DueEntry | undefined {
+  takeDue(this: ReplicaTable): DueEntry | undefined {
     const entry = this.expiry.peekId();
     if (entry === NO_ID || this.expiry.peekDeadline() > this.clock.now()) return undefined;
     this.expiry.remove(entry);
@@ -335,7 +309,7 @@ export class LockTable {
       key: this.keys.keyOf(queue),
       index: this.keys.indexOf(queue),
       owner: this.ownerName(entry),
-      version: e.version[entry]!,
+      version: this.rules.versionOf(entry),
       isOwner: e.isOwner[entry] === 1,
       ttl: e.ttl[entry]!,
       ttw: e.ttw[entry]!,
@@ -344,9 +318,9 @@ export class LockTable {
   }
 
   /** Puts an entry taken by `takeDue` back in the heap, due when it was, if it is still in that same phase. */
-  rearm(due: DueEntry): void {
+  rearm(this: ReplicaTable, due: DueEntry): void {
     const entry = this.find(due.key, due.index, due.owner);
-    if (entry === NO_ID || this.entries.version[entry] !== due.version || this.expiry.has(entry)) return;
+    if (entry === NO_ID || this.rules.versionOf(entry) !== due.version || this.expiry.has(entry)) return;
     const deadline = Math.min(this.entries.deadline[entry]!, this.clock.now());
     this.entries.deadline[entry] = deadline;
     this.expiry.schedule(entry, deadline);
@@ -357,42 +331,39 @@ export class LockTable {
    * replicated fields as saved. This node never saw the phase begin, so its deadline runs from now:
    * a restarted or new node can only make a lock last longer, never shorter.
    */
-  load(e: ReplicaEntry): void {
+  load(this: ReplicaTable, e: ReplicaEntry): void {
     const queue = this.keys.getOrCreate(e.key, e.index);
     if (this.entryIn(queue, e.owner) !== NO_ID) throw new Error('duplicate entry for owner in one queue');
     const owned = this.keys.queueOwner[queue] !== NO_ID;
     if (e.isOwner && owned) throw new Error('two owners for one lock');
     if (!e.isOwner && !owned) throw new Error('a waiter in a queue without owner');
-    const entry = this.newEntry(queue, e.owner, e.priority, e.ticket, e.ttl, e.ttw, e.origin);
+    const entry = this.adoptEntry(queue, e, e.ticket, e.origin, e.version);
     this.insertSaved(entry, e.isOwner);
-    const position = this.position;
-    this.position = e.version;
-    this.restartTimer(entry);
-    this.position = position;
+    this.startDeadline(entry);
   }
 
   /**
-   * Cluster mode, `--import-lock-file`: adds one saved entry at the current position (its ticket),
-   * in the order given. It owns its lock if the queue has no owner yet, else it waits. Its deadline
-   * (this node's clock) is what the file said was left, counted from this apply. 1 if added, 0 if
-   * the owner already has an entry there.
+   * Cluster mode, `--import-lock-file`: adds one saved entry with the log position it came at as
+   * its ticket and phase version, in the order given. It owns its lock if the queue has no owner
+   * yet, else it waits. Its deadline (this node's clock) is what the file said was left, counted
+   * from this apply. 1 if added, 0 if the owner already has an entry there.
    */
-  importEntry(s: Omit<SavedLock, 'remainingMs'>, remainingMs: number | null, origin: ByteString): number {
+  importEntry(this: ReplicaTable, s: Omit<SavedLock, 'remainingMs'>, remainingMs: number | null, ticket: number, origin: ByteString): number {
     const queue = this.keys.getOrCreate(s.key, s.index);
     if (this.entryIn(queue, s.owner) !== NO_ID) return 0;
-    const entry = this.newEntry(queue, s.owner, s.priority, this.position, s.ttl, s.ttw, origin);
+    const entry = this.adoptEntry(queue, s, ticket, origin, ticket);
     this.insertSaved(entry, this.keys.queueOwner[queue] === NO_ID);
-    this.entries.version[entry] = this.position;
     this.setDeadline(entry, remainingMs === null ? NO_DEADLINE : this.clock.now() + remainingMs);
     return 1;
   }
 
   /** Every entry with its replicated fields, queue by queue in directory order, owner first. */
-  *replicaEntries(): IterableIterator<ReplicaEntry> {
+  *replicaEntries(this: ReplicaTable): IterableIterator<ReplicaEntry> {
     const e = this.entries;
+    const rules = this.rules;
     for (const queue of this.keys.all()) {
       for (const entry of this.queueEntries(queue)) {
-        yield { ...this.describe(queue, entry), ticket: e.arrival[entry]!, version: e.version[entry]!, origin: e.origin[entry]! };
+        yield { ...this.describe(queue, entry), ticket: e.ticket[entry]!, version: rules.versionOf(entry), origin: rules.originOf(entry) };
       }
     }
   }
@@ -440,7 +411,7 @@ export class LockTable {
       const queue = this.keys.getOrCreate(s.key, s.index);
       if (this.entryIn(queue, s.owner) !== NO_ID) throw new Error(`duplicate entry for owner in one queue`);
       if (s.isOwner && this.keys.queueOwner[queue] !== NO_ID) throw new Error(`two owners for one lock`);
-      const entry = this.newEntry(queue, s.owner, s.priority, this.nextArrival++, s.ttl, s.ttw, '');
+      const entry = this.newEntry(queue, s.owner, s.priority, this.rules.newTicket(), s.ttl, s.ttw);
       this.insertSaved(entry, s.isOwner);
       this.setDeadline(entry, s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs);
     }
@@ -503,25 +474,37 @@ export class LockTable {
     };
   }
 
-  /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; a replica's hooks are told. */
-  private newEntry(queue: number, owner: ByteString, priority: number, arrival: number, ttl: number, ttw: number, origin: ByteString): number {
-    const entry = this.makeEntry(queue, owner, priority, arrival, ttl, ttw, origin);
-    this.replica?.added(origin);
-    if (this.size >= this.peak) this.peak = this.size + 1;
+  /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; the rules are told. */
+  private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
+    const entry = this.makeEntry(queue, owner, priority, ticket, ttl, ttw);
+    this.rules.entryAdded(entry);
+    this.notePeak();
     return entry;
   }
 
+  /** Cluster mode: a saved entry made new, joining with the ticket, origin and phase version it already has. */
+  private adoptEntry(this: ReplicaTable, queue: number, saved: Omit<SavedLock, 'remainingMs'>, ticket: number, origin: ByteString, version: number): number {
+    const entry = this.makeEntry(queue, saved.owner, saved.priority, ticket, saved.ttl, saved.ttw);
+    this.rules.adopt(entry, origin, version);
+    this.notePeak();
+    return entry;
+  }
+
+  /** Counts one more entry than the table holds towards its peak (see compactIfSparse). */
+  private notePeak(): void {
+    if (this.size >= this.peak) this.peak = this.size + 1;
+  }
+
   /** The record of a new entry, filed under its owner. */
-  private makeEntry(queue: number, owner: ByteString, priority: number, arrival: number, ttl: number, ttw: number, origin: ByteString): number {
+  private makeEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
     const e = this.entries;
     const entry = e.allocate();
     e.queue[entry] = queue;
     e.priority[entry] = priority;
-    e.arrival[entry] = arrival;
+    e.ticket[entry] = ticket;
     e.ttl[entry] = ttl;
     e.ttw[entry] = ttw;
     this.owners_.add(entry, owner);
-    if (this.replica !== undefined) e.origin[entry] = origin;
     return entry;
   }
 
@@ -538,9 +521,15 @@ export class LockTable {
     }
   }
 
+  /** The entry's current phase begins (requested, renewed, promoted): the rules are told, and its deadline runs from now. */
   private restartTimer(entry: number): void {
+    this.rules.phaseBegins(entry);
+    this.startDeadline(entry);
+  }
+
+  /** The deadline of the entry's current phase, counted from now on this node's clock. */
+  private startDeadline(entry: number): void {
     const e = this.entries;
-    if (this.replica !== undefined) e.version[entry] = this.position;
     const seconds = e.isOwner[entry] === 1 ? e.ttl[entry]! : e.ttw[entry]!;
     this.setDeadline(entry, seconds === 0 ? NO_DEADLINE : this.clock.now() + seconds * MS_PER_SECOND);
   }
@@ -560,35 +549,22 @@ export class LockTable {
   }
 
   /**
-   * Promotes the first waiter whose wait has not run out. A waiter past its TTW deadline that the
-   * sweep has not reached yet is already gone in meaning; promoting it would hand it a fresh TTL.
+   * Promotes the first waiter the rules let take the lock (see QueueRules.promotes), dropping
+   * those before it that they do not.
    */
   private promoteNext(queue: number): void {
     const waiters = this.waiters_;
     // Most locks have nobody waiting: do not read the clock for them.
     if (waiters.countOf(queue) === 0) return;
-    if (this.replica !== undefined) {
-      // Every replica promotes the same waiter, whatever its own clock says, and from then on any
-      // node may tell that client it owns (0x03 answering 1, 0x01 naming it, 0x07 flagging it).
-      // So it keeps the lock for its full TTL from its promotion, like any promoted waiter, even
-      // if its wait had run out on some node's clock: expiring it early would hand the lock to
-      // another client while this one, told it owns, still holds it. A waiter whose wait ran out
-      // is normally gone before this (the leader proposes its expiry when its TTW passes); only a
-      // release that lands before that expiry (one tick and one commit, longer while the leader
-      // is stalled) promotes it. A single node drops it instead: it alone knows the time.
-      const next = waiters.shift(queue);
-      this.waiterCount--;
-      this.makeOwner(next);
-      return;
-    }
     const now = this.clock.now();
     const deadlines = this.entries.deadline;
     for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {
       this.waiterCount--;
-      if (deadlines[next]! > now) {
+      if (this.rules.promotes(deadlines[next]!, now)) {
         this.makeOwner(next);
         return;
       }
+      this.rules.entryRemoved(next);
       this.expiry.remove(next);
       this.owners_.remove(next);
       this.entries.release(next);
@@ -600,7 +576,7 @@ export class LockTable {
   private remove(entry: number): void {
     const e = this.entries;
     const queue = e.queue[entry]!;
-    if (this.replica !== undefined) this.replica.removed(e.origin[entry]!);
+    this.rules.entryRemoved(entry);
     this.expiry.remove(entry);
     this.owners_.remove(entry);
     if (e.isOwner[entry] === 1) {

@@ -6,7 +6,7 @@ import { grownCapacity, resized } from './records.js';
 
 /**
  * The waiters of every queue: per queue an order-statistics tree of entry ids (higher priority
- * first, then earlier arrival), so that adding, removing and finding a waiter's position are
+ * first, then lower ticket), so that adding, removing and finding a waiter's position are
  * O(log n); and one hash index by (queue, owner record) to find a waiter by name in O(1). Most
  * locks never have a waiter, so a queue costs nothing here until its first one arrives.
  */
@@ -15,10 +15,10 @@ export class WaiterQueues {
   /** Waiters per queue id (0 past the end). */
   private counts = new Int32Array(64);
   private readonly index = new HashIndex((entry) => this.hashOf(this.entries.queue[entry]!, this.entries.owner[entry]!));
-  /** Queue order of waiters: higher priority first, then earlier arrival. */
+  /** Queue order of waiters: higher priority first, then the lower ticket (earlier arrival). */
   private readonly order = (a: number, b: number): number => {
     const entries = this.entries;
-    return entries.priority[b]! - entries.priority[a]! || entries.arrival[a]! - entries.arrival[b]!;
+    return entries.priority[b]! - entries.priority[a]! || entries.ticket[a]! - entries.ticket[b]!;
   };
 
   constructor(private readonly entries: EntryRecords) {}
@@ -27,7 +27,7 @@ export class WaiterQueues {
     return queue < this.counts.length ? this.counts[queue]! : 0;
   }
 
-  /** Adds the entry (its queue, owner, priority and arrival set) to its queue's waiters. */
+  /** Adds the entry (its queue, owner, priority and ticket set) to its queue's waiters. */
   add(queue: number, entry: number): void {
     let tree = this.trees.get(queue);
     if (tree === undefined) {

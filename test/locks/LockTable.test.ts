@@ -1,19 +1,20 @@
 import test from 'ava';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { LockTable } from '../../src/locks/LockTable.js';
+import { SingleNodeRules } from '../../src/locks/SingleNodeRules.js';
 
 const SECOND = 1000;
 
 function setup(maxEntries?: number): { clock: FakeClock; table: LockTable } {
   const clock = new FakeClock(1_000_000);
-  return { clock, table: new LockTable(clock, maxEntries === undefined ? {} : { maxEntries }) };
+  return { clock, table: new LockTable(clock, new SingleNodeRules(maxEntries)) };
 }
 
 test('a request on a free lock makes the requester owner; later ones queue behind', (t) => {
   const { table } = setup();
-  t.is(table.request('k', 'i', 'alice', 30, 60, 0), 1);
-  t.is(table.request('k', 'i', 'bob', 30, 60, 0), 2);
-  t.is(table.request('k', 'i', 'carol', 30, 60, 0), 3);
+  t.is(table.request({ key: 'k', index: 'i', owner: 'alice', ttl: 30, ttw: 60, priority: 0 }), 1);
+  t.is(table.request({ key: 'k', index: 'i', owner: 'bob', ttl: 30, ttw: 60, priority: 0 }), 2);
+  t.is(table.request({ key: 'k', index: 'i', owner: 'carol', ttl: 30, ttw: 60, priority: 0 }), 3);
   t.is(table.findOwner('k', 'i'), 'alice');
   t.is(table.location('k', 'i', 'carol'), 3);
   t.is(table.location('k', 'i', 'nobody'), 0);
@@ -23,11 +24,11 @@ test('a request on a free lock makes the requester owner; later ones queue behin
 
 test('waiters are ordered by priority (higher first), then arrival; the owner is never preempted', (t) => {
   const { table } = setup();
-  table.request('k', 'i', 'owner', 30, 60, 0);
-  table.request('k', 'i', 'low-early', 30, 60, 1);
-  table.request('k', 'i', 'high', 30, 60, 200);
-  table.request('k', 'i', 'low-late', 30, 60, 1);
-  t.is(table.request('k', 'i', 'top', 30, 60, 255), 2);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 30, ttw: 60, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'low-early', ttl: 30, ttw: 60, priority: 1 });
+  table.request({ key: 'k', index: 'i', owner: 'high', ttl: 30, ttw: 60, priority: 200 });
+  table.request({ key: 'k', index: 'i', owner: 'low-late', ttl: 30, ttw: 60, priority: 1 });
+  t.is(table.request({ key: 'k', index: 'i', owner: 'top', ttl: 30, ttw: 60, priority: 255 }), 2);
   t.is(table.findOwner('k', 'i'), 'owner');
   t.deepEqual(
     table.list('k').map((c) => [c.owner, c.isOwner]),
@@ -38,8 +39,8 @@ test('waiters are ordered by priority (higher first), then arrival; the owner is
 
 test('release promotes the first waiter, whose TTL clock starts at promotion', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'alice', 10, 100, 0);
-  table.request('k', 'i', 'bob', 5, 100, 0);
+  table.request({ key: 'k', index: 'i', owner: 'alice', ttl: 10, ttw: 100, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'bob', ttl: 5, ttw: 100, priority: 0 });
   clock.advance(50 * SECOND);
   t.is(table.release('k', 'i', 'alice'), 1);
   t.is(table.findOwner('k', 'i'), 'bob');
@@ -53,9 +54,9 @@ test('release promotes the first waiter, whose TTL clock starts at promotion', (
 
 test('an owner expires after TTL and a waiter after TTW; the next waiter is promoted', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'owner', 10, 0, 0);
-  table.request('k', 'i', 'impatient', 10, 3, 0);
-  table.request('k', 'i', 'patient', 10, 30, 0);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 0, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'impatient', ttl: 10, ttw: 3, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'patient', ttl: 10, ttw: 30, priority: 0 });
   clock.advance(3 * SECOND);
   t.is(table.expire(), 1);
   t.is(table.location('k', 'i', 'impatient'), 0);
@@ -67,8 +68,8 @@ test('an owner expires after TTL and a waiter after TTW; the next waiter is prom
 
 test('0 means no expiry for that phase', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'forever', 0, 0, 0);
-  table.request('k', 'i', 'waits-forever', 5, 0, 0);
+  table.request({ key: 'k', index: 'i', owner: 'forever', ttl: 0, ttw: 0, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'waits-forever', ttl: 5, ttw: 0, priority: 0 });
   clock.advance(1_000_000 * SECOND);
   t.is(table.expire(), 0);
   t.is(table.nextDeadline(), undefined);
@@ -80,8 +81,8 @@ test('0 means no expiry for that phase', (t) => {
 
 test('renew restarts the timer of an owner or a waiter; a missing entry is not renewed', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'owner', 10, 10, 0);
-  table.request('k', 'i', 'waiter', 10, 10, 0);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'waiter', ttl: 10, ttw: 10, priority: 0 });
   clock.advance(9 * SECOND);
   t.true(table.renew('k', 'i', 'owner'));
   t.true(table.renew('k', 'i', 'waiter'));
@@ -94,12 +95,12 @@ test('renew restarts the timer of an owner or a waiter; a missing entry is not r
 
 test('a re-request renews with the new TTL/TTW, keeping priority and place', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'owner', 10, 10, 0);
-  table.request('k', 'i', 'first', 10, 10, 5);
-  table.request('k', 'i', 'second', 10, 10, 5);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'first', ttl: 10, ttw: 10, priority: 5 });
+  table.request({ key: 'k', index: 'i', owner: 'second', ttl: 10, ttw: 10, priority: 5 });
   clock.advance(9 * SECOND);
-  t.is(table.request('k', 'i', 'second', 7, 20, 255), 3, 'the higher priority asked for now is ignored');
-  t.is(table.request('k', 'i', 'owner', 2, 0, 0), 1);
+  t.is(table.request({ key: 'k', index: 'i', owner: 'second', ttl: 7, ttw: 20, priority: 255 }), 3, 'the higher priority asked for now is ignored');
+  t.is(table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 2, ttw: 0, priority: 0 }), 1);
   const second = table.list('k').find((c) => c.owner === 'second')!;
   t.deepEqual([second.priority, second.ttl, second.ttw], [5, 7, 20]);
   clock.advance(2 * SECOND);
@@ -109,27 +110,27 @@ test('a re-request renews with the new TTL/TTW, keeping priority and place', (t)
 
 test('drain mode: no new entries (position 0), but existing ones still re-request', (t) => {
   const { table } = setup();
-  table.request('k', 'i', 'owner', 10, 10, 0);
-  t.is(table.request('k', 'i', 'newcomer', 10, 10, 0, false), 0);
-  t.is(table.request('k', 'other', 'owner', 10, 10, 0, false), 0);
-  t.is(table.request('k', 'i', 'owner', 10, 10, 0, false), 1);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 10, priority: 0 });
+  t.is(table.request({ key: 'k', index: 'i', owner: 'newcomer', ttl: 10, ttw: 10, priority: 0 }, false), 0);
+  t.is(table.request({ key: 'k', index: 'other', owner: 'owner', ttl: 10, ttw: 10, priority: 0 }, false), 0);
+  t.is(table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 10, priority: 0 }, false), 1);
   t.is(table.size, 1);
 });
 
 test('the table refuses (position 0) beyond maxEntries', (t) => {
   const { table } = setup(2);
-  t.is(table.request('a', 'i', 'o', 1, 1, 0), 1);
-  t.is(table.request('b', 'i', 'o', 1, 1, 0), 1);
-  t.is(table.request('c', 'i', 'o', 1, 1, 0), 0);
-  t.is(table.request('a', 'i', 'o', 1, 1, 0), 1, 'renewal still works when full');
+  t.is(table.request({ key: 'a', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }), 1);
+  t.is(table.request({ key: 'b', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }), 1);
+  t.is(table.request({ key: 'c', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }), 0);
+  t.is(table.request({ key: 'a', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }), 1, 'renewal still works when full');
 });
 
 test('release with index * removes the owner under that key across indexes only', (t) => {
   const { table } = setup();
-  table.request('k', '1', 'alice', 10, 10, 0);
-  table.request('k', '2', 'bob', 10, 10, 0);
-  table.request('k', '2', 'alice', 10, 10, 0);
-  table.request('other', '1', 'alice', 10, 10, 0);
+  table.request({ key: 'k', index: '1', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'k', index: '2', owner: 'bob', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'k', index: '2', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'other', index: '1', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
   t.is(table.releaseKey('k', 'alice'), 2);
   t.is(table.findOwner('k', '1'), '');
   t.is(table.location('k', '2', 'alice'), 0);
@@ -139,11 +140,11 @@ test('release with index * removes the owner under that key across indexes only'
 
 test('release all removes every entry of the owner across keys, promoting waiters', (t) => {
   const { table } = setup();
-  table.request('a', '1', 'alice', 10, 10, 0);
-  table.request('a', '1', 'bob', 10, 10, 0);
-  table.request('b', '1', 'bob', 10, 10, 0);
-  table.request('b', '1', 'alice', 10, 10, 0);
-  table.request('c', '9', 'alice', 10, 10, 0);
+  table.request({ key: 'a', index: '1', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'a', index: '1', owner: 'bob', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'b', index: '1', owner: 'bob', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'b', index: '1', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
+  table.request({ key: 'c', index: '9', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
   t.is(table.releaseAll('alice'), 3);
   t.is(table.findOwner('a', '1'), 'bob');
   t.deepEqual(table.list('b').map((c) => c.owner), ['bob']);
@@ -153,17 +154,17 @@ test('release all removes every entry of the owner across keys, promoting waiter
 
 test('counts beyond 65535 are exact in the table (the wire saturates them)', (t) => {
   const { table } = setup();
-  for (let i = 0; i < 70_000; i++) table.request(`key${i}`, 'i', 'bulk', 0, 0, 0);
+  for (let i = 0; i < 70_000; i++) table.request({ key: `key${i}`, index: 'i', owner: 'bulk', ttl: 0, ttw: 0, priority: 0 });
   t.is(table.releaseAll('bulk'), 70_000);
   t.is(table.size, 0);
 });
 
 test('list shows every index under a key, each in queue order, with TTL/TTW as last requested', (t) => {
   const { table } = setup();
-  table.request('k', 'x', 'a', 1, 2, 3);
-  table.request('k', 'y', 'b', 4, 5, 6);
-  table.request('k', 'x', 'c', 7, 8, 9);
-  table.request('zz', 'x', 'd', 1, 1, 1);
+  table.request({ key: 'k', index: 'x', owner: 'a', ttl: 1, ttw: 2, priority: 3 });
+  table.request({ key: 'k', index: 'y', owner: 'b', ttl: 4, ttw: 5, priority: 6 });
+  table.request({ key: 'k', index: 'x', owner: 'c', ttl: 7, ttw: 8, priority: 9 });
+  table.request({ key: 'zz', index: 'x', owner: 'd', ttl: 1, ttw: 1, priority: 1 });
   t.deepEqual(table.list('k'), [
     { priority: 3, ttl: 1, ttw: 2, index: 'x', owner: 'a', isOwner: true },
     { priority: 9, ttl: 7, ttw: 8, index: 'x', owner: 'c', isOwner: false },
@@ -175,15 +176,15 @@ test('list shows every index under a key, each in queue order, with TTL/TTW as l
 
 test('keys, indexes and owners are raw bytes: distinct byte strings are distinct locks', (t) => {
   const { table } = setup();
-  t.is(table.request('\xc3\xa9', '\x00', '\xff', 1, 1, 0), 1);
-  t.is(table.request('\xe9', '\x00', '\xff', 1, 1, 0), 1, 'é in UTF-8 and in latin1 are different keys');
-  t.is(table.request('\xc3\xa9', '', '\xff', 1, 1, 0), 1, 'an empty index is its own lock');
+  t.is(table.request({ key: '\xc3\xa9', index: '\x00', owner: '\xff', ttl: 1, ttw: 1, priority: 0 }), 1);
+  t.is(table.request({ key: '\xe9', index: '\x00', owner: '\xff', ttl: 1, ttw: 1, priority: 0 }), 1, 'é in UTF-8 and in latin1 are different keys');
+  t.is(table.request({ key: '\xc3\xa9', index: '', owner: '\xff', ttl: 1, ttw: 1, priority: 0 }), 1, 'an empty index is its own lock');
   t.is(table.findOwner('\xc3\xa9', '\x00'), '\xff');
 });
 
 test('expire honours its budget and resumes where it stopped', (t) => {
   const { clock, table } = setup();
-  for (let i = 0; i < 10; i++) table.request(`k${i}`, 'i', 'o', 1, 1, 0);
+  for (let i = 0; i < 10; i++) table.request({ key: `k${i}`, index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 });
   clock.advance(SECOND);
   t.is(table.expire(4), 4);
   t.is(table.expire(4), 4);
@@ -193,10 +194,10 @@ test('expire honours its budget and resumes where it stopped', (t) => {
 
 test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'owner', 10, 0, 1);
-  table.request('k', 'i', 'low', 10, 20, 1);
-  table.request('k', 'i', 'high', 10, 20, 9);
-  table.request('k', 'j', 'solo', 0, 0, 0);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 10, ttw: 0, priority: 1 });
+  table.request({ key: 'k', index: 'i', owner: 'low', ttl: 10, ttw: 20, priority: 1 });
+  table.request({ key: 'k', index: 'i', owner: 'high', ttl: 10, ttw: 20, priority: 9 });
+  table.request({ key: 'k', index: 'j', owner: 'solo', ttl: 0, ttw: 0, priority: 0 });
   clock.advance(4 * SECOND);
   const saved = [...table.snapshot()];
   t.deepEqual(
@@ -205,7 +206,7 @@ test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t)
   );
 
   const later = new FakeClock(42);
-  const restored = new LockTable(later);
+  const restored = new LockTable(later, new SingleNodeRules());
   restored.restore(saved);
   t.deepEqual(restored.list('k'), table.list('k'));
   t.is(restored.location('k', 'i', 'low'), 3);
@@ -214,7 +215,7 @@ test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t)
   later.advance(1);
   t.is(restored.expire(), 1);
   t.is(restored.findOwner('k', 'i'), 'high');
-  t.is(restored.request('k', 'i', 'newcomer', 1, 1, 1), 3, 'arrivals after a restore queue behind restored waiters');
+  t.is(restored.request({ key: 'k', index: 'i', owner: 'newcomer', ttl: 1, ttw: 1, priority: 1 }), 3, 'arrivals after a restore queue behind restored waiters');
 });
 
 test('restore refuses a second owner for one lock', (t) => {
@@ -225,9 +226,9 @@ test('restore refuses a second owner for one lock', (t) => {
 
 test('a waiter whose wait ran out is never promoted, even before the sweep removes it', (t) => {
   const { clock, table } = setup();
-  table.request('k', 'i', 'owner', 0, 0, 0);
-  table.request('k', 'i', 'stale', 10, 2, 9);
-  table.request('k', 'i', 'fresh', 10, 0, 0);
+  table.request({ key: 'k', index: 'i', owner: 'owner', ttl: 0, ttw: 0, priority: 0 });
+  table.request({ key: 'k', index: 'i', owner: 'stale', ttl: 10, ttw: 2, priority: 9 });
+  table.request({ key: 'k', index: 'i', owner: 'fresh', ttl: 10, ttw: 0, priority: 0 });
   clock.advance(3 * SECOND);
   t.is(table.release('k', 'i', 'owner'), 1, 'released before any expire() call');
   t.is(table.findOwner('k', 'i'), 'fresh');

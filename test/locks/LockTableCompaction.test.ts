@@ -1,6 +1,8 @@
 import test from 'ava';
 import { FakeClock } from '../doubles/FakeClock.js';
-import { COMPACT_AFTER_PEAK, COMPACT_RATIO, LockTable, type ReplicaHooks } from '../../src/locks/LockTable.js';
+import { COMPACT_AFTER_PEAK, COMPACT_RATIO, LockTable } from '../../src/locks/LockTable.js';
+import { ReplicaRules, type ReplicaHooks, type ReplicatedRequest } from '../../src/locks/ReplicaRules.js';
+import { SingleNodeRules } from '../../src/locks/SingleNodeRules.js';
 import { mulberry32 } from '../helpers/random.js';
 
 const SECOND = 1_000;
@@ -23,8 +25,8 @@ function observed(table: LockTable, keys: readonly string[]): unknown {
 test('a table compacted after a burst answers everything exactly as one that was not', (t) => {
   const random = mulberry32(11);
   const clock = new FakeClock(0);
-  const plain = new LockTable(clock);
-  const compacted = new LockTable(clock);
+  const plain = new LockTable(clock, new SingleNodeRules());
+  const compacted = new LockTable(clock, new SingleNodeRules());
   const both = <T>(f: (table: LockTable) => T, where: string): T => {
     const a = f(plain);
     t.deepEqual(f(compacted), a, where);
@@ -33,12 +35,12 @@ test('a table compacted after a burst answers everything exactly as one that was
   const keys = ['a', 'b', 'c', 'multi'];
   const owners = ['x', 'y', 'z', '\x00'];
   const burst = COMPACT_AFTER_PEAK + 1_000;
-  for (let n = 0; n < burst; n++) both((table) => table.request(`burst:${n}`, '0', `holder-${n % 7}`, 0, 0, 0), 'burst');
+  for (let n = 0; n < burst; n++) both((table) => table.request({ key: `burst:${n}`, index: '0', owner: `holder-${n % 7}`, ttl: 0, ttw: 0, priority: 0 }), 'burst');
   // Lasting entries of every kind among the burst: waiters, several indexes, deadlines.
   for (let step = 0; step < 400; step++) {
     const key = keys[step % keys.length]!;
     const index = key === 'multi' ? `row${step % 13}` : String(step % 2);
-    both((table) => table.request(key, index, owners[step % owners.length]!, 1 + (step % 5), step % 3, step % 4), 'lasting');
+    both((table) => table.request({ key, index, owner: owners[step % owners.length]!, ttl: 1 + (step % 5), ttw: step % 3, priority: step % 4 }), 'lasting');
   }
   t.false(compacted.compactIfSparse(), 'nothing to gain while the burst is held');
   for (let n = 0; n < burst; n++) both((table) => table.releaseAll(`holder-${n % 7}`), 'burst released');
@@ -55,7 +57,7 @@ test('a table compacted after a burst answers everything exactly as one that was
     const where = `step ${step}`;
     if (roll < 0.4) {
       const [ttl, ttw, priority] = [Math.floor(random() * 4), Math.floor(random() * 4), Math.floor(random() * 3)];
-      both((table) => table.request(key, index, owner, ttl, ttw, priority), where);
+      both((table) => table.request({ key, index, owner, ttl, ttw, priority }), where);
     }
     else if (roll < 0.55) both((table) => table.location(key, index, owner), where);
     else if (roll < 0.7) both((table) => table.release(key, index, owner), where);
@@ -74,17 +76,19 @@ test("a replica's entries keep their tickets, versions, origins and deadlines th
   const clock = new FakeClock(0);
   const heard: string[] = [];
   const hooks: ReplicaHooks = { added: (o) => heard.push(`+${o}`), removed: (o) => heard.push(`-${o}`) };
-  const table = new LockTable(clock, { replica: hooks, maxEntries: Number.MAX_SAFE_INTEGER });
+  const rules = new ReplicaRules(hooks);
+  const table = new LockTable<ReplicatedRequest, ReplicaRules>(clock, rules);
   let position = 0;
-  const at = (): number => (table.position = ++position * 65_536);
+  const at = (origin = ''): void => rules.beginCommand(++position * 65_536, origin);
+  const limits = { allowCreate: true, maxEntries: Number.MAX_SAFE_INTEGER };
   for (let n = 0; n < COMPACT_AFTER_PEAK; n++) {
-    at();
-    table.request(`k${n}`, 'i', `o${n}`, 0, 0, 0, true, Number.MAX_SAFE_INTEGER, 'A');
+    at('A');
+    table.request({ key: `k${n}`, index: 'i', owner: `o${n}`, ttl: 0, ttw: 0, priority: 0, ...limits });
   }
-  at();
-  table.request('kept', 'i', 'first', 30, 60, 1, true, Number.MAX_SAFE_INTEGER, 'B');
-  at();
-  table.request('kept', 'i', 'second', 30, 60, 2, true, Number.MAX_SAFE_INTEGER, 'C');
+  at('B');
+  table.request({ key: 'kept', index: 'i', owner: 'first', ttl: 30, ttw: 60, priority: 1, ...limits });
+  at('C');
+  table.request({ key: 'kept', index: 'i', owner: 'second', ttl: 30, ttw: 60, priority: 2, ...limits });
   clock.advance(10 * SECOND);
   const due = { waiterEarlier: table.nextDeadline() };
   for (let n = 0; n < COMPACT_AFTER_PEAK; n++) {

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { LockTable } from '../../src/locks/LockTable.js';
+import { SingleNodeRules } from '../../src/locks/SingleNodeRules.js';
 import { mulberry32 } from '../helpers/random.js';
 
 /**
@@ -120,7 +121,7 @@ for (const seed of [1, 7, 99, 2024, 31337]) {
     const random = mulberry32(seed);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
     const clock = new FakeClock(0);
-    const table = new LockTable(clock);
+    const table = new LockTable(clock, new SingleNodeRules());
     const model = new Model(clock);
     const keys = ['a', 'b', '\xff'];
     const indexes = ['1', '2', ''];
@@ -135,7 +136,7 @@ for (const seed of [1, 7, 99, 2024, 31337]) {
         const ttw = pick([0, 1, 3]);
         const priority = pick([0, 1, 5, 255]);
         const create = !draining();
-        t.is(table.request(k, i, o, ttl, ttw, priority, create), model.request(k, i, o, ttl, ttw, priority, create), where);
+        t.is(table.request({ key: k, index: i, owner: o, ttl, ttw, priority }, create), model.request(k, i, o, ttl, ttw, priority, create), where);
       } else if (op < 0.45) {
         t.is(table.location(k, i, o), model.location(k, i, o), where);
       } else if (op < 0.5) {

@@ -5,7 +5,7 @@ import { NameStore } from '../../src/locks/NameStore.js';
 import { KEPT_EMPTY_OWNERS, OwnerDirectory } from '../../src/locks/OwnerDirectory.js';
 
 function directory(): { entries: EntryRecords; owners: OwnerDirectory } {
-  const entries = new EntryRecords(false);
+  const entries = new EntryRecords();
   return { entries, owners: new OwnerDirectory(entries, new NameStore(), 1) };
 }
 

@@ -1,0 +1,34 @@
+import type { LockRequest } from './LockService.js';
+
+/**
+ * What a lock table's queues do differently on a single node and in a cluster replica. The table
+ * (LockTable) keeps the mechanics both share: queues, key and owner directories, the deadline
+ * heap, the entry records. At each point where the two differ it asks its rules, which decide:
+ * SingleNodeRules when this process alone knows the time, ReplicaRules when the log decides.
+ *
+ * An entry is an id into the table's EntryRecords; rules that keep more per entry (a replica's
+ * versions and origins) keep it in their own columns under the same id. A table has one kind of
+ * rules for its life, so every call here goes to one class and stays cheap.
+ */
+export interface QueueRules<Request extends LockRequest = LockRequest> {
+  /** Whether a request may add one more entry to a table that holds `size`. */
+  hasRoom(request: Request, size: number): boolean;
+  /** The ticket of a new entry: among waiters of one priority, the lower ticket goes first. */
+  newTicket(): number;
+  /** A new entry joined the table (its record filled, not yet owner or waiter). */
+  entryAdded(entry: number): void;
+  /** An entry is leaving the table; its record is still readable. */
+  entryRemoved(entry: number): void;
+  /** The entry's current phase (TTL as owner, TTW as waiter) begins: requested, renewed or promoted. */
+  phaseBegins(entry: number): void;
+  /**
+   * A waiter's turn has come (the owner left): whether it takes the lock, given when its wait
+   * runs out (`waitDeadline`, this node's clock) and the time now. If not, it is dropped.
+   */
+  promotes(waitDeadline: number, now: number): boolean;
+  /**
+   * The table rebuilt its records (see LockTable.compactIfSparse): the entry that was `from[i]`
+   * is now `to[i]`, for i below `count`, and no other entry is left.
+   */
+  recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void;
+}

@@ -1,0 +1,132 @@
+import type { ByteString } from '../bytes.js';
+import type { LockRequest } from './LockService.js';
+import type { QueueRules } from './QueueRules.js';
+import { emptyNames, grownCapacity, resized, resizedNames } from './records.js';
+
+const MIN_CAPACITY = 64;
+
+/** A request as the log carries it: with what the proposing node decided it under, so that every replica decides alike. */
+export interface ReplicatedRequest extends LockRequest {
+  /** False while the proposing node drains: a request that would create an entry gets 0. */
+  readonly allowCreate: boolean;
+  /** The proposing node's --max-locks. */
+  readonly maxEntries: number;
+}
+
+/** Told of every entry that joins or leaves a replicated table, by origin node (per-node counts for drain). */
+export interface ReplicaHooks {
+  added(origin: ByteString): void;
+  removed(origin: ByteString): void;
+}
+
+/**
+ * The queue rules of a cluster replica, a table fed by the log (see src/cluster/ReplicaState.ts).
+ * Every replica must decide alike from the log alone, so what a single node takes from its clock
+ * or its own counter comes from the log here: a new entry's ticket, and the version of each phase,
+ * are the log position of the command being applied, which apply hands over in `beginCommand`.
+ * A waiter is promoted whatever this node's clock says (expiry is a log command: the leader
+ * proposes it). The table's clock still dates every phase, but only for this node's deadline
+ * watch, never for an answer.
+ *
+ * Per entry it keeps the version of its phase and the node it was requested through (its origin),
+ * 16 bytes on top of the table's own record.
+ */
+export class ReplicaRules implements QueueRules<ReplicatedRequest> {
+  /**
+   * Per entry: the log position at which its current phase (TTL or TTW) began. An expiry command
+   * names it, so one proposed before a renewal or a promotion finds a newer phase and does nothing.
+   */
+  private version = new Float64Array(MIN_CAPACITY);
+  /** Per entry: the node it was requested through (drain waits for its own); '' once it is gone. */
+  private origin: ByteString[] = emptyNames(MIN_CAPACITY);
+  /** The log position of the command being applied. */
+  private position = 0;
+  /** The node that proposed the command being applied. */
+  private commandOrigin: ByteString = '';
+
+  constructor(private readonly hooks: ReplicaHooks) {}
+
+  /** Apply is about to run the command at log `position`, proposed through node `origin`. */
+  beginCommand(position: number, origin: ByteString): void {
+    this.position = position;
+    this.commandOrigin = origin;
+  }
+
+  /** The log position at which the entry's current phase began. */
+  versionOf(entry: number): number {
+    return this.version[entry]!;
+  }
+
+  /** The node the entry was requested through. */
+  originOf(entry: number): ByteString {
+    return this.origin[entry]!;
+  }
+
+  /**
+   * Takes in an entry that joins with a history of its own (a snapshot's, or an import's staged
+   * at an earlier position) rather than by the command being applied.
+   */
+  adopt(entry: number, origin: ByteString, version: number): void {
+    if (entry >= this.version.length) this.grow(grownCapacity(this.version.length, entry + 1));
+    this.version[entry] = version;
+    this.origin[entry] = origin;
+    this.hooks.added(origin);
+  }
+
+  /** The limit is the proposing node's, carried in the command. */
+  hasRoom(request: ReplicatedRequest, size: number): boolean {
+    return size < request.maxEntries;
+  }
+
+  /** The bakery ticket: the position of the request in the log. */
+  newTicket(): number {
+    return this.position;
+  }
+
+  entryAdded(entry: number): void {
+    this.adopt(entry, this.commandOrigin, this.position);
+  }
+
+  entryRemoved(entry: number): void {
+    const origin = this.origin[entry]!;
+    this.origin[entry] = '';
+    this.hooks.removed(origin);
+  }
+
+  phaseBegins(entry: number): void {
+    this.version[entry] = this.position;
+  }
+
+  /**
+   * Always the first waiter. Every replica promotes the same waiter, whatever its own clock says,
+   * and from then on any node may tell that client it owns (0x03 answering 1, 0x01 naming it,
+   * 0x07 flagging it). So it keeps the lock for its full TTL from its promotion, like any promoted
+   * waiter, even if its wait had run out on some node's clock: expiring it early would hand the
+   * lock to another client while this one, told it owns, still holds it. A waiter whose wait ran
+   * out is normally gone before this (the leader proposes its expiry when its TTW passes); only a
+   * release that lands before that expiry (one tick and one commit, longer while the leader is
+   * stalled) promotes it. A single node drops it instead: it alone knows the time.
+   */
+  promotes(): boolean {
+    return true;
+  }
+
+  recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void {
+    let highest = -1;
+    for (let i = 0; i < count; i++) highest = Math.max(highest, to[i]!);
+    const capacity = grownCapacity(MIN_CAPACITY, highest + 1);
+    const version = new Float64Array(capacity);
+    const origin = emptyNames(capacity);
+    for (let i = 0; i < count; i++) {
+      version[to[i]!] = this.version[from[i]!]!;
+      origin[to[i]!] = this.origin[from[i]!]!;
+    }
+    this.version = version;
+    this.origin = origin;
+  }
+
+  private grow(capacity: number): void {
+    this.version = resized(this.version, capacity);
+    this.origin = resizedNames(this.origin, capacity);
+  }
+}

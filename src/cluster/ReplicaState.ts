@@ -115,7 +115,7 @@ export class ReplicaState {
     this.proposers.delete(key);
     this.proposers.set(key, batch.seq);
     if (this.proposers.size > MAX_REMEMBERED_PROPOSERS) this.proposers.delete(this.proposers.keys().next().value!);
-    const results: number[] = new Array(batch.commands.length);
+    const results: number[] = new Array<number>(batch.commands.length);
     const commands = batch.commands;
     // An import whose first entry finds the table in use is refused whole (every result 0).
     const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;

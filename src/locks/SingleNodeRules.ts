@@ -6,7 +6,7 @@ import type { QueueRules } from './QueueRules.js';
  * The queue rules of a lock server on its own: this process alone knows the time, so it decides
  * expiry itself. Tickets count arrivals; the table holds at most `maxEntries`.
  */
-export class SingleNodeRules implements QueueRules<LockRequest> {
+export class SingleNodeRules implements QueueRules {
   private nextArrival = 0;
 
   /** @param maxEntries most entries (owners + waiters) the table holds; a request for one more is refused (0). */

@@ -44,7 +44,7 @@ test('a mass expiry is spread over turns of SWEEP_BUDGET entries each', async (t
   const service = new LocalLockService(clock, scheduler, { onExpired: (n) => expired.push(n) });
   const total = SWEEP_BUDGET * 2 + 7;
   for (let i = 0; i < total; i++) {
-    await service.request({ key: `k${i}`, index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
+    service.request({ key: `k${i}`, index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
   }
   clock.advance(1000);
   scheduler.tick();
@@ -58,7 +58,7 @@ test('after close, no sweep runs and the state stays readable', async (t) => {
   const clock = new FakeClock();
   const scheduler = new ManualScheduler();
   const service = new LocalLockService(clock, scheduler);
-  await service.request({ key: 'k', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
+  service.request({ key: 'k', index: 'i', owner: 'o', ttl: 1, ttw: 1, priority: 0 }, true);
   await service.close();
   clock.advance(5000);
   scheduler.tick();
@@ -73,14 +73,14 @@ test('every entry whose time ran out is counted as expired, waiters dropped at a
   const request = (key: string, owner: string, ttl: number, ttw: number) =>
     service.request({ key, index: 'i', owner, ttl, ttw, priority: 0 }, true);
   // k1: owner and waiter run out together; the owner's expiry drops the waiter as it promotes.
-  await request('k1', 'a', 1, 1);
-  await request('k1', 'b', 1, 1);
+  request('k1', 'a', 1, 1);
+  request('k1', 'b', 1, 1);
   // k2: the waiter's wait runs out, then the owner releases before any sweep: the waiter is dropped.
-  await request('k2', 'a', 10, 1);
-  await request('k2', 'b', 10, 1);
+  request('k2', 'a', 10, 1);
+  request('k2', 'b', 10, 1);
   clock.advance(1000);
-  t.is(await service.release('k2', 'i', 'a'), 1);
-  t.is(await service.findOwner('k2', 'i'), '', 'a waiter whose wait ran out is not promoted');
+  t.is(service.release('k2', 'i', 'a'), 1);
+  t.is(service.findOwner('k2', 'i'), '', 'a waiter whose wait ran out is not promoted');
   scheduler.tick();
   t.is(
     expired.reduce((sum, n) => sum + n, 0),

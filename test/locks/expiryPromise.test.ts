@@ -48,7 +48,7 @@ for (const ttl of [1, 2, 7]) {
     const service = new LocalLockService(clock, scheduler);
     t.teardown(() => service.close());
     t.true(scheduler.interval !== undefined && scheduler.interval > 0, 'the service registers a periodic sweep');
-    await service.request({ key: 'k', index: 'i', owner: 'o', ttl, ttw: 0, priority: 0 }, true);
+    service.request({ key: 'k', index: 'i', owner: 'o', ttl, ttw: 0, priority: 0 }, true);
     const deadline = clock.now() + ttl * 1000;
     // Bounded: far more steps than any sensible interval needs to reach deadline + 1 s.
     for (let steps = 0; (await service.snapshot()).length > 0 && steps < 100_000; steps++) {
@@ -66,8 +66,8 @@ test('a waiter whose TTW passed is gone less than a second after its deadline', 
   const scheduler = new IntervalScheduler(clock);
   const service = new LocalLockService(clock, scheduler);
   t.teardown(() => service.close());
-  await service.request({ key: 'k', index: 'i', owner: 'holder', ttl: 0, ttw: 0, priority: 0 }, true);
-  await service.request({ key: 'k', index: 'i', owner: 'waiter', ttl: 0, ttw: 1, priority: 0 }, true);
+  service.request({ key: 'k', index: 'i', owner: 'holder', ttl: 0, ttw: 0, priority: 0 }, true);
+  service.request({ key: 'k', index: 'i', owner: 'waiter', ttl: 0, ttw: 1, priority: 0 }, true);
   const deadline = clock.now() + 1000;
   for (let steps = 0; (await service.snapshot()).length > 1 && steps < 100_000; steps++) scheduler.step();
   t.is((await service.snapshot()).length, 1, 'only the holder is left');

@@ -53,10 +53,10 @@ function batch(n: number): void {
   const decoder = decoders[n]!;
   decoder.push(Buffer.from(sources[n]!.next()));
   for (let request = decoder.next(); request !== undefined; request = decoder.next()) {
-    if (request.command === Command.Request) encodePositionReply(out, service.request(request, true) as number);
+    if (request.command === Command.Request) encodePositionReply(out, service.request(request, true));
     else if (request.command === Command.Release) {
       const removed = request.index === ANY_INDEX ? service.releaseKey(request.key, request.owner) : service.release(request.key, request.index, request.owner);
-      encodeCountReply(out, removed as number);
+      encodeCountReply(out, removed);
     }
     ops++;
     if (ops % OPS_PER_MS === 0) {

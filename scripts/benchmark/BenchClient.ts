@@ -79,7 +79,10 @@ export class BenchClient {
 
   /** Encodes and sends requests; resolves with their reply frames. */
   call(requests: readonly Request[]): Promise<Buffer[]> {
-    return this.send(encodeRequests(requests), requests.map((r) => r.command));
+    return this.send(
+      encodeRequests(requests),
+      requests.map((r) => r.command),
+    );
   }
 
   close(): void {

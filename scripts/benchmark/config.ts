@@ -2,7 +2,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const CLUSTER_SCENARIOS = ['cluster-throughput', 'cluster-etcd-lock', 'cluster-contention', 'cluster-failover', 'cluster-scale'] as const;
-export const SCENARIOS = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling', 'random', ...CLUSTER_SCENARIOS] as const;
+export const SCENARIOS = [
+  'throughput',
+  'contention',
+  'held',
+  'list',
+  'fairness',
+  'expiry',
+  'idle',
+  'redis',
+  'ceiling',
+  'random',
+  ...CLUSTER_SCENARIOS,
+] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Names --only/--skip also take, each standing for several scenarios. */
 export const SCENARIO_GROUPS: Readonly<Record<string, readonly ScenarioName[]>> = { cluster: CLUSTER_SCENARIOS };

@@ -27,8 +27,7 @@ function fmt(value: number, digits = 0): string {
 /** Checks each target against what the run measured. */
 export function checkGoals(results: BenchResults): GoalCheck[] {
   const checks: GoalCheck[] = [];
-  const ours = (connections: number, depth: number) =>
-    results.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
+  const ours = (connections: number, depth: number) => results.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
   const notMeasured = (goal: string, why: string): GoalCheck => ({ goal, measured: `not measured (${why})`, met: undefined });
 
   const unpipelined = ours(50, 1);
@@ -134,8 +133,7 @@ export function checkClusterGoals(results: BenchResults): GoalCheck[] {
   const checks: GoalCheck[] = [];
   const notMeasured = (goal: string, why: string): GoalCheck => ({ goal, measured: `not measured (${why})`, met: undefined });
   const skipped = cluster?.skipped;
-  const ours = (connections: number, depth: number) =>
-    cluster?.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
+  const ours = (connections: number, depth: number) => cluster?.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
   const etcd = (lockers: number) => cluster?.etcdLock?.find((r) => r.lockers === lockers)?.result;
   const why = (scenario: string): string => skipped ?? `${scenario} not run`;
 
@@ -147,7 +145,8 @@ export function checkClusterGoals(results: BenchResults): GoalCheck[] {
     const a = ours(connections, 1);
     const b = etcd(connections);
     if (a === undefined || b === undefined) checks.push(notMeasured(goal, why('cluster-throughput and cluster-etcd-lock')));
-    else if (b.opsPerSecond === 0) checks.push({ goal, measured: `${fmt(a.opsPerSecond)} vs 0 ops/s (no etcd lock cycle finished in the window)`, met: undefined });
+    else if (b.opsPerSecond === 0)
+      checks.push({ goal, measured: `${fmt(a.opsPerSecond)} vs 0 ops/s (no etcd lock cycle finished in the window)`, met: undefined });
     else {
       const ratio = a.opsPerSecond / b.opsPerSecond;
       checks.push({ goal, measured: `${fmt(a.opsPerSecond)} vs ${fmt(b.opsPerSecond)} ops/s = ${fmt(ratio, 1)}×`, met: ratio >= min });

@@ -8,16 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { dirname } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import {
-  defaultJsonPath,
-  FULL_DEFAULTS,
-  QUICK_DEFAULTS,
-  SCENARIO_GROUPS,
-  SCENARIOS,
-  type BenchConfig,
-  type LoadShape,
-  type ScenarioName,
-} from './config.js';
+import { defaultJsonPath, FULL_DEFAULTS, QUICK_DEFAULTS, SCENARIO_GROUPS, SCENARIOS, type BenchConfig, type LoadShape, type ScenarioName } from './config.js';
 import { renderMarkdown } from './report.js';
 import type { BenchResults } from './results.js';
 import { killAllChildren } from './processes.js';
@@ -109,7 +100,7 @@ const program = new Command()
   .option('--rss-settle <seconds>', 'random keys: read our RSS again this long after the load (default 10, quick 3)', seconds)
   .option('--cluster-connections <list>', 'cluster: connection counts (and etcd lockers) of the throughput rows (default 48,480)', list(positiveInteger))
   .option('--cluster-held <n>', 'cluster: locks held in the scale scenario (default 1000000, quick 100000)', positiveInteger)
-  .option('--cluster-soak <seconds>', 'cluster: seconds of full load before etcd\'s data dir is measured (default 600, quick 20)', seconds)
+  .option('--cluster-soak <seconds>', "cluster: seconds of full load before etcd's data dir is measured (default 600, quick 20)", seconds)
   .option('--seed <n>', 'seed for contention priorities and order', count, 1)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });

@@ -64,10 +64,25 @@ export async function runRedisBenchmark(
 ): Promise<RedisBenchmarkResult> {
   const once = async (requests: number, limitMs: number): Promise<RedisBenchmarkRow> => {
     const args = [
-      '-h', endpoint.host, '-p', String(endpoint.port),
-      '-c', String(connections), '-P', String(pipeline), '-n', String(requests),
-      '-r', String(KEYSPACE), '--csv',
-      'SET', 'lock:__rand_int__', 'owner', 'NX', 'PX', String(CYCLE_TTL_SECONDS * 1000),
+      '-h',
+      endpoint.host,
+      '-p',
+      String(endpoint.port),
+      '-c',
+      String(connections),
+      '-P',
+      String(pipeline),
+      '-n',
+      String(requests),
+      '-r',
+      String(KEYSPACE),
+      '--csv',
+      'SET',
+      'lock:__rand_int__',
+      'owner',
+      'NX',
+      'PX',
+      String(CYCLE_TTL_SECONDS * 1000),
     ];
     const { stdout } = await run(binary, args, { timeout: limitMs, killSignal: 'SIGKILL', maxBuffer: 1 << 20 });
     const row = parseRedisBenchmarkCsv(stdout)[0];

@@ -33,14 +33,10 @@ export function renderMarkdown(results: BenchResults): string {
   const m = results.machine;
   out.push(`### LockServer benchmark, ${results.startedAt.slice(0, 16).replace('T', ' ')} UTC`);
   out.push('');
-  out.push(
-    `Machine: ${m.cpus} × ${m.cpuModel}, ${num(m.totalMemoryBytes / 2 ** 30)} GiB RAM, ${m.os}, Node ${m.node}. ${m.note}`,
-  );
+  out.push(`Machine: ${m.cpus} × ${m.cpuModel}, ${num(m.totalMemoryBytes / 2 ** 30)} GiB RAM, ${m.os}, Node ${m.node}. ${m.note}`);
   const loads = results.loadAverages;
   if (loads.length > 0) {
-    out.push(
-      `1-minute load average around the scenarios: ${loads.map((l) => `${l.scenario} ${num(l.before, 2)}→${num(l.after, 2)}`).join(', ')}.`,
-    );
+    out.push(`1-minute load average around the scenarios: ${loads.map((l) => `${l.scenario} ${num(l.before, 2)}→${num(l.after, 2)}`).join(', ')}.`);
   }
   out.push(`Command: \`${results.command}\``);
   out.push('');
@@ -56,7 +52,20 @@ export function renderMarkdown(results: BenchResults): string {
     const redisSkipped = results.redis?.skipped;
     out.push(
       table(
-        ['conns', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'server CPU', 'gen CPU', 'Redis SET NX PX (redis-benchmark) ops/s', 'ours / Redis', 'Redis SET NX PX+DEL (our generator) ops/s', 'null server (generator ceiling) ops/s'],
+        [
+          'conns',
+          'pipeline',
+          'ops/s',
+          'p50 ms',
+          'p99 ms',
+          'p99.9 ms',
+          'server CPU',
+          'gen CPU',
+          'Redis SET NX PX (redis-benchmark) ops/s',
+          'ours / Redis',
+          'Redis SET NX PX+DEL (our generator) ops/s',
+          'null server (generator ceiling) ops/s',
+        ],
         shapes.map(([c, p]) => {
           const ours = rowFor(results.throughput, c, p);
           const bench = results.redis?.redisBenchmark.find((r) => r.connections === c && r.pipeline === p);
@@ -83,7 +92,10 @@ export function renderMarkdown(results: BenchResults): string {
     );
     if (redisSkipped !== undefined) out.push('', `Redis: skipped (${redisSkipped}).`);
     const errors = (results.throughput ?? []).reduce((sum, r) => sum + (r.result?.errors ?? 0), 0);
-    out.push('', `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window.`);
+    out.push(
+      '',
+      `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window.`,
+    );
     out.push('');
   }
 
@@ -104,7 +116,13 @@ export function renderMarkdown(results: BenchResults): string {
     const empty = results.held.find((r) => r.held === 0);
     out.push(
       table(
-        ['held locks', 'fill ops/s', 'RSS after fill MB', 'RSS after load MB', ...shapes.flatMap((s) => [`${s.connections}×${s.depth} ops/s`, `${s.connections}×${s.depth} p99 ms`, 'vs empty'])],
+        [
+          'held locks',
+          'fill ops/s',
+          'RSS after fill MB',
+          'RSS after load MB',
+          ...shapes.flatMap((s) => [`${s.connections}×${s.depth} ops/s`, `${s.connections}×${s.depth} p99 ms`, 'vs empty']),
+        ],
         results.held.map((r) => [
           num(r.held),
           r.held === 0 ? '–' : num(r.fillPerSecond),
@@ -113,11 +131,7 @@ export function renderMarkdown(results: BenchResults): string {
           ...shapes.flatMap((s) => {
             const load = r.loads.find((l) => l.shape.connections === s.connections && l.shape.depth === s.depth)?.result;
             const base = empty?.loads.find((l) => l.shape.connections === s.connections && l.shape.depth === s.depth)?.result;
-            return [
-              num(load?.opsPerSecond),
-              num(load?.latencyMs.p99, 2),
-              load && base ? `${num((load.opsPerSecond / base.opsPerSecond) * 100)}%` : '–',
-            ];
+            return [num(load?.opsPerSecond), num(load?.latencyMs.p99, 2), load && base ? `${num((load.opsPerSecond / base.opsPerSecond) * 100)}%` : '–'];
           }),
         ]),
       ),
@@ -167,14 +181,24 @@ export function renderMarkdown(results: BenchResults): string {
     const goals = checkGoals(results);
     out.push('**Targets** (issue 3)');
     out.push('');
-    out.push(table(['target', 'measured', 'met'], goals.map((g) => [g.goal, g.measured, met(g)])));
+    out.push(
+      table(
+        ['target', 'measured', 'met'],
+        goals.map((g) => [g.goal, g.measured, met(g)]),
+      ),
+    );
     out.push('');
   }
   if (results.cluster !== undefined) {
     out.push(...renderCluster(results));
     out.push('**Cluster targets** (issue 9)');
     out.push('');
-    out.push(table(['target', 'measured', 'met'], checkClusterGoals(results).map((g) => [g.goal, g.measured, met(g)])));
+    out.push(
+      table(
+        ['target', 'measured', 'met'],
+        checkClusterGoals(results).map((g) => [g.goal, g.measured, met(g)]),
+      ),
+    );
   }
   if (results.errors.length > 0) {
     out.push('', '**Failures**', '');
@@ -221,7 +245,20 @@ function renderRandomKeys(results: BenchResults): string[] {
   }
   out.push(
     table(
-      ['key space', 'conns', 'pipeline', 'ours ops/s', 'ours p99 ms', 'server CPU', 'null server ops/s', 'ours / null', 'Redis SET NX PX+DEL ops/s', 'ours / Redis', 'server CPU µs/op: ours / null / Redis', 'contended'],
+      [
+        'key space',
+        'conns',
+        'pipeline',
+        'ours ops/s',
+        'ours p99 ms',
+        'server CPU',
+        'null server ops/s',
+        'ours / null',
+        'Redis SET NX PX+DEL ops/s',
+        'ours / Redis',
+        'server CPU µs/op: ours / null / Redis',
+        'contended',
+      ],
       lines,
     ),
   );
@@ -259,18 +296,52 @@ function renderRandomTargets(results: BenchResults): string[] {
   return [
     '**Targets** (issue 10)',
     '',
-    table(['target', 'measured', 'met'], [
-      check('50×16, 100k random keys: ours / Redis (same cycle, same generator) ≥ 1.0', ratio(at(100_000, 'ours', 16), at(100_000, 'redis', 16)), (v) => v >= 1, (v) => num(v, 2)),
-      check('50×1, 100k random keys: ours / null server ≥ 0.95', ratio(at(100_000, 'ours', 1), at(100_000, 'null-server', 1)), (v) => v >= 0.95, (v) => num(v, 2)),
-      check('RSS after a 10M-key random run, settled, no lock held ≤ 100 MB', settled, (v) => v <= 100 * 2 ** 20, (v) => `${mb(v)} MB`),
-      check('RSS with 1,000,000 held locks ≤ 300 MB', million, (v) => v <= 300 * 2 ** 20, (v) => `${mb(v)} MB`),
-    ]),
+    table(
+      ['target', 'measured', 'met'],
+      [
+        check(
+          '50×16, 100k random keys: ours / Redis (same cycle, same generator) ≥ 1.0',
+          ratio(at(100_000, 'ours', 16), at(100_000, 'redis', 16)),
+          (v) => v >= 1,
+          (v) => num(v, 2),
+        ),
+        check(
+          '50×1, 100k random keys: ours / null server ≥ 0.95',
+          ratio(at(100_000, 'ours', 1), at(100_000, 'null-server', 1)),
+          (v) => v >= 0.95,
+          (v) => num(v, 2),
+        ),
+        check(
+          'RSS after a 10M-key random run, settled, no lock held ≤ 100 MB',
+          settled,
+          (v) => v <= 100 * 2 ** 20,
+          (v) => `${mb(v)} MB`,
+        ),
+        check(
+          'RSS with 1,000,000 held locks ≤ 300 MB',
+          million,
+          (v) => v <= 300 * 2 ** 20,
+          (v) => `${mb(v)} MB`,
+        ),
+      ],
+    ),
   ];
 }
 /** One row per contention round: speed of the handovers and whether the order was kept. */
 function contentionTable(contention: ContentionResult): string {
   return table(
-    ['round', 'handovers', 'handovers/s', 'handover p50 ms', 'handover p99 ms', 'polls/s', 'order concordance', 'in promised place', 'priority inversions', 'arrival inversions'],
+    [
+      'round',
+      'handovers',
+      'handovers/s',
+      'handover p50 ms',
+      'handover p99 ms',
+      'polls/s',
+      'order concordance',
+      'in promised place',
+      'priority inversions',
+      'arrival inversions',
+    ],
     contention.rounds.map((r, i) => [
       `${i + 1}${r.completed ? '' : ' (cut short)'}`,
       num(r.handovers),
@@ -295,7 +366,9 @@ function cores(values: ReadonlyArray<number | undefined> | undefined): string {
 function renderCluster(results: BenchResults): string[] {
   const c = results.cluster!;
   const out: string[] = [];
-  out.push(`#### Cluster: 3 etcd members${c.etcdVersion !== undefined ? ` (etcd ${c.etcdVersion}, default settings, fsync on)` : ''} and 3 lockserver nodes on 127.0.0.1`);
+  out.push(
+    `#### Cluster: 3 etcd members${c.etcdVersion !== undefined ? ` (etcd ${c.etcdVersion}, default settings, fsync on)` : ''} and 3 lockserver nodes on 127.0.0.1`,
+  );
   out.push('');
   if (c.skipped !== undefined) {
     out.push(`Every cluster row: skipped (${c.skipped}).`, '');
@@ -344,12 +417,16 @@ function renderCluster(results: BenchResults): string[] {
         ]);
       }
     }
-    out.push(table(['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'wrong / failed'], rows));
+    out.push(
+      table(['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'wrong / failed'], rows),
+    );
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release).", '');
   }
   const contention = c.contention;
   if (contention !== undefined) {
-    out.push(`**Cluster contention**: ${contention.contenders} clients spread over the 3 nodes poll one (key, index) with request (0x02) until they own it, then release.`);
+    out.push(
+      `**Cluster contention**: ${contention.contenders} clients spread over the 3 nodes poll one (key, index) with request (0x02) until they own it, then release.`,
+    );
     out.push('');
     out.push(contentionTable(contention));
     out.push('');
@@ -363,20 +440,33 @@ function renderCluster(results: BenchResults): string[] {
     out.push('');
     out.push(
       table(
-        ['event', 'other nodes\' clients all served again after (ms)', 'longest wait, other clients (ms)', 'clients waiting > 1 s', 'steady-load longest wait (ms)', 'own clients served again (ms after ready / SIGCONT)', 'restart to ready (ms)', 'wrong replies'],
+        [
+          'event',
+          "other nodes' clients all served again after (ms)",
+          'longest wait, other clients (ms)',
+          'clients waiting > 1 s',
+          'steady-load longest wait (ms)',
+          'own clients served again (ms after ready / SIGCONT)',
+          'restart to ready (ms)',
+          'wrong replies',
+        ],
         f.events.map((e) => [
           e.event,
           e.survivorsBackMs === undefined ? `not within 30,000` : e.survivorsBackMs === 0 ? '0 (none waited > 1 s)' : num(e.survivorsBackMs),
           num(e.survivorsWorstWaitMs),
           `${num(e.survivorsInterrupted)}/${num(e.survivors)}`,
           num(e.baselineWorstWaitMs),
-          e.affectedBackMs !== undefined ? num(e.affectedBackMs) : e.note ?? '–',
+          e.affectedBackMs !== undefined ? num(e.affectedBackMs) : (e.note ?? '–'),
           num(e.restartReadyMs),
           num(e.wrongReplies),
         ]),
       ),
     );
-    out.push('', `${num(f.cycles)} cycles in all, ${num(f.wrongReplies)} wrong replies${f.wrongExamples.length > 0 ? ` (e.g. ${f.wrongExamples.join('; ')})` : ''}, ${num(f.reconnects)} reconnects.`, '');
+    out.push(
+      '',
+      `${num(f.cycles)} cycles in all, ${num(f.wrongReplies)} wrong replies${f.wrongExamples.length > 0 ? ` (e.g. ${f.wrongExamples.join('; ')})` : ''}, ${num(f.reconnects)} reconnects.`,
+      '',
+    );
   }
   const s = c.scale;
   if (s !== undefined) {
@@ -385,7 +475,19 @@ function renderCluster(results: BenchResults): string[] {
     out.push('');
     out.push(
       table(
-        ['fill ops/s', 'RSS per node MB', 'snapshot MB', 'snapshot ms', `${s.restartedNode} restarted (-9) → ready ms`, 'full-load seconds', 'load ops/s during', 'snapshots during', 'etcd data dir before MB', 'etcd data dir after MB', 'of which bbolt db after MB'],
+        [
+          'fill ops/s',
+          'RSS per node MB',
+          'snapshot MB',
+          'snapshot ms',
+          `${s.restartedNode} restarted (-9) → ready ms`,
+          'full-load seconds',
+          'load ops/s during',
+          'snapshots during',
+          'etcd data dir before MB',
+          'etcd data dir after MB',
+          'of which bbolt db after MB',
+        ],
         [
           [
             num(s.fillPerSecond),
@@ -403,7 +505,11 @@ function renderCluster(results: BenchResults): string[] {
         ],
       ),
     );
-    out.push('', `The full load is 48 connections × pipeline 16 over the 3 nodes, with the ${num(s.held)} locks still held; etcd data dir = the member's bbolt database, WAL and Raft snapshots, per member (m1 / m2 / m3).`, '');
+    out.push(
+      '',
+      `The full load is 48 connections × pipeline 16 over the 3 nodes, with the ${num(s.held)} locks still held; etcd data dir = the member's bbolt database, WAL and Raft snapshots, per member (m1 / m2 / m3).`,
+      '',
+    );
   }
   return out;
 }

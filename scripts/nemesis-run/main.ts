@@ -23,7 +23,7 @@ const options = new Command()
   .option('--runs <n>', 'runs in the series (seeds from, from+1, …)', whole, 1)
   .option('--seconds <n>', 'seconds of load per run (the schedule is drawn to fit)', whole, 90)
   .option('--only <kinds>', `only these faults, comma-separated: ${FAULT_KINDS.join(', ')}`, kinds)
-  .option('--quiet', 'no progress lines, only each run\'s summary')
+  .option('--quiet', "no progress lines, only each run's summary")
   .parse()
   .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; quiet?: boolean }>();
 
@@ -40,7 +40,12 @@ process.once('SIGTERM', () => process.exit(143));
 const seeds = options.seed !== undefined ? [options.seed] : Array.from({ length: options.runs }, (_, i) => options.from + i);
 let failures = 0;
 for (const seed of seeds) {
-  const report = await runNemesis({ seed, seconds: options.seconds, only: options.only, log: options.quiet === true ? undefined : (line) => console.log(line) });
+  const report = await runNemesis({
+    seed,
+    seconds: options.seconds,
+    only: options.only,
+    log: options.quiet === true ? undefined : (line) => console.log(line),
+  });
   const { violations, history, nodeLogs, ...summary } = report;
   console.log(JSON.stringify({ ...summary, violations: violations.length }, null, 1));
   if (violations.length > 0) {

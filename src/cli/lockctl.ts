@@ -108,10 +108,7 @@ const program = new LockctlProgram()
       .default(DEFAULT_HOST),
   )
   .addOption(
-    new Option('-p, --port <n>', 'server port (1-65535), for hosts that name none')
-      .env('LOCKCTL_PORT')
-      .argParser(integerIn(1, 65535))
-      .default(DEFAULT_PORT),
+    new Option('-p, --port <n>', 'server port (1-65535), for hosts that name none').env('LOCKCTL_PORT').argParser(integerIn(1, 65535)).default(DEFAULT_PORT),
   )
   .addOption(
     new Option('--host-order <order>', 'with several hosts: start at a random one, or at the first; then on through the list')
@@ -145,19 +142,11 @@ program
 
 /** A subcommand taking KEY INDEX, then OWNER when `ownerHelp` is given. */
 function lockSubcommand(name: string, description: string, ownerHelp?: string, indexHelp = 'lock index'): Command {
-  const command = program
-    .command(name)
-    .description(description)
-    .argument('<key>', 'lock key', parseName)
-    .argument('<index>', indexHelp, parseName);
+  const command = program.command(name).description(description).argument('<key>', 'lock key', parseName).argument('<index>', indexHelp, parseName);
   return ownerHelp === undefined ? command : command.argument('<owner>', ownerHelp, parseName);
 }
 
-type EntryAnswer = (
-  client: LockClient,
-  entry: { key: ByteString; index: ByteString; owner: ByteString },
-  options: GlobalOptions,
-) => Promise<number>;
+type EntryAnswer = (client: LockClient, entry: { key: ByteString; index: ByteString; owner: ByteString }, options: GlobalOptions) => Promise<number>;
 
 /** The action of a KEY INDEX OWNER subcommand. */
 function entryAction(answer: EntryAnswer) {
@@ -165,27 +154,25 @@ function entryAction(answer: EntryAnswer) {
     execute(command, (client, options) => answer(client, { key, index, owner }, options));
 }
 
-lockSubcommand('owner', 'who owns KEY/INDEX (0x01); exit 1 when nobody does').action(
-  (key: ByteString, index: ByteString, _options, command: Command) =>
-    execute(command, async (client, { json: asJson }) => {
-      const owner = await client.findOwner(key, index);
-      const free = owner.length === 0;
-      if (asJson) json({ ...jsonBytes('owner', owner), free });
-      else if (free) warn(`${shown(key)}/${shown(index)} has no owner`);
-      else out(shown(owner) + '\n');
-      return free ? ExitCode.No : ExitCode.Ok;
-    }),
+lockSubcommand('owner', 'who owns KEY/INDEX (0x01); exit 1 when nobody does').action((key: ByteString, index: ByteString, _options, command: Command) =>
+  execute(command, async (client, { json: asJson }) => {
+    const owner = await client.findOwner(key, index);
+    const free = owner.length === 0;
+    if (asJson) json({ ...jsonBytes('owner', owner), free });
+    else if (free) warn(`${shown(key)}/${shown(index)} has no owner`);
+    else out(shown(owner) + '\n');
+    return free ? ExitCode.No : ExitCode.Ok;
+  }),
 );
 
-requestOptions(
-  lockSubcommand('request', 'ask for KEY/INDEX as OWNER, or renew that request (0x02); exit 0 only when OWNER owns it', 'who asks'),
-).action((key: ByteString, index: ByteString, owner: ByteString, options: RequestOptions, command: Command) =>
-  execute(command, async (client, { json: asJson }) => {
-    const position = await client.request(key, index, owner, options);
-    if (asJson) json({ position, isOwner: position === 1, refused: position === 0 });
-    else out(describePosition(position, 'refused: the server is draining or its table is full') + '\n');
-    return position === 1 ? ExitCode.Ok : ExitCode.No;
-  }),
+requestOptions(lockSubcommand('request', 'ask for KEY/INDEX as OWNER, or renew that request (0x02); exit 0 only when OWNER owns it', 'who asks')).action(
+  (key: ByteString, index: ByteString, owner: ByteString, options: RequestOptions, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      const position = await client.request(key, index, owner, options);
+      if (asJson) json({ position, isOwner: position === 1, refused: position === 0 });
+      else out(describePosition(position, 'refused: the server is draining or its table is full') + '\n');
+      return position === 1 ? ExitCode.Ok : ExitCode.No;
+    }),
 );
 
 lockSubcommand('location', "OWNER's place in the KEY/INDEX queue (0x03); exit 1 when not queued", 'whose place').action(
@@ -211,13 +198,11 @@ lockSubcommand(
   "remove OWNER's entry (0x05); INDEX '*' removes it under every index of KEY; exit 1 when none",
   'whose entry',
   "lock index, or '*' for all",
-).action(
-  entryAction(async (client, { key, index, owner }, options) => reportReleased(await client.release(key, index, owner), options)),
-);
+).action(entryAction(async (client, { key, index, owner }, options) => reportReleased(await client.release(key, index, owner), options)));
 
 program
   .command('release-all')
-  .description("remove every entry of OWNER under any key (0x06); exit 1 when none")
+  .description('remove every entry of OWNER under any key (0x06); exit 1 when none')
   .argument('<owner>', 'whose entries', parseName)
   .action((owner: ByteString, _options, command: Command) =>
     execute(command, async (client, options) => reportReleased(await client.releaseAll(owner), options)),
@@ -272,24 +257,23 @@ requestOptions(
   )
     .argument('<command...>', "the command and its arguments (after '--')")
     .option('-w, --wait <seconds>', 'give up (exit 1) if the lock is not ours by then; default: wait', seconds(0)),
-).action(
-  (key: ByteString, index: ByteString, owner: ByteString, argv: string[], options: RequestOptions & { wait?: number }, command: Command) =>
-    execute(command, (client, { json: asJson }) =>
-      runHold(
-        client,
-        {
-          key,
-          index,
-          owner,
-          ttl: options.ttl,
-          ttw: options.ttw,
-          priority: options.priority,
-          waitSeconds: options.wait,
-          command: argv,
-        },
-        { warn, json: asJson ? json : undefined },
-      ),
+).action((key: ByteString, index: ByteString, owner: ByteString, argv: string[], options: RequestOptions & { wait?: number }, command: Command) =>
+  execute(command, (client, { json: asJson }) =>
+    runHold(
+      client,
+      {
+        key,
+        index,
+        owner,
+        ttl: options.ttl,
+        ttw: options.ttw,
+        priority: options.priority,
+        waitSeconds: options.wait,
+        command: argv,
+      },
+      { warn, json: asJson ? json : undefined },
     ),
+  ),
 );
 
 async function main(): Promise<void> {

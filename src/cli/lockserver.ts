@@ -51,16 +51,25 @@ const program = new Command()
   .option('--metrics-port <n>', 'serve Prometheus metrics over HTTP on this port (default: off)', parsePort)
   .option('--metrics-listen <addr>', 'address the metrics endpoint binds', parseListenAddress, DEFAULT_METRICS_LISTEN)
   .option('--etcd <urls>', 'cluster mode: etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379)', parseEndpoints)
-  .option('--cluster <name>', 'cluster mode: the cluster\'s name, prefix of every etcd key it writes', parseClusterName, DEFAULT_CLUSTER_NAME)
-  .option('--name <node>', 'cluster mode: this node\'s name, unique in the cluster (default: host:port)', parseNodeName)
+  .option('--cluster <name>', "cluster mode: the cluster's name, prefix of every etcd key it writes", parseClusterName, DEFAULT_CLUSTER_NAME)
+  .option('--name <node>', "cluster mode: this node's name, unique in the cluster (default: host:port)", parseNodeName)
   .option('--candidate-priority <1-15|off>', 'cluster mode: stand for leader with this priority (smaller preferred), or never', parseCandidatePriority, 8)
-  .option('--commit-timeout <seconds>', 'cluster mode: a command not committed this long closes its connection unanswered', integerIn(1, 3_600), DEFAULT_COMMIT_TIMEOUT_SECONDS)
+  .option(
+    '--commit-timeout <seconds>',
+    'cluster mode: a command not committed this long closes its connection unanswered',
+    integerIn(1, 3_600),
+    DEFAULT_COMMIT_TIMEOUT_SECONDS,
+  )
   .option('--etcd-cacert <file>', 'cluster mode: CA certificate to verify etcd (TLS)', parseFileName)
   .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
-  .option('--import-lock-file <file>', 'cluster mode: seed an empty cluster from a single node\'s lock file (refused if it holds entries)', parseFileName)
-  .option('--snapshot-every <batches>', 'cluster mode: the leader snapshots after this many batches (or 60 s with any change; default 10000)', integerIn(1, 1_000_000_000))
+  .option('--import-lock-file <file>', "cluster mode: seed an empty cluster from a single node's lock file (refused if it holds entries)", parseFileName)
+  .option(
+    '--snapshot-every <batches>',
+    'cluster mode: the leader snapshots after this many batches (or 60 s with any change; default 10000)',
+    integerIn(1, 1_000_000_000),
+  )
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
@@ -93,7 +102,9 @@ interface CliOptions {
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile'].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile'].filter(
+      (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
+    );
     if (stray.length > 0) throw new StartupError('--name, --snapshot-every, --import-lock-file and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
   }

@@ -26,7 +26,10 @@ export function parseFileName(value: string): string {
 
 /** `--etcd`: comma-separated http(s) URLs. */
 export function parseEndpoints(value: string): string[] {
-  const urls = value.split(',').map((u) => u.trim()).filter((u) => u !== '');
+  const urls = value
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
   if (urls.length === 0) throw new InvalidArgumentError('no etcd endpoint given.');
   for (const url of urls) {
     let parsed: URL;

@@ -148,9 +148,7 @@ export class LockClient {
     this.encoding = options.stringEncoding ?? 'latin1';
     this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (error) =>
-      this.fail(new ConnectionClosedError(`connection to ${address} failed: ${error.message}`, { cause: error })),
-    );
+    socket.on('error', (error) => this.fail(new ConnectionClosedError(`connection to ${address} failed: ${error.message}`, { cause: error })));
     socket.on('close', () => this.fail(new ConnectionClosedError(`connection to ${address} closed`)));
   }
 
@@ -185,12 +183,7 @@ export class LockClient {
     return this.endpoints.map((e) => e.address);
   }
 
-  private static async connectFrom(
-    endpoints: readonly Endpoint[],
-    start: number,
-    options: LockClientOptions,
-    deadline: number,
-  ): Promise<LockClient> {
+  private static async connectFrom(endpoints: readonly Endpoint[], start: number, options: LockClientOptions, deadline: number): Promise<LockClient> {
     const limitMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     const errors: Error[] = [];
     for (let i = 0; i < endpoints.length; i++) {
@@ -236,10 +229,7 @@ export class LockClient {
       };
       const onError = (error: Error): void => finish(new ConnectError(address, error));
       const onClose = (): void => finish(new ConnectError(address, new Error('closed before the greeting')));
-      const timer = setTimeout(
-        () => finish(new ConnectTimeoutError(address, limitMs, socket.connecting ? 'tcp' : 'greeting')),
-        limitMs,
-      );
+      const timer = setTimeout(() => finish(new ConnectTimeoutError(address, limitMs, socket.connecting ? 'tcp' : 'greeting')), limitMs);
       socket.on('data', onData).on('error', onError).on('close', onClose);
     });
   }

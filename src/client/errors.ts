@@ -45,11 +45,7 @@ export class ConnectTimeoutError extends LockTimeoutError {
     ms: number,
     readonly stage: 'tcp' | 'greeting' = 'greeting',
   ) {
-    super(
-      stage === 'tcp'
-        ? `no TCP connection to ${address} within ${ms} ms`
-        : `connected to ${address}, but no greeting within ${ms} ms`,
-    );
+    super(stage === 'tcp' ? `no TCP connection to ${address} within ${ms} ms` : `connected to ${address}, but no greeting within ${ms} ms`);
   }
 }
 

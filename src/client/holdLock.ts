@@ -159,9 +159,12 @@ export class HeldLock {
     clearTimeout(this.expiryTimer);
     if (this.ttlMs <= 0) return;
     const left = this.confirmedAt + this.ttlMs - performance.now();
-    this.expiryTimer = setTimeout(() => {
-      this.lose(new LockLostError(`no node confirmed a renewal within the lock's TTL (${this.ttlMs / MS_PER_SECOND} s)`));
-    }, Math.max(0, left));
+    this.expiryTimer = setTimeout(
+      () => {
+        this.lose(new LockLostError(`no node confirmed a renewal within the lock's TTL (${this.ttlMs / MS_PER_SECOND} s)`));
+      },
+      Math.max(0, left),
+    );
     this.expiryTimer.unref();
   }
 
@@ -232,10 +235,7 @@ export class HeldLock {
       let renewed: boolean;
       let position: number;
       try {
-        [renewed, position] = await Promise.all([
-          next.renew(this.key, this.index, this.owner),
-          next.location(this.key, this.index, this.owner),
-        ]);
+        [renewed, position] = await Promise.all([next.renew(this.key, this.index, this.owner), next.location(this.key, this.index, this.owner)]);
       } catch {
         next.destroy();
         last = next;
@@ -247,7 +247,11 @@ export class HeldLock {
       }
       if (!renewed || position !== 1) {
         next.destroy();
-        this.lose(new LockLostError(`after ${from.address} failed, ${next.address} has ${renewed ? `the entry at position ${position}, not as owner` : 'no entry'}: the lock expired or was released by someone else`));
+        this.lose(
+          new LockLostError(
+            `after ${from.address} failed, ${next.address} has ${renewed ? `the entry at position ${position}, not as owner` : 'no entry'}: the lock expired or was released by someone else`,
+          ),
+        );
         return;
       }
       this.owned?.destroy();
@@ -282,13 +286,7 @@ export class HeldLock {
  *   const lock = await holdLock(client, 'users', '42', 'worker-7', { ttl: 30 });
  *   try { await work(lock.signal); } finally { await lock.release(); }
  */
-export async function holdLock(
-  client: LockClient,
-  key: LockName,
-  index: LockName,
-  owner: LockName,
-  options: HoldLockOptions = {},
-): Promise<HeldLock> {
+export async function holdLock(client: LockClient, key: LockName, index: LockName, owner: LockName, options: HoldLockOptions = {}): Promise<HeldLock> {
   const { signal } = options;
   const ttl = options.ttl ?? DEFAULT_TTL_SECONDS;
   const ttw = options.ttw ?? DEFAULT_TTW_SECONDS;

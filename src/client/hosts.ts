@@ -86,8 +86,6 @@ export function endpointsOf(options: HostOptions, defaultHost: string, defaultPo
   if (options.host !== undefined) throw new RangeError('give either host or hosts, not both');
   if (options.hosts.length === 0) throw new RangeError('hosts is empty');
   return options.hosts.map((entry) =>
-    typeof entry === 'string'
-      ? parseHost(entry, port)
-      : endpoint(entry.host, entry.port ?? port, describeAddress(entry.host, entry.port ?? port)),
+    typeof entry === 'string' ? parseHost(entry, port) : endpoint(entry.host, entry.port ?? port, describeAddress(entry.host, entry.port ?? port)),
   );
 }

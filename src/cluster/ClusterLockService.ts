@@ -233,7 +233,9 @@ export class ClusterLockService implements LockService {
     try {
       [, imported] = await Promise.all([Promise.all(staged), committed]);
     } catch (error) {
-      throw new Error(`the import's commit got no answer (${(error as Error).message}); whether it was imported is unknown: look with lockctl list before trying again`);
+      throw new Error(
+        `the import's commit got no answer (${(error as Error).message}); whether it was imported is unknown: look with lockctl list before trying again`,
+      );
     }
     if (imported === 0) throw new ImportRefusedError('another node wrote to the cluster (or began another import) meanwhile; nothing was imported');
     return imported;

@@ -152,7 +152,8 @@ export class EtcdLog implements ReplicatedLog {
     );
     const storeRevision = Number(response.header.revision);
     const log = response.responses[0]?.response_range.kvs[0];
-    const head = log === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(log.version), revision: Number(log.mod_revision), storeRevision };
+    const head =
+      log === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(log.version), revision: Number(log.mod_revision), storeRevision };
     const batches = (response.responses[1]?.response_range.kvs ?? []).map((kv) => ({ revision: Number(kv.create_revision), value: kv.value }));
     return { head, batches };
   }
@@ -161,9 +162,7 @@ export class EtcdLog implements ReplicatedLog {
     const response = await this.pool.call('read barrier', timeoutMs, ({ client }, options) => client.kv.range({ key: this.logKey, keys_only: true }, options));
     const kv = response.kvs[0];
     const storeRevision = Number(response.header.revision);
-    return kv === undefined
-      ? { version: 0, revision: 0, storeRevision }
-      : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision };
+    return kv === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision };
   }
 
   watch(fromRevision: number, listener: LogListener): LogWatch {
@@ -227,7 +226,13 @@ export class EtcdLog implements ReplicatedLog {
     for (let page = 0; page < MAX_RETAINED_PAGES; page++) {
       const listed = await this.pool.call('retained batches', timeoutMs, ({ client }, options) =>
         client.kv.range(
-          { key: this.retainedPrefix, range_end: prefixEnd(this.retainedPrefix), max_create_revision: revision, keys_only: true, limit: RETAINED_DELETES_PER_TXN },
+          {
+            key: this.retainedPrefix,
+            range_end: prefixEnd(this.retainedPrefix),
+            max_create_revision: revision,
+            keys_only: true,
+            limit: RETAINED_DELETES_PER_TXN,
+          },
           options,
         ),
       );

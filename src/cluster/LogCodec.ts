@@ -143,7 +143,15 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
   out.u8(c.op);
   switch (c.op) {
     case LogOp.Request:
-      out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.allowCreate ? 1 : 0).u32(c.maxEntries);
+      out
+        .string(c.key)
+        .string(c.index)
+        .string(c.owner)
+        .u16(c.ttl)
+        .u16(c.ttw)
+        .u8(c.priority)
+        .u8(c.allowCreate ? 1 : 0)
+        .u32(c.maxEntries);
       return;
     case LogOp.Renew:
     case LogOp.Release:
@@ -159,11 +167,26 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       out.string(c.key).string(c.index).string(c.owner).f64(c.version);
       return;
     case LogOp.Import:
-      out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.isOwner ? 1 : 0);
+      out
+        .string(c.key)
+        .string(c.index)
+        .string(c.owner)
+        .u16(c.ttl)
+        .u16(c.ttw)
+        .u8(c.priority)
+        .u8(c.isOwner ? 1 : 0);
       out.u32(c.remainingMs).u8(c.first ? 1 : 0);
       return;
     case LogOp.ImportStaged:
-      out.u32(c.importId).string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority).u8(c.isOwner ? 1 : 0);
+      out
+        .u32(c.importId)
+        .string(c.key)
+        .string(c.index)
+        .string(c.owner)
+        .u16(c.ttl)
+        .u16(c.ttw)
+        .u8(c.priority)
+        .u8(c.isOwner ? 1 : 0);
       out.u32(c.remainingMs).u8(c.first ? 1 : 0);
       return;
     case LogOp.ImportCommit:

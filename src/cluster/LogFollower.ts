@@ -227,7 +227,7 @@ export class LogFollower {
 
   private releaseApplyWaiters(): void {
     const version = this.current.position.version;
-    for (let i = 0; i < this.waitingForApply.length; ) {
+    for (let i = 0; i < this.waitingForApply.length;) {
       const waiter = this.waitingForApply[i]!;
       if (waiter.version <= version) {
         this.waitingForApply.splice(i, 1);

@@ -227,7 +227,14 @@ export class ReplicaState {
     }
     out.u32(this.table.size);
     for (const e of this.table.replicaEntries()) {
-      out.string(e.key).string(e.index).string(e.owner).u8(e.priority).u16(e.ttl).u16(e.ttw).u8(e.isOwner ? 1 : 0);
+      out
+        .string(e.key)
+        .string(e.index)
+        .string(e.owner)
+        .u8(e.priority)
+        .u16(e.ttl)
+        .u16(e.ttw)
+        .u8(e.isOwner ? 1 : 0);
       out.f64(e.ticket).f64(e.version).string(e.origin);
     }
     if (staging !== undefined) {
@@ -309,4 +316,3 @@ function splitProposerKey(key: string): [ByteString, number] {
   const cut = key.lastIndexOf('\0');
   return [key.slice(0, cut), Number(key.slice(cut + 1))];
 }
-

@@ -63,9 +63,7 @@ export interface MemberSession {
 }
 
 /** The outcome of trying to take a node name. */
-export type NameClaim =
-  | { readonly taken: true; readonly session: MemberSession }
-  | { readonly taken: false; readonly holder: string };
+export type NameClaim = { readonly taken: true; readonly session: MemberSession } | { readonly taken: false; readonly holder: string };
 
 export interface Candidate {
   readonly name: string;

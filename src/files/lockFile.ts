@@ -146,7 +146,14 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
     }
     if (fields.length !== FIELDS_PER_LINE) fail(`expected ${FIELDS_PER_LINE} fields, found ${fields.length}`);
     const [keyField, indexField, ownerField, priorityField, ttlField, ttwField, role, remaining] = fields as [
-      string, string, string, string, string, string, string, string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
+      string,
     ];
     const key = decodeField(keyField) ?? fail(`bad key field "${keyField}"`);
     const index = decodeField(indexField) ?? fail(`bad index field "${indexField}"`);
@@ -155,8 +162,7 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
     const ttl = parseInteger(ttlField, 0xffff) ?? fail(`ttl must be 0-65535, got "${ttlField}"`);
     const ttw = parseInteger(ttwField, 0xffff) ?? fail(`ttw must be 0-65535, got "${ttwField}"`);
     if (role !== 'owner' && role !== 'waiter') fail(`role must be "owner" or "waiter", got "${role}"`);
-    const remainingMs =
-      remaining === NEVER ? null : (parseInteger(remaining, 0xffff * 1000) ?? fail(`bad remaining time "${remaining}"`));
+    const remainingMs = remaining === NEVER ? null : (parseInteger(remaining, 0xffff * 1000) ?? fail(`bad remaining time "${remaining}"`));
     // A length-prefixed identity of (key, index[, owner]) that cannot collide.
     const queueId = `${key.length}:${index.length}:${key}${index}`;
     const entryId = `${queueId}${owner}`;

@@ -188,7 +188,7 @@ export class KeyDirectory {
 
   /** Every queue, key by key in key creation order. */
   *all(): IterableIterator<number> {
-    for (let k = this.firstKey; k !== NO_ID; ) {
+    for (let k = this.firstKey; k !== NO_ID;) {
       // Read on before yielding: the caller may delete the queue (and with it the key).
       const next = this.keyNext[k]!;
       yield* this.queuesUnder(k);
@@ -197,7 +197,7 @@ export class KeyDirectory {
   }
 
   private *queuesUnder(k: number): IterableIterator<number> {
-    for (let q = this.keyFirstQueue[k]!; q !== NO_ID; ) {
+    for (let q = this.keyFirstQueue[k]!; q !== NO_ID;) {
       const next = this.queueNext[q]!;
       yield q;
       q = next;

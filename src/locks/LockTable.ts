@@ -277,7 +277,14 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       const index = this.keys.indexOf(queue);
       for (const entry of this.queueEntries(queue)) {
         if (result.length >= limit) return result;
-        result.push({ priority: e.priority[entry]!, ttl: e.ttl[entry]!, ttw: e.ttw[entry]!, index, owner: this.ownerName(entry), isOwner: e.isOwner[entry] === 1 });
+        result.push({
+          priority: e.priority[entry]!,
+          ttl: e.ttl[entry]!,
+          ttw: e.ttw[entry]!,
+          index,
+          owner: this.ownerName(entry),
+          isOwner: e.isOwner[entry] === 1,
+        });
       }
     }
     return result;

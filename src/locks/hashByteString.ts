@@ -14,8 +14,7 @@ export function hashByteString(value: ByteString, seed: number): number {
   let hash = seed ^ length;
   let i = 0;
   for (const whole = length & ~3; i < whole; i += 4) {
-    const word =
-      value.charCodeAt(i) | (value.charCodeAt(i + 1) << 8) | (value.charCodeAt(i + 2) << 16) | (value.charCodeAt(i + 3) << 24);
+    const word = value.charCodeAt(i) | (value.charCodeAt(i + 1) << 8) | (value.charCodeAt(i + 2) << 16) | (value.charCodeAt(i + 3) << 24);
     hash = Math.imul(hash ^ word, 0x5bd1e995);
     hash ^= hash >>> 15;
   }

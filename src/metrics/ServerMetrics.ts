@@ -46,8 +46,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
 
   constructor() {
     const registers = [this.registry];
-    const read = <T>(pick: (source: MetricsSource) => T): T | undefined =>
-      this.source === undefined ? undefined : pick(this.source);
+    const read = <T>(pick: (source: MetricsSource) => T): T | undefined => (this.source === undefined ? undefined : pick(this.source));
     /** A gauge whose value is read when scraped (undefined: not attached yet, no sample). */
     const gauge = (name: string, help: string, value: () => number | undefined | Promise<number | undefined>): void => {
       new Gauge({
@@ -75,12 +74,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       });
     };
     /** A counter with one label, each value kept by the server and read when scraped. */
-    const labelledCounter = (
-      name: string,
-      help: string,
-      label: string,
-      values: () => Array<[string, number]> | undefined,
-    ): void => {
+    const labelledCounter = (name: string, help: string, label: string, values: () => Array<[string, number]> | undefined): void => {
       new Counter({
         name,
         help,
@@ -97,7 +91,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
     const stats = (): ServerStats | undefined => read((source) => source.server.stats);
 
     gauge('lockserver_uptime_seconds', 'Seconds since the server started', () => stats()?.uptimeSeconds);
-    labelledCounter('lockserver_commands_total', 'Commands received, by command (the stats command\'s counters)', 'command', () => {
+    labelledCounter('lockserver_commands_total', "Commands received, by command (the stats command's counters)", 'command', () => {
       const s = stats();
       return s && Object.entries(COMMAND_NAMES).map(([byte, name]) => [name, s.commands[Number(byte)]!]);
     });
@@ -107,15 +101,17 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       return s && Object.entries(REJECTION_REASONS).map(([reason, field]) => [reason, s[field]]);
     });
     gauge('lockserver_connections_active', 'Open client connections', () => stats()?.activeConnections);
-    gauge('lockserver_lock_owners', 'Entries that own their lock (one per busy key/index queue)', async () =>
-      (await read((source) => source.service.counts()))?.owners,
+    gauge(
+      'lockserver_lock_owners',
+      'Entries that own their lock (one per busy key/index queue)',
+      async () => (await read((source) => source.service.counts()))?.owners,
     );
-    gauge('lockserver_lock_waiters', 'Entries waiting in lock queues behind an owner (summed over all queues)', async () =>
-      (await read((source) => source.service.counts()))?.waiters,
+    gauge(
+      'lockserver_lock_waiters',
+      'Entries waiting in lock queues behind an owner (summed over all queues)',
+      async () => (await read((source) => source.service.counts()))?.waiters,
     );
-    gauge('lockserver_draining', '1 while draining after SIGSYS (no new entries), else 0', () =>
-      read((source) => (source.server.draining ? 1 : 0)),
-    );
+    gauge('lockserver_draining', '1 while draining after SIGSYS (no new entries), else 0', () => read((source) => (source.server.draining ? 1 : 0)));
     this.expiries = new Counter({
       name: 'lockserver_lock_expiries_total',
       help: 'Entries removed because their TTL or TTW ran out without renewal',
@@ -140,22 +136,50 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
         this.set({ role: cluster().role() }, 1);
       },
     });
-    counter('lockserver_cluster_leader_changes_total', 'Times the cluster leader changed (always 0 for a single node)', () =>
-      cluster().leaderChanges(),
-    );
+    counter('lockserver_cluster_leader_changes_total', 'Times the cluster leader changed (always 0 for a single node)', () => cluster().leaderChanges());
     // Cluster mode only: a single node has no figures, so these gauges have no sample.
-    const figure = (pick: (f: ClusterFigures) => number | boolean | undefined): (() => number | undefined) => () => {
-      const figures = cluster().figures?.();
-      const value = figures === undefined ? undefined : pick(figures);
-      return typeof value === 'boolean' ? (value ? 1 : 0) : value;
-    };
-    gauge('lockserver_cluster_ready', 'Cluster mode: 1 once this node has caught up with the log and serves', figure((f) => f.ready));
-    gauge('lockserver_cluster_etcd_reachable', 'Cluster mode: 1 if the last call to etcd succeeded', figure((f) => f.etcdReachable));
-    gauge('lockserver_cluster_applied_version', 'Cluster mode: the last log batch applied here', figure((f) => f.appliedVersion));
-    gauge('lockserver_cluster_lag_batches', 'Cluster mode: batches etcd holds that this node has not applied yet', figure((f) => f.lagBatches));
-    gauge('lockserver_cluster_snapshot_age_seconds', 'Cluster mode: seconds since this node wrote or loaded a snapshot', figure((f) => f.snapshotAgeSeconds));
-    gauge('lockserver_cluster_snapshot_bytes', 'Cluster mode: size of the snapshot this node last wrote or loaded', figure((f) => f.snapshotBytes));
-    counter('lockserver_cluster_expiries_proposed_total', 'Cluster mode: expiry commands this node proposed as leader', figure((f) => f.expiriesProposed));
+    const figure =
+      (pick: (f: ClusterFigures) => number | boolean | undefined): (() => number | undefined) =>
+      () => {
+        const figures = cluster().figures?.();
+        const value = figures === undefined ? undefined : pick(figures);
+        return typeof value === 'boolean' ? (value ? 1 : 0) : value;
+      };
+    gauge(
+      'lockserver_cluster_ready',
+      'Cluster mode: 1 once this node has caught up with the log and serves',
+      figure((f) => f.ready),
+    );
+    gauge(
+      'lockserver_cluster_etcd_reachable',
+      'Cluster mode: 1 if the last call to etcd succeeded',
+      figure((f) => f.etcdReachable),
+    );
+    gauge(
+      'lockserver_cluster_applied_version',
+      'Cluster mode: the last log batch applied here',
+      figure((f) => f.appliedVersion),
+    );
+    gauge(
+      'lockserver_cluster_lag_batches',
+      'Cluster mode: batches etcd holds that this node has not applied yet',
+      figure((f) => f.lagBatches),
+    );
+    gauge(
+      'lockserver_cluster_snapshot_age_seconds',
+      'Cluster mode: seconds since this node wrote or loaded a snapshot',
+      figure((f) => f.snapshotAgeSeconds),
+    );
+    gauge(
+      'lockserver_cluster_snapshot_bytes',
+      'Cluster mode: size of the snapshot this node last wrote or loaded',
+      figure((f) => f.snapshotBytes),
+    );
+    counter(
+      'lockserver_cluster_expiries_proposed_total',
+      'Cluster mode: expiry commands this node proposed as leader',
+      figure((f) => f.expiriesProposed),
+    );
     this.commitLatency = new Histogram({
       name: 'lockserver_cluster_commit_duration_seconds',
       help: 'Cluster mode: time from sending a batch to etcd to having applied it here',

@@ -75,5 +75,4 @@ export const REQUEST_LAYOUTS: ReadonlyArray<RequestLayout | undefined> = (() => 
 })();
 
 /** The longest request frame there can be: a request (0x02) with three 255-byte strings. */
-export const MAX_REQUEST_LENGTH =
-  COMMAND_BYTE_LENGTH + 3 * (STRING_LENGTH_PREFIX + 255) + TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;
+export const MAX_REQUEST_LENGTH = COMMAND_BYTE_LENGTH + 3 * (STRING_LENGTH_PREFIX + 255) + TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;

@@ -143,13 +143,8 @@ const contenderParser = new Parser()
   .uint8('ownerLength')
   .buffer('owner', { length: 'ownerLength', formatter: asByteString })
   .uint8('isOwner', { formatter: ((flag: number) => flag !== 0) as (raw: unknown) => unknown });
-const listReplyParser = new Parser()
-  .endianness('big')
-  .uint16('count')
-  .array('contenders', { type: contenderParser, length: 'count' });
-const statsReplyParser = STATS_FIELDS.reduce((p, field) => p.uint32(field), new Parser().endianness('big')).uint16(
-  'activeConnections',
-);
+const listReplyParser = new Parser().endianness('big').uint16('count').array('contenders', { type: contenderParser, length: 'count' });
+const statsReplyParser = STATS_FIELDS.reduce((p, field) => p.uint32(field), new Parser().endianness('big')).uint16('activeConnections');
 
 /** Decodes one whole reply frame (as measured by replyFrameLength). */
 export function decodeReply<C extends Command>(command: C, frame: Buffer): ReplyOf[C] {
@@ -168,9 +163,14 @@ export function decodeReply<C extends Command>(command: C, frame: Buffer): Reply
       reply = frame[0] !== 0;
       break;
     case Command.List:
-      reply = (listReplyParser.parse(frame) as { contenders: Array<Contender & { indexLength?: number }> }).contenders.map(
-        (c) => ({ priority: c.priority, ttl: c.ttl, ttw: c.ttw, index: c.index, owner: c.owner, isOwner: c.isOwner }),
-      );
+      reply = (listReplyParser.parse(frame) as { contenders: Array<Contender & { indexLength?: number }> }).contenders.map((c) => ({
+        priority: c.priority,
+        ttl: c.ttl,
+        ttw: c.ttw,
+        index: c.index,
+        owner: c.owner,
+        isOwner: c.isOwner,
+      }));
       break;
     case Command.Stats:
       reply = statsReplyParser.parse(frame) as StatsReply;

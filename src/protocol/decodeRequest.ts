@@ -5,15 +5,7 @@
  * decodeReply.ts is the client's mirror of this file.
  */
 import { byteString, type ByteString } from '../bytes.js';
-import {
-  Command,
-  COMMAND_BYTE_LENGTH,
-  PRIORITY_LENGTH,
-  REQUEST_LAYOUTS,
-  STRING_LENGTH_PREFIX,
-  TTL_LENGTH,
-  TTW_LENGTH,
-} from './constants.js';
+import { Command, COMMAND_BYTE_LENGTH, PRIORITY_LENGTH, REQUEST_LAYOUTS, STRING_LENGTH_PREFIX, TTL_LENGTH, TTW_LENGTH } from './constants.js';
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import type { Request } from './messages.js';
 

@@ -37,7 +37,13 @@ export function encodeListReply(out: BufferWriter, contenders: readonly Contende
   out.u16(count);
   for (let i = 0; i < count; i++) {
     const c = contenders[i]!;
-    out.u8(c.priority).u16(c.ttl).u16(c.ttw).string(c.index).string(c.owner).u8(c.isOwner ? 1 : 0);
+    out
+      .u8(c.priority)
+      .u16(c.ttl)
+      .u16(c.ttw)
+      .string(c.index)
+      .string(c.owner)
+      .u8(c.isOwner ? 1 : 0);
   }
 }
 

@@ -4,14 +4,7 @@ import type { Answer, LockCounts, LockService } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16 } from '../protocol/constants.js';
 import { RequestDecoder, UnknownCommandError } from '../protocol/decodeRequest.js';
-import {
-  encodeCountReply,
-  encodeListReply,
-  encodeOwnerReply,
-  encodePositionReply,
-  encodeStatsReply,
-  encodeSuccessReply,
-} from '../protocol/encodeReply.js';
+import { encodeCountReply, encodeListReply, encodeOwnerReply, encodePositionReply, encodeStatsReply, encodeSuccessReply } from '../protocol/encodeReply.js';
 import type { Request } from '../protocol/messages.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { Logger } from '../runtime/Logger.js';
@@ -377,9 +370,7 @@ export class Connection {
       case Command.Release:
         return this.reply(
           request.command,
-          request.index === ANY_INDEX
-            ? service.releaseKey(request.key, request.owner)
-            : service.release(request.key, request.index, request.owner),
+          request.index === ANY_INDEX ? service.releaseKey(request.key, request.owner) : service.release(request.key, request.index, request.owner),
           this.encodeRemoved,
         );
       case Command.ReleaseAll:

@@ -31,4 +31,3 @@ export async function claimServerFiles(config: StartupFileConfig, logger: Logger
   }
   return pidFile;
 }
-

@@ -73,7 +73,10 @@ test('pipelining: a burst issued at once goes out together and is answered in or
   const owners = Array.from({ length: 500 }, (_, i) => `owner-${i}`);
   const positions = Promise.all(owners.map((owner) => client.request('queue', '1', owner)));
   t.is(client.inFlight, owners.length);
-  t.deepEqual(await positions, owners.map((_, i) => i + 1));
+  t.deepEqual(
+    await positions,
+    owners.map((_, i) => i + 1),
+  );
   const mixed = await Promise.all([
     client.findOwner('queue', '1'),
     client.location('queue', '1', 'owner-499'),

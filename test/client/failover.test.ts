@@ -1,11 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
-import {
-  AllHostsFailedError,
-  ConnectError,
-  ConnectTimeoutError,
-  LockLostError,
-  ServerRefusedError,
-} from '../../src/client/errors.js';
+import { AllHostsFailedError, ConnectError, ConnectTimeoutError, LockLostError, ServerRefusedError } from '../../src/client/errors.js';
 import { holdLock, type HeldLock } from '../../src/client/holdLock.js';
 import { LockClient } from '../../src/client/LockClient.js';
 import { bounded } from '../helpers/bounded.js';
@@ -56,7 +50,12 @@ test('when no node gives a connection: AllHostsFailedError with what each did, i
   t.true(error.errors[0] instanceof ServerRefusedError);
   t.true(error.errors[1] instanceof ConnectError);
   t.true(error.errors[2] instanceof ConnectTimeoutError);
-  t.regex(error.message, new RegExp(`^no host accepted a connection: ${refusing.address} refused: .*; cannot connect to 127\\.0\\.0\\.1:${closed}: .*; no TCP connection to 127\\.0\\.0\\.1:${stalled} within 2000 ms$`));
+  t.regex(
+    error.message,
+    new RegExp(
+      `^no host accepted a connection: ${refusing.address} refused: .*; cannot connect to 127\\.0\\.0\\.1:${closed}: .*; no TCP connection to 127\\.0\\.0\\.1:${stalled} within 2000 ms$`,
+    ),
+  );
 });
 
 test('a single host fails with its own error, as before (no AllHostsFailedError)', async (t) => {

@@ -30,8 +30,14 @@ test('a comma-separated list keeps its order; the default port fills in', (t) =>
 });
 
 test('connect options: hosts (strings or objects, port as the default), or the single host/port as before', (t) => {
-  t.deepEqual(endpointsOf({}, '127.0.0.1', 7734).map((e) => e.address), ['127.0.0.1:7734']);
-  t.deepEqual(endpointsOf({ host: 'h', port: 1 }, '127.0.0.1', 7734).map((e) => e.address), ['h:1']);
+  t.deepEqual(
+    endpointsOf({}, '127.0.0.1', 7734).map((e) => e.address),
+    ['127.0.0.1:7734'],
+  );
+  t.deepEqual(
+    endpointsOf({ host: 'h', port: 1 }, '127.0.0.1', 7734).map((e) => e.address),
+    ['h:1'],
+  );
   t.deepEqual(
     endpointsOf({ hosts: ['a', 'b:2', { host: 'c' }, { host: 'd', port: 4 }], port: 9 }, '127.0.0.1', 7734).map((e) => e.address),
     ['a:9', 'b:2', 'c:9', 'd:4'],

@@ -81,7 +81,11 @@ etcdTest.serial('holdLock keeps its lock through another node when its node is k
   t.deepEqual(await onN3.findOwner('jobs', 'nightly'), Buffer.from('holder'));
   await contender.stop();
   t.true(contender.positions.length > 0);
-  t.deepEqual(contender.positions.filter((p) => p !== 2), [], 'the contender on n3 was only ever second in line');
+  t.deepEqual(
+    contender.positions.filter((p) => p !== 2),
+    [],
+    'the contender on n3 was only ever second in line',
+  );
 
   t.is(await lock.release(), 1, 'released through n2');
   t.is(await onN3.request('jobs', 'nightly', 'other', { ttl: TTL_S }), 1, 'and then the contender gets it');

@@ -44,11 +44,15 @@ etcdTest.serial('/readyz follows the node through its start and etcd outages; /l
   t.is(await ask.request(client, 'k', '1', 'alice', { ttl: 0 }), 1);
 
   const untilReadyz = (what: string, ready: boolean): Promise<Probe> =>
-    pollUntil(what, async () => {
-      const answer = await probe('/readyz');
-      const unreachable = answer.status === 503 && answer.lines.includes('etcd unreachable');
-      return (ready ? answer.status === 200 : unreachable) ? answer : undefined;
-    }, NOTICE_MS);
+    pollUntil(
+      what,
+      async () => {
+        const answer = await probe('/readyz');
+        const unreachable = answer.status === 503 && answer.lines.includes('etcd unreachable');
+        return (ready ? answer.status === 200 : unreachable) ? answer : undefined;
+      },
+      NOTICE_MS,
+    );
 
   for (const outage of ['paused', 'stopped'] as const) {
     for (const member of etcd.members) {

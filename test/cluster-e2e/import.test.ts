@@ -10,49 +10,52 @@ import { ask } from '../helpers/wire.js';
 
 const etcdTest = needsEtcd(test);
 
-etcdTest.serial('locks taken on a single node, saved by SIGTERM, are all in a fresh cluster after --import-lock-file; a second import is refused', async (t) => {
-  t.timeout(120_000);
-  // A single node with owners, queued waiters (priority order), a never-expiring entry and bytes.
-  const single = await startServer(t);
-  const client = await single.accepted();
-  t.is(await ask.request(client, 'jobs', 'a', 'alice', { ttl: 600, ttw: 600, priority: 1 }), 1);
-  t.is(await ask.request(client, 'jobs', 'a', 'bob', { ttl: 600, ttw: 600, priority: 1 }), 2);
-  t.is(await ask.request(client, 'jobs', 'a', 'carol', { ttl: 600, ttw: 600, priority: 9 }), 2);
-  t.is(await ask.request(client, 'jobs', 'b', 'dave', { ttl: 0, ttw: 0, priority: 0 }), 1);
-  t.is(await ask.request(client, 'r\x00w', '\xff', 'e #1', { ttl: 600, ttw: 0, priority: 0 }), 1);
-  const before = await ask.list(client, 'jobs');
-  single.signal('SIGTERM');
-  t.like(await single.waitForExit(), { code: 0 });
+etcdTest.serial(
+  'locks taken on a single node, saved by SIGTERM, are all in a fresh cluster after --import-lock-file; a second import is refused',
+  async (t) => {
+    t.timeout(120_000);
+    // A single node with owners, queued waiters (priority order), a never-expiring entry and bytes.
+    const single = await startServer(t);
+    const client = await single.accepted();
+    t.is(await ask.request(client, 'jobs', 'a', 'alice', { ttl: 600, ttw: 600, priority: 1 }), 1);
+    t.is(await ask.request(client, 'jobs', 'a', 'bob', { ttl: 600, ttw: 600, priority: 1 }), 2);
+    t.is(await ask.request(client, 'jobs', 'a', 'carol', { ttl: 600, ttw: 600, priority: 9 }), 2);
+    t.is(await ask.request(client, 'jobs', 'b', 'dave', { ttl: 0, ttw: 0, priority: 0 }), 1);
+    t.is(await ask.request(client, 'r\x00w', '\xff', 'e #1', { ttl: 600, ttw: 0, priority: 0 }), 1);
+    const before = await ask.list(client, 'jobs');
+    single.signal('SIGTERM');
+    t.like(await single.waitForExit(), { code: 0 });
 
-  const etcd = await EtcdCluster.start(t, {});
-  const cluster = new LockCluster(t, etcd);
-  const saved = join(etcd.dir, 'from-single-node.locks');
-  await copyFile(single.lockFile, saved);
-  const original = await readFile(saved);
-  const importer = await cluster.startNode({ name: 'n1', args: ['--import-lock-file', saved] });
-  const imported = await importer.event('lock-file-imported');
-  t.is(imported.fields.entries, '5');
-  const other = await cluster.startNode({ name: 'n2' });
+    const etcd = await EtcdCluster.start(t, {});
+    const cluster = new LockCluster(t, etcd);
+    const saved = join(etcd.dir, 'from-single-node.locks');
+    await copyFile(single.lockFile, saved);
+    const original = await readFile(saved);
+    const importer = await cluster.startNode({ name: 'n1', args: ['--import-lock-file', saved] });
+    const imported = await importer.event('lock-file-imported');
+    t.is(imported.fields.entries, '5');
+    const other = await cluster.startNode({ name: 'n2' });
 
-  // Every entry is there, from every node, in the same queue order, with its priority and TTL/TTW.
-  for (const node of [importer, other]) {
-    const c = await node.accepted();
-    t.deepEqual(await ask.list(c, 'jobs'), before);
-    t.is(await ask.findOwner(c, 'r\x00w', '\xff'), 'e #1');
-    t.is(await ask.location(c, 'jobs', 'a', 'bob'), 3);
-    // The cluster goes on from there: alice's release promotes carol (priority 9 before bob).
-    if (node === other) {
-      t.is(await ask.release(c, 'jobs', 'a', 'alice'), 1);
-      t.is(await ask.findOwner(c, 'jobs', 'a'), 'carol');
+    // Every entry is there, from every node, in the same queue order, with its priority and TTL/TTW.
+    for (const node of [importer, other]) {
+      const c = await node.accepted();
+      t.deepEqual(await ask.list(c, 'jobs'), before);
+      t.is(await ask.findOwner(c, 'r\x00w', '\xff'), 'e #1');
+      t.is(await ask.location(c, 'jobs', 'a', 'bob'), 3);
+      // The cluster goes on from there: alice's release promotes carol (priority 9 before bob).
+      if (node === other) {
+        t.is(await ask.release(c, 'jobs', 'a', 'alice'), 1);
+        t.is(await ask.findOwner(c, 'jobs', 'a'), 'carol');
+      }
     }
-  }
 
-  // Importing again into a cluster that holds entries: refused at start (exit 1), nothing written.
-  const again = await cluster.startNode({ name: 'n3', args: ['--import-lock-file', saved], waitReady: false });
-  const exit = await again.waitForExit(60_000);
-  t.is(exit.code, 1);
-  t.regex(again.stderr, /already holds \d+ entries; nothing was imported/);
-  const c = await other.accepted();
-  t.is((await ask.list(c, 'jobs')).length, before.length - 1);
-  t.deepEqual(await readFile(saved), original, 'the file to import is left as it was');
-});
+    // Importing again into a cluster that holds entries: refused at start (exit 1), nothing written.
+    const again = await cluster.startNode({ name: 'n3', args: ['--import-lock-file', saved], waitReady: false });
+    const exit = await again.waitForExit(60_000);
+    t.is(exit.code, 1);
+    t.regex(again.stderr, /already holds \d+ entries; nothing was imported/);
+    const c = await other.accepted();
+    t.is((await ask.list(c, 'jobs')).length, before.length - 1);
+    t.deepEqual(await readFile(saved), original, 'the file to import is left as it was');
+  },
+);

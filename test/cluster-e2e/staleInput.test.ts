@@ -11,29 +11,32 @@ import { ask, frames, req } from '../helpers/wire.js';
 
 const etcdTest = needsEtcd(test);
 
-etcdTest.serial('a release that waited in a stopped node\'s socket is refused when the node resumes: the lock stays with the client that re-took it elsewhere', async (t) => {
-  t.timeout(120_000);
-  const { nodes } = await startCluster(t);
-  const [a, b] = await Promise.all([nodes[0]!.accepted(), nodes[1]!.accepted()]);
-  t.is(await ask.request(b, 'stale', '1', 'x', { ttl: 0 }), 1, 'x owns the lock');
+etcdTest.serial(
+  "a release that waited in a stopped node's socket is refused when the node resumes: the lock stays with the client that re-took it elsewhere",
+  async (t) => {
+    t.timeout(120_000);
+    const { nodes } = await startCluster(t);
+    const [a, b] = await Promise.all([nodes[0]!.accepted(), nodes[1]!.accepted()]);
+    t.is(await ask.request(b, 'stale', '1', 'x', { ttl: 0 }), 1, 'x owns the lock');
 
-  // x sends its release to node A, which is stopped: no answer. x gives up on A and carries on
-  // through B, where it still owns the lock (it is told so), as a 0.9b client that failed over.
-  const refused = nodes[0]!.nextEvent('stale-input-refused', () => true, 60_000);
-  nodes[0]!.signal('SIGSTOP');
-  a.send(frames(req.release('stale', '1', 'x')));
-  t.is(await ask.findOwner(b, 'stale', '1'), 'x');
-  t.is(await ask.location(b, 'stale', '1', 'x'), 1, 'x is told it owns the lock');
-  // The fault itself: A stays stopped for longer than a node tolerates (STALE_INPUT_MS, 1 s).
-  await delay(2_500);
-  nodes[0]!.signal('SIGCONT');
+    // x sends its release to node A, which is stopped: no answer. x gives up on A and carries on
+    // through B, where it still owns the lock (it is told so), as a 0.9b client that failed over.
+    const refused = nodes[0]!.nextEvent('stale-input-refused', () => true, 60_000);
+    nodes[0]!.signal('SIGSTOP');
+    a.send(frames(req.release('stale', '1', 'x')));
+    t.is(await ask.findOwner(b, 'stale', '1'), 'x');
+    t.is(await ask.location(b, 'stale', '1', 'x'), 1, 'x is told it owns the lock');
+    // The fault itself: A stays stopped for longer than a node tolerates (STALE_INPUT_MS, 1 s).
+    await delay(2_500);
+    nodes[0]!.signal('SIGCONT');
 
-  const event = await refused;
-  t.true(Number(event.fields.stalled_ms) > 0);
-  await a.waitForClose(30_000);
-  // The release never took effect, on any node.
-  t.is(await ask.findOwner(b, 'stale', '1'), 'x');
-  const again = await nodes[0]!.accepted();
-  t.is(await ask.findOwner(again, 'stale', '1'), 'x');
-  t.is(await ask.location(again, 'stale', '1', 'x'), 1);
-});
+    const event = await refused;
+    t.true(Number(event.fields.stalled_ms) > 0);
+    await a.waitForClose(30_000);
+    // The release never took effect, on any node.
+    t.is(await ask.findOwner(b, 'stale', '1'), 'x');
+    const again = await nodes[0]!.accepted();
+    t.is(await ask.findOwner(again, 'stale', '1'), 'x');
+    t.is(await ask.location(again, 'stale', '1', 'x'), 1);
+  },
+);

@@ -39,7 +39,13 @@ etcdTest.serial('a request on one node is seen byte for byte from the others; a 
   const lists = await everywhere(all, req.list('k'));
   t.is(lists[1], lists[0]);
   t.is(lists[2], lists[0]);
-  t.deepEqual((await ask.list(c!, 'k')).map((e) => [e.owner, e.priority, e.isOwner]), [['alice', 0, true], ['bob', 3, false]]);
+  t.deepEqual(
+    (await ask.list(c!, 'k')).map((e) => [e.owner, e.priority, e.isOwner]),
+    [
+      ['alice', 0, true],
+      ['bob', 3, false],
+    ],
+  );
 
   // The stats' owners and contenders are the cluster's; the request counters are this node's.
   t.like(await ask.stats(c!), { owners: 1, contenders: 1, lockRequests: 0 });
@@ -95,10 +101,18 @@ etcdTest.serial('pipelined requests on one connection are answered in order, whi
   const asks = Array.from({ length: many }, (_, i) => req.request('q', '1', `o${String(i).padStart(2, '0')}`));
   const [first, second] = await Promise.all([pipeline(a, ...asks.slice(0, many / 2)), pipeline(b, ...asks.slice(many / 2))]);
   const positions = [...(first as number[]), ...(second as number[])];
-  t.deepEqual([...positions].sort((x, y) => x - y), Array.from({ length: many }, (_, i) => i + 1), 'every position handed out once');
+  t.deepEqual(
+    [...positions].sort((x, y) => x - y),
+    Array.from({ length: many }, (_, i) => i + 1),
+    'every position handed out once',
+  );
   const isIncreasing = (xs: number[]): boolean => xs.every((x, i) => i === 0 || x > xs[i - 1]!);
   t.true(isIncreasing(first as number[]) && isIncreasing(second as number[]), 'each connection sees its own requests in order');
   const queue = (await ask.list(a, 'q')).map((e) => e.owner);
   const byPosition = asks.map((r, i) => [positions[i]!, (r as { owner: string }).owner] as const).sort((x, y) => x[0] - y[0]);
-  t.deepEqual(queue, byPosition.map(([, owner]) => owner), 'the queue is in the order the positions said');
+  t.deepEqual(
+    queue,
+    byPosition.map(([, owner]) => owner),
+    'the queue is in the order the positions said',
+  );
 });

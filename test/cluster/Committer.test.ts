@@ -28,13 +28,19 @@ function stalledLog(vt: VirtualTimers, lateCommitMs: number, commits = false): {
 }
 
 function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Committer {
-  const c = new Committer({ nodeName: 'n1', incarnation: 1 }, COMMIT_TIMEOUT_MS, {
-    log,
-    clock: vt,
-    timers: vt,
-    random: mulberry32(1),
-    logger: { event: (name) => void events.push(`${vt.now()} ${name}`), debug: undefined },
-  }, new StoreContact(), () => 0);
+  const c = new Committer(
+    { nodeName: 'n1', incarnation: 1 },
+    COMMIT_TIMEOUT_MS,
+    {
+      log,
+      clock: vt,
+      timers: vt,
+      random: mulberry32(1),
+      logger: { event: (name) => void events.push(`${vt.now()} ${name}`), debug: undefined },
+    },
+    new StoreContact(),
+    () => 0,
+  );
   vt.every(TICK_MS, () => c.tick(vt.now()));
   return c;
 }
@@ -59,12 +65,18 @@ for (const lateCommitMs of [0, 3_000]) {
     await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
     t.false(outcome.answered);
     t.true(attempts.length >= 2, 'the append was retried within the commit timeout');
-    t.true(attempts.every((at) => at < COMMIT_TIMEOUT_MS), 'no attempt after the deadline');
+    t.true(
+      attempts.every((at) => at < COMMIT_TIMEOUT_MS),
+      'no attempt after the deadline',
+    );
     const lastRejection = COMMIT_TIMEOUT_MS; // every attempt's timeout ends by the deadline
     t.not(outcome.givenUpAt, undefined, 'given up in the end');
     t.true(outcome.givenUpAt! >= lastRejection + lateCommitMs, `given up at ${outcome.givenUpAt}, before the fence at ${lastRejection + lateCommitMs}`);
     t.true(outcome.givenUpAt! <= lastRejection + lateCommitMs + TICK_MS, 'and at the first tick after it');
-    t.deepEqual(events.map((e) => e.split(' ')[1]), ['commit-timeout']);
+    t.deepEqual(
+      events.map((e) => e.split(' ')[1]),
+      ['commit-timeout'],
+    );
   });
 }
 
@@ -106,6 +118,9 @@ test('rounds queued behind a round that is given up fail unsent: later pipelined
   t.not(first.givenUpAt, undefined);
   t.is(second.givenUpAt, first.givenUpAt, 'given up with the round before it');
   t.false(second.answered);
-  t.true(attempts.every((at) => at < COMMIT_TIMEOUT_MS), 'nothing of the second round was ever sent');
+  t.true(
+    attempts.every((at) => at < COMMIT_TIMEOUT_MS),
+    'nothing of the second round was ever sent',
+  );
   t.true(attempts.length >= sentBefore);
 });

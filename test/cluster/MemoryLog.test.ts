@@ -134,7 +134,11 @@ test('appends from several clients get contiguous versions and rising revisions;
   t.deepEqual(store.logHead, { version: 120, revision: last.revision });
   // every client's values are there, each client's in the order it sent them
   const values = recorder.records.map((r) => text(r.value));
-  for (const c of ['a', 'b', 'c']) t.deepEqual(values.filter((v) => v.startsWith(c)), Array.from({ length: 40 }, (_, i) => `${c}-${i}`));
+  for (const c of ['a', 'b', 'c'])
+    t.deepEqual(
+      values.filter((v) => v.startsWith(c)),
+      Array.from({ length: 40 }, (_, i) => `${c}-${i}`),
+    );
 });
 
 test('a watch starts at its revision; one past the head waits for the next batch; closed ones get nothing', async (t) => {
@@ -319,11 +323,13 @@ test('release frees the name at once; a partitioned holder loses its session wit
   t.true(held.session.lost);
   t.true((await claim(timers, b, 'n1', 3, 5)).taken);
   t.deepEqual(
-    (await (async () => {
-      const c = track(b.candidates(CALL_MS));
-      await timers.advance(50);
-      return c.value!;
-    })()).map((c) => c.name),
+    (
+      await (async () => {
+        const c = track(b.candidates(CALL_MS));
+        await timers.advance(50);
+        return c.value!;
+      })()
+    ).map((c) => c.name),
     ['n1'],
   );
 
@@ -557,7 +563,10 @@ test('appendLate: appends land late, often after their caller gave up, never pas
 test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
   const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
   const clients = [store.client('a'), store.client('b'), store.client('c')];
-  t.deepEqual(clients.map((c) => c.member), [0, 1, 2]);
+  t.deepEqual(
+    clients.map((c) => c.member),
+    [0, 1, 2],
+  );
   store.isolateMember(2, true);
   const stuck = track(clients[2]!.head(100));
   const fine = track(clients[0]!.head(100));

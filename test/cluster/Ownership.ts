@@ -70,7 +70,18 @@ export class Ownership {
     const id = `${client} ${lock}`;
     let v = this.views.get(id);
     if (v === undefined) {
-      v = { renewedSent: -Infinity, notOwnerSent: -Infinity, ttlMs: -1, releasedSent: -Infinity, requested: false, goneAt: -Infinity, requestedSinceGone: false, goneVersion: Infinity, nextRequestSent: Infinity, interval: undefined };
+      v = {
+        renewedSent: -Infinity,
+        notOwnerSent: -Infinity,
+        ttlMs: -1,
+        releasedSent: -Infinity,
+        requested: false,
+        goneAt: -Infinity,
+        requestedSinceGone: false,
+        goneVersion: Infinity,
+        nextRequestSent: Infinity,
+        interval: undefined,
+      };
       this.views.set(id, v);
     }
     return v;
@@ -126,7 +137,9 @@ export class Ownership {
   observed(client: string, lock: string, sent: number, now: number, owns: boolean, present: boolean | undefined, via: string): void {
     const v = this.view(client, lock);
     if ((owns || present === true) && sent > v.goneAt && !v.requestedSinceGone) {
-      this.fail(`${client} is told by ${via} (sent at ${sent.toFixed(1)}) that it has an entry on ${lock}, released at ${v.goneAt.toFixed(1)} and not requested since`);
+      this.fail(
+        `${client} is told by ${via} (sent at ${sent.toFixed(1)}) that it has an entry on ${lock}, released at ${v.goneAt.toFixed(1)} and not requested since`,
+      );
     }
     if (!owns) {
       const held = v.interval;

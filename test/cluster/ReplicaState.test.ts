@@ -53,7 +53,13 @@ function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, numbe
     const roll = random();
     if (roll < 0.55) {
       commands.push(
-        request(key, index, owner, { ttl: int(random, 3), ttw: int(random, 3), priority: int(random, 3), allowCreate: random() < 0.9, maxEntries: 4 + int(random, 20) }),
+        request(key, index, owner, {
+          ttl: int(random, 3),
+          ttw: int(random, 3),
+          priority: int(random, 3),
+          allowCreate: random() < 0.9,
+          maxEntries: 4 + int(random, 20),
+        }),
       );
     } else if (roll < 0.62) commands.push({ op: LogOp.Renew, key, index, owner });
     else if (roll < 0.7) commands.push({ op: LogOp.Release, key, index, owner });
@@ -155,7 +161,10 @@ test('a copy of a batch already applied (same proposer and incarnation, seq not 
   const listed = state.table.list('k');
   for (const again of [first, second, { ...second, commands: [request('k', 'i', 'c')] }]) {
     const steps: number[] = [];
-    t.is(state.apply(again, at(++feed.version), (i) => steps.push(i)), undefined);
+    t.is(
+      state.apply(again, at(++feed.version), (i) => steps.push(i)),
+      undefined,
+    );
     t.deepEqual(state.position, at(feed.version));
     t.deepEqual(state.table.list('k'), listed);
     t.deepEqual(steps, []);
@@ -222,7 +231,13 @@ test('entries are counted per origin node through requests, releases, expiries a
   feed.apply(state, feed.batch('L', [{ op: LogOp.Expire, key: 'k', index: 'i', owner: 'w1', version: w1.version }]));
   t.deepEqual(state.countsFrom('A'), { owners: 1, waiters: 0 });
   t.deepEqual(state.countsFrom('B'), { owners: 2, waiters: 0 }, 'w2 promoted, still B’s');
-  feed.apply(state, feed.batch('A', [{ op: LogOp.ReleaseAll, owner: 'a' }, { op: LogOp.ReleaseKey, key: 'x', owner: 'b' }]));
+  feed.apply(
+    state,
+    feed.batch('A', [
+      { op: LogOp.ReleaseAll, owner: 'a' },
+      { op: LogOp.ReleaseKey, key: 'x', owner: 'b' },
+    ]),
+  );
   t.deepEqual([state.entriesFrom('A'), state.entriesFrom('B')], [0, 1]);
   t.is(state.table.size, 1);
 });
@@ -244,13 +259,16 @@ test('allowCreate=false refuses a new entry (0) but renews an existing one', (t)
 test('the table limit is the one carried in each request', (t) => {
   const state = new ReplicaState(new FakeClock());
   const feed = new Feed();
-  const results = feed.apply(state, feed.batch('A', [
-    request('k', '1', 'a', { maxEntries: 2 }),
-    request('k', '2', 'a', { maxEntries: 2 }),
-    request('k', '3', 'a', { maxEntries: 2 }),
-    request('k', '3', 'a', { maxEntries: 3 }),
-    request('k', '1', 'a', { maxEntries: 0 }), // a renewal is not refused by the limit
-  ]));
+  const results = feed.apply(
+    state,
+    feed.batch('A', [
+      request('k', '1', 'a', { maxEntries: 2 }),
+      request('k', '2', 'a', { maxEntries: 2 }),
+      request('k', '3', 'a', { maxEntries: 2 }),
+      request('k', '3', 'a', { maxEntries: 3 }),
+      request('k', '1', 'a', { maxEntries: 0 }), // a renewal is not refused by the limit
+    ]),
+  );
   t.deepEqual(results, [1, 1, 0, 1, 1]);
   t.is(state.table.size, 3);
 });
@@ -289,10 +307,18 @@ test('an import fills an empty table in file order; one whose first entry finds 
   t.deepEqual(feed.apply(state, feed.batch('A', file)), [1, 1, 1, 1]);
   t.deepEqual(
     state.table.list('k').map((c) => [c.index, c.owner, c.isOwner, c.priority]),
-    [['i', 'alice', true, 1], ['i', 'carol', false, 9], ['i', 'bob', false, 1], ['j', 'dave', true, 0]],
+    [
+      ['i', 'alice', true, 1],
+      ['i', 'carol', false, 9],
+      ['i', 'bob', false, 1],
+      ['j', 'dave', true, 0],
+    ],
   );
   // The time the file said was left counts from this node's apply.
-  t.deepEqual([...state.table.snapshot()].map((s) => s.remainingMs), [5_000, 5_000, 5_000, 5_000]);
+  t.deepEqual(
+    [...state.table.snapshot()].map((s) => s.remainingMs),
+    [5_000, 5_000, 5_000, 5_000],
+  );
   t.is(state.entriesFrom('A'), 4);
   const before = state.digest();
   t.deepEqual(feed.apply(state, feed.batch('B', [imported('x', 'y', 'zed', true, true), imported('k', 'z', 'eve', true)])), [0, 0]);
@@ -349,7 +375,11 @@ test('a staged import spanning several batches shows nothing until its commit, t
   t.deepEqual(feed.apply(state, feed.batch('A', [commit(7)])), [3]);
   t.deepEqual(
     state.table.list('k').map((c) => [c.index, c.owner, c.isOwner]),
-    [['i', 'alice', true], ['i', 'bob', false], ['j', 'carol', true]],
+    [
+      ['i', 'alice', true],
+      ['i', 'bob', false],
+      ['j', 'carol', true],
+    ],
   );
   t.is(state.stagedImportEntries, 0);
   t.deepEqual(feed.apply(state, feed.batch('A', [commit(7)])), [0], 'a commit applies once');
@@ -373,7 +403,10 @@ test('an import is all or nothing: a write before its commit, a refused first en
   race.apply(raced, race.batch('B', [staged(4, 'k', 'i', 'bob', true, true)]));
   t.deepEqual(race.apply(raced, race.batch('A', [staged(3, 'k', 'j', 'alice', true), commit(3)])), [0, 0], "A's import was replaced");
   t.deepEqual(race.apply(raced, race.batch('B', [commit(4)])), [1]);
-  t.deepEqual(raced.table.list('k').map((c) => c.owner), ['bob']);
+  t.deepEqual(
+    raced.table.list('k').map((c) => c.owner),
+    ['bob'],
+  );
 });
 
 test('a snapshot taken in the middle of an import carries its staged entries (format 2), and the commit applies alike after loading it', (t) => {

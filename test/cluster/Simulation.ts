@@ -175,7 +175,12 @@ class Simulation {
       this.committedAt[record.version] = this.vt.now();
       if (process.env.SIM_TRACE_FILE !== undefined) {
         const batch = decodeBatch(record.value);
-        const commands = batch.commands.map((c) => Object.entries(c).filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate').map(([k, v]) => `${k}=${String(v)}`).join(' '));
+        const commands = batch.commands.map((c) =>
+          Object.entries(c)
+            .filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate')
+            .map(([k, v]) => `${k}=${String(v)}`)
+            .join(' '),
+        );
         this.note(`log v${record.version}: ${batch.proposer}.${batch.incarnation % 1000}#${batch.seq} ${commands.join('; ')}`);
       }
     };
@@ -508,7 +513,14 @@ class Simulation {
    * (nothing can commit or pass a read barrier then); a node that closes the connection sends
    * the client elsewhere.
    */
-  private send<T>(client: SimClient, node: SimNode, what: string, issue: () => Promise<T>, onAnswer: (value: T, sent: number) => void, onLost?: () => void): void {
+  private send<T>(
+    client: SimClient,
+    node: SimNode,
+    what: string,
+    issue: () => Promise<T>,
+    onAnswer: (value: T, sent: number) => void,
+    onLost?: () => void,
+  ): void {
     const sent = this.vt.now();
     const op = client.ops;
     const c: InFlight = { client, op, what, node, incarnation: node.incarnations, sent, pausedAtSend: node.time.pausedMs() };
@@ -517,24 +529,26 @@ class Simulation {
     const task = (): void => {
       issue()
         .then(
-        (value) => {
-          if (!this.inFlight.delete(c)) return; // the node crashed: the answer is lost with its connection
-          if (client.ops === op) client.busy = false;
-          this.answered++;
-          const cut = node.log.cutSince;
-          if (cut !== undefined && sent > cut) {
-            this.fail(`${client.name}@${node.name} ${what} sent at ${sent.toFixed(1)} answered ${JSON.stringify(value)} while its node reached no leader (since ${cut.toFixed(1)})`);
-          }
-          this.note(`${client.name}@${node.name} ${what} → ${JSON.stringify(value)}`);
-          onAnswer(value, sent);
-        },
-        (error: unknown) => {
-          this.note(`${client.name}@${node.name} ${what} closed: ${messageOf(error)}`);
-          onLost?.();
-          this.hungUp(c);
-        },
-      )
-      .catch(() => {}); // a failure found in a callback is kept in this.failure; advance() throws it
+          (value) => {
+            if (!this.inFlight.delete(c)) return; // the node crashed: the answer is lost with its connection
+            if (client.ops === op) client.busy = false;
+            this.answered++;
+            const cut = node.log.cutSince;
+            if (cut !== undefined && sent > cut) {
+              this.fail(
+                `${client.name}@${node.name} ${what} sent at ${sent.toFixed(1)} answered ${JSON.stringify(value)} while its node reached no leader (since ${cut.toFixed(1)})`,
+              );
+            }
+            this.note(`${client.name}@${node.name} ${what} → ${JSON.stringify(value)}`);
+            onAnswer(value, sent);
+          },
+          (error: unknown) => {
+            this.note(`${client.name}@${node.name} ${what} closed: ${messageOf(error)}`);
+            onLost?.();
+            this.hungUp(c);
+          },
+        )
+        .catch(() => {}); // a failure found in a callback is kept in this.failure; advance() throws it
     };
     // Commands sent together reach the node in one read, as a pipelined burst does over TCP.
     if (this.burst !== undefined) this.burst.push(task);
@@ -601,11 +615,17 @@ class Simulation {
       if (this.rng() < 0.3) {
         // Pipelined behind the request: answered in order, and it sees the client's own write
         // (unless it is answered after that ownership could have ended).
-        this.send(client, node, `owner ${lock} (pipelined)`, () => service.findOwner(key, index), (owner) => {
-          if (granted && owner !== client.name && this.vt.now() < sent + ttl * 1000 * (1 - RATE_MARGIN)) {
-            this.fail(`${client.name} was granted ${lock} but the read behind it says ${owner}`);
-          }
-        });
+        this.send(
+          client,
+          node,
+          `owner ${lock} (pipelined)`,
+          () => service.findOwner(key, index),
+          (owner) => {
+            if (granted && owner !== client.name && this.vt.now() < sent + ttl * 1000 * (1 - RATE_MARGIN)) {
+              this.fail(`${client.name} was granted ${lock} but the read behind it says ${owner}`);
+            }
+          },
+        );
       }
       const burst = this.burst ?? [];
       this.burst = undefined;
@@ -613,9 +633,15 @@ class Simulation {
         for (const task of burst) task();
       });
     } else if (roll < 0.55) {
-      this.send(client, node, `renew ${lock}`, () => service.renew(key, index, client.name), (ok, sent) => {
-        if (ok) this.ownership.renewed(client.name, lock, sent, this.vt.now(), undefined, '0x04');
-      });
+      this.send(
+        client,
+        node,
+        `renew ${lock}`,
+        () => service.renew(key, index, client.name),
+        (ok, sent) => {
+          if (ok) this.ownership.renewed(client.name, lock, sent, this.vt.now(), undefined, '0x04');
+        },
+      );
     } else if (roll < 0.72) {
       this.release(client, node, key, index);
     } else if (roll < 0.75) {
@@ -623,7 +649,13 @@ class Simulation {
       for (const held of this.ownership.holding(client.name, sent)) this.ownership.released(client.name, held, sent);
       if (client.poll !== undefined) this.ownership.released(client.name, client.poll.lock, sent);
       client.poll = undefined;
-      this.send(client, node, `release-all`, () => service.releaseAll(client.name), () => {});
+      this.send(
+        client,
+        node,
+        `release-all`,
+        () => service.releaseAll(client.name),
+        () => {},
+      );
     } else {
       this.read(client, node, key, index, this.rng());
     }
@@ -655,18 +687,36 @@ class Simulation {
       if (client.poll?.lock === lock && (owns || present === false)) client.poll = undefined;
     };
     if (roll < 0.4) {
-      this.send(client, node, `location ${lock}`, () => service.location(key, index, client.name), (where, sent) => seen(sent, where === 1, where > 0, '0x03'));
+      this.send(
+        client,
+        node,
+        `location ${lock}`,
+        () => service.location(key, index, client.name),
+        (where, sent) => seen(sent, where === 1, where > 0, '0x03'),
+      );
     } else if (roll < 0.75) {
-      this.send(client, node, `owner ${lock}`, () => service.findOwner(key, index), (owner, sent) => seen(sent, owner === client.name, owner === client.name ? true : undefined, '0x01'));
+      this.send(
+        client,
+        node,
+        `owner ${lock}`,
+        () => service.findOwner(key, index),
+        (owner, sent) => seen(sent, owner === client.name, owner === client.name ? true : undefined, '0x01'),
+      );
     } else {
-      this.send(client, node, `list ${key}`, () => service.list(key, 1000), (list: Contender[], sent) => {
-        for (const i of INDEXES) {
-          const mine = list.find((c) => c.index === i && c.owner === client.name);
-          const l = `${key}/${i}`;
-          this.ownership.observed(client.name, l, sent, this.vt.now(), mine?.isOwner === true, mine !== undefined, '0x07');
-          if (client.poll?.lock === l && (mine === undefined || mine.isOwner)) client.poll = undefined;
-        }
-      });
+      this.send(
+        client,
+        node,
+        `list ${key}`,
+        () => service.list(key, 1000),
+        (list: Contender[], sent) => {
+          for (const i of INDEXES) {
+            const mine = list.find((c) => c.index === i && c.owner === client.name);
+            const l = `${key}/${i}`;
+            this.ownership.observed(client.name, l, sent, this.vt.now(), mine?.isOwner === true, mine !== undefined, '0x07');
+            if (client.poll?.lock === l && (mine === undefined || mine.isOwner)) client.poll = undefined;
+          }
+        },
+      );
     }
   }
 
@@ -695,7 +745,10 @@ class Simulation {
     for (const [lock, owners] of this.durable) {
       const [key, index] = lock.split('/') as [ByteString, ByteString];
       for (const node of ready) {
-        const present = node.service.replica.table.list(key).filter((c) => c.index === index).map((c) => c.owner);
+        const present = node.service.replica.table
+          .list(key)
+          .filter((c) => c.index === index)
+          .map((c) => c.owner);
         if (present.join(',') !== owners.join(',')) this.fail(`${node.name} lost durable entries: has [${present.join(',')}] expected [${owners.join(',')}]`);
       }
     }

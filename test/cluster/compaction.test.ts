@@ -43,7 +43,10 @@ test('a fresh node whose batches were all compacted away by someone else catches
   const second = node(store, vt, 'b', events);
   void second.start();
   t.true(await until(vt, 10_000, () => second.isReady), `b never became ready:\n${events.join('\n')}`);
-  t.deepEqual(second.replica.table.list('k').map((c) => c.owner), ['alice', 'bob', 'carol']);
+  t.deepEqual(
+    second.replica.table.list('k').map((c) => c.owner),
+    ['alice', 'bob', 'carol'],
+  );
   t.is(second.replica.digest(), first.replica.digest());
   const restarts = events.filter((e) => e.startsWith('b log-watch-restart'));
   t.true(restarts.length <= 1, `one compacted watch, then one read: ${restarts.join('\n')}`);

@@ -36,6 +36,7 @@ if (chosen !== undefined) {
 } else {
   for (const seed of SEEDS) {
     test.serial(`seed ${seed}: replicas agree, S1 holds, clients are told the truth, acknowledged entries survive`, (t) =>
-      simulate(t, { seed }, `scripts/simulate --seed ${seed}`));
+      simulate(t, { seed }, `scripts/simulate --seed ${seed}`),
+    );
   }
 }

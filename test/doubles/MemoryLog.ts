@@ -77,16 +77,7 @@ import type { Timers } from '../../src/runtime/Timers.js';
  */
 
 /** Why a store call failed. Cluster code must not rely on the kind: EtcdLog has other errors. */
-export type MemoryLogErrorKind =
-  | 'timeout'
-  | 'unknown-outcome'
-  | 'rejected'
-  | 'closed'
-  | 'compacted'
-  | 'future-revision'
-  | 'too-large'
-  | 'no-space'
-  | 'busy';
+export type MemoryLogErrorKind = 'timeout' | 'unknown-outcome' | 'rejected' | 'closed' | 'compacted' | 'future-revision' | 'too-large' | 'no-space' | 'busy';
 
 export class MemoryLogError extends Error {
   override name = 'MemoryLogError';
@@ -484,7 +475,8 @@ export class MemoryStore {
 
   private arrive(client: MemoryLog, call: PendingCall, arrive: () => void): void {
     if (!this.unfenced(call)) {
-      if (call.fenced && call.failedAt !== undefined) this.note(`${client.label} append fenced (gave up ${(this.clock.now() - call.failedAt).toFixed(0)} ms ago)`);
+      if (call.fenced && call.failedAt !== undefined)
+        this.note(`${client.label} append fenced (gave up ${(this.clock.now() - call.failedAt).toFixed(0)} ms ago)`);
       return;
     }
     if (this.reachable(client)) arrive();
@@ -1012,19 +1004,24 @@ export class MemoryLog implements ReplicatedLog {
 
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const store = this.store;
-    return this.call('append', timeoutMs, () => {
-      if (store.chance(store.faults.appendRejected)) {
-        store.note(`${this.label} append refused`);
-        throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
-      }
-      const position = store.appendLog(value);
-      store.note(`${this.label} appends v${position.version} at r${position.revision}`);
-      if (store.chance(store.faults.appendUnknownOutcome)) {
-        store.note(`${this.label} loses the answer of v${position.version}`);
-        throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
-      }
-      return position;
-    }, 'append');
+    return this.call(
+      'append',
+      timeoutMs,
+      () => {
+        if (store.chance(store.faults.appendRejected)) {
+          store.note(`${this.label} append refused`);
+          throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
+        }
+        const position = store.appendLog(value);
+        store.note(`${this.label} appends v${position.version} at r${position.revision}`);
+        if (store.chance(store.faults.appendUnknownOutcome)) {
+          store.note(`${this.label} loses the answer of v${position.version}`);
+          throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
+        }
+        return position;
+      },
+      'append',
+    );
   }
 
   head(timeoutMs: number): Promise<LogHead> {

@@ -46,9 +46,7 @@ test('a single address in the hosts file admits that address and no neighbour', 
 
 /** Whether this machine has the IPv6 loopback (ava wants tests declared synchronously). */
 function ipv6LoopbackAvailable(): boolean {
-  return Object.values(networkInterfaces()).some((addresses) =>
-    (addresses ?? []).some((a) => a.internal && a.family === 'IPv6' && a.address === '::1'),
-  );
+  return Object.values(networkInterfaces()).some((addresses) => (addresses ?? []).some((a) => a.internal && a.family === 'IPv6' && a.address === '::1'));
 }
 
 /** Tests that need IPv6 loopback are reported as skipped where there is none. */

@@ -94,11 +94,7 @@ test('0x07 list contenders: count, then priority, TTL, TTW, index, owner and own
   const client = await freshClient(t);
   await exchange(client, ALICE_REQUEST, bytes(0, 1));
   await exchange(client, BOB_REQUEST, bytes(0, 2));
-  const expected = bytes(
-    0x00, 0x02,
-    0x0a, 0x00, 0x1e, 0x00, 0x3c, 2, '42', 5, 'alice', 0x01,
-    0x05, 0x00, 0x1e, 0x00, 0x3c, 2, '42', 3, 'bob', 0x00,
-  );
+  const expected = bytes(0x00, 0x02, 0x0a, 0x00, 0x1e, 0x00, 0x3c, 2, '42', 5, 'alice', 0x01, 0x05, 0x00, 0x1e, 0x00, 0x3c, 2, '42', 3, 'bob', 0x00);
   t.is(await exchange(client, bytes(0x07, 4, 'user'), expected), hex(expected));
   t.is(client.buffered, 0);
   t.is(await exchange(client, bytes(0x07, 4, 'none'), bytes(0, 0)), '0000');

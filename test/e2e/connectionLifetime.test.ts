@@ -41,7 +41,10 @@ test('--idle-timeout closes a connection with no traffic for that long, and not 
   const busy = await server.accepted({ localAddress: '127.0.0.3' });
   // The busy client asks again and again (no pauses) until the idle one has been shown out.
   let timedOut = false;
-  void idleTimedOut.then(() => (timedOut = true), () => {});
+  void idleTimedOut.then(
+    () => (timedOut = true),
+    () => {},
+  );
   let asked = 0;
   while (!timedOut && !idle.isClosed) {
     await ask.findOwner(busy, 'k', '1');

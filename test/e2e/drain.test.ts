@@ -36,7 +36,13 @@ test('SIGSYS: new entries get 0, existing ones work; the last release ends the p
   t.is(await ask.request(client, 'k', '1', 'alice', { ttl: 0 }), 1);
   t.true(await ask.renew(client, 'k', '1', 'bob'));
   t.is(await ask.findOwner(client, 'k', '1'), 'alice');
-  t.deepEqual((await ask.list(client, 'k')).map((e) => [e.owner, e.ttl, e.ttw]), [['alice', 0, 0], ['bob', 5, 6]]);
+  t.deepEqual(
+    (await ask.list(client, 'k')).map((e) => [e.owner, e.ttl, e.ttw]),
+    [
+      ['alice', 0, 0],
+      ['bob', 5, 6],
+    ],
+  );
 
   // Connections are still accepted while draining.
   const latecomer = await server.accepted();

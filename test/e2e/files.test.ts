@@ -29,7 +29,11 @@ async function deadPid(): Promise<number> {
   return child.pid!;
 }
 
-const exists = (path: string): Promise<boolean> => access(path).then(() => true, () => false);
+const exists = (path: string): Promise<boolean> =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
 test('a 0-byte lock file stops the start (exit 1, file:1), and ends with event=exit code=1', async (t) => {
   const dir = await dirWithHosts(t);

@@ -75,7 +75,7 @@ function garbage(random: Random): Buffer {
 async function abuse(server: ServerProcess, random: Random): Promise<void> {
   const client = await server.connect();
   const bytes = garbage(random);
-  for (let offset = 0; offset < bytes.length && !client.isClosed; ) {
+  for (let offset = 0; offset < bytes.length && !client.isClosed;) {
     const piece = 1 + below(random, 512);
     client.send(bytes.subarray(offset, offset + piece));
     offset += piece;
@@ -129,5 +129,7 @@ test(`random bytes on ${CONNECTIONS} connections (seed 0x${SEED.toString(16)}) n
     return s.activeConnections === 2 ? s : undefined;
   });
   t.is(stats.acceptedConnections, CONNECTIONS + 2);
-  t.log(`the garbage held ${stats.lockRequests} lock requests, ${stats.releases} releases, ${stats.listRequests} lists; ${stats.owners + stats.contenders} entries now`);
+  t.log(
+    `the garbage held ${stats.lockRequests} lock requests, ${stats.releases} releases, ${stats.listRequests} lists; ${stats.owners + stats.contenders} entries now`,
+  );
 });

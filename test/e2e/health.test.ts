@@ -11,7 +11,9 @@ interface Probe {
   readonly body: string;
 }
 
-async function startWithMetrics(t: Parameters<typeof startServer>[0]): Promise<{ server: ServerProcess; probe: (path: string, method?: string) => Promise<Probe> }> {
+async function startWithMetrics(
+  t: Parameters<typeof startServer>[0],
+): Promise<{ server: ServerProcess; probe: (path: string, method?: string) => Promise<Probe> }> {
   const server = await startServer(t, { args: ['--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });
   const port = Number((await server.event('metrics-started')).fields.port);
   const probe = async (path: string, method = 'GET'): Promise<Probe> => {

@@ -10,9 +10,7 @@ import { writeFile } from 'node:fs/promises';
 test('npm start -- --port N: SIGTERM to npm reaches the server, which saves and exits 0', async (t) => {
   const dir = await tempDir(t);
   await writeFile(serverFiles(dir).hostsFile, LOOPBACK_HOSTS);
-  const npm = new LoggedProcess(
-    spawn('npm', ['start', '--silent', '--', ...serverArgs(dir)], { cwd: PACKAGE_ROOT, stdio: ['ignore', 'ignore', 'pipe'] }),
-  );
+  const npm = new LoggedProcess(spawn('npm', ['start', '--silent', '--', ...serverArgs(dir)], { cwd: PACKAGE_ROOT, stdio: ['ignore', 'ignore', 'pipe'] }));
   let serverPid: number | undefined;
   t.teardown(async () => {
     await npm.kill();

@@ -15,8 +15,14 @@ test('-d tells stderr about each connection and command; without it, commands le
     await written;
     const chatter = server.lines.filter((line) => line.startsWith('lockserver: '));
     if (debug) {
-      t.true(chatter.some((line) => line.includes('is in')), 'the connection');
-      t.true(chatter.some((line) => line.includes('asks request key="users" index="1" owner="alice"')), 'the command');
+      t.true(
+        chatter.some((line) => line.includes('is in')),
+        'the connection',
+      );
+      t.true(
+        chatter.some((line) => line.includes('asks request key="users" index="1" owner="alice"')),
+        'the command',
+      );
     } else {
       t.deepEqual(chatter, []);
     }

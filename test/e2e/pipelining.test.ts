@@ -22,15 +22,43 @@ const EVERY_COMMAND: Request[] = [
 /** The replies to EVERY_COMMAND, byte for byte, minus the stats reply's 58 bytes. */
 const EVERY_REPLY_BEFORE_STATS = bytes(
   0, // find owner: free
-  0, 1, // alice owns
-  0, 2, // bob waits
-  5, 'alice', // find owner
-  0, 2, // location of bob
+  0,
+  1, // alice owns
+  0,
+  2, // bob waits
+  5,
+  'alice', // find owner
+  0,
+  2, // location of bob
   1, // renew bob
-  0, 2, 3, 0, 30, 0, 60, 1, '1', 5, 'alice', 1, 1, 0, 30, 0, 60, 1, '1', 3, 'bob', 0, // list
-  0, 1, // release alice
-  3, 'bob', // promoted
-  0, 1, // release all bob
+  0,
+  2,
+  3,
+  0,
+  30,
+  0,
+  60,
+  1,
+  '1',
+  5,
+  'alice',
+  1,
+  1,
+  0,
+  30,
+  0,
+  60,
+  1,
+  '1',
+  3,
+  'bob',
+  0, // list
+  0,
+  1, // release alice
+  3,
+  'bob', // promoted
+  0,
+  1, // release all bob
 );
 
 test('a pipelined batch in one write is answered in request order, byte for byte', async (t) => {

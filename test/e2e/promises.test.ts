@@ -38,10 +38,7 @@ test('a flood of refused connections writes at most 10 refused lines a second, t
   const flooded = server.eventsNamed('refused');
   const first = Date.parse(flooded[0]!.fields.ts!);
   const inFirstSecond = flooded.filter((e) => Date.parse(e.fields.ts!) < first + 1000 - CLOCK_SLACK_MS);
-  t.true(
-    inFirstSecond.length <= REFUSAL_LINES_PER_SECOND,
-    `${inFirstSecond.length} refused lines within the first second of a flood of ${FLOOD}`,
-  );
+  t.true(inFirstSecond.length <= REFUSAL_LINES_PER_SECOND, `${inFirstSecond.length} refused lines within the first second of a flood of ${FLOOD}`);
   // A later refusal reports what the flood suppressed; keep refusing (one at a time) until it comes.
   const reporting = await pollUntil(
     'a refused line with suppressed=N',

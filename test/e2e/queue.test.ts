@@ -20,7 +20,14 @@ test('waiters are ordered by priority (higher first), then arrival; the owner is
   const listed = await ask.list(c, 'k');
   t.deepEqual(
     listed.map((e) => [e.owner, e.priority, e.isOwner]),
-    [['alice', 0, true], ['boss', 255, false], ['carol', 9, false], ['dave', 9, false], ['bob', 1, false], ['erin', 0, false]],
+    [
+      ['alice', 0, true],
+      ['boss', 255, false],
+      ['carol', 9, false],
+      ['dave', 9, false],
+      ['bob', 1, false],
+      ['erin', 0, false],
+    ],
   );
 });
 
@@ -81,7 +88,11 @@ test("release with index '*' removes the owner's entries under that key across i
   t.is(await ask.findOwner(c, 'other', '1'), 'alice');
   t.deepEqual(
     (await ask.list(c, 'k')).map((e) => [e.index, e.owner, e.isOwner]),
-    [['1', 'bob', true], ['3', 'bob', true], ['4', 'bob', true]],
+    [
+      ['1', 'bob', true],
+      ['3', 'bob', true],
+      ['4', 'bob', true],
+    ],
   );
   t.is(await ask.release(c, 'k', '*', 'alice'), 0);
 });
@@ -92,7 +103,10 @@ test('release all (0x06) removes every entry of the owner across keys and promot
   t.deepEqual(await enqueue(c, ['a', '1', 'alice'], ['a', '1', 'bob'], ['b', '1', 'bob'], ['b', '1', 'alice'], ['c', 'x', 'alice']), [1, 2, 1, 2, 1]);
   t.is(await ask.releaseAll(c, 'alice'), 3);
   t.is(await ask.findOwner(c, 'a', '1'), 'bob');
-  t.deepEqual((await ask.list(c, 'b')).map((e) => e.owner), ['bob']);
+  t.deepEqual(
+    (await ask.list(c, 'b')).map((e) => e.owner),
+    ['bob'],
+  );
   t.deepEqual(await ask.list(c, 'c'), []);
   t.like(await ask.stats(c), { owners: 2, contenders: 0 });
 });
@@ -141,7 +155,10 @@ test('a waiter whose TTW runs out leaves the queue; the others keep their order'
   );
   t.is(await ask.location(c, 'k', '1', 'carol'), 3);
   await pollUntil('bob to stop waiting', async () => ((await ask.location(c, 'k', '1', 'bob')) === 0 ? true : undefined));
-  t.deepEqual((await ask.list(c, 'k')).map((e) => e.owner), ['alice', 'carol']);
+  t.deepEqual(
+    (await ask.list(c, 'k')).map((e) => e.owner),
+    ['alice', 'carol'],
+  );
   t.is(await ask.location(c, 'k', '1', 'carol'), 2);
   t.like(await ask.stats(c), { owners: 1, contenders: 1 });
 });
@@ -191,9 +208,7 @@ test('list order is queue creation order, not sorted: indexes as first requested
   const server = await startServer(t);
   const c = await server.accepted();
   // Created z, a, m, 0 — neither sorted nor reverse-sorted — with waiters interleaved.
-  t.deepEqual(await enqueue(c, ['k', 'z', 'u1'], ['k', 'a', 'u2'], ['k', 'z', 'u3'], ['k', 'm', 'u4'], ['k', 'a', 'u5'], ['k', '0', 'u6']), [
-    1, 1, 2, 1, 2, 1,
-  ]);
+  t.deepEqual(await enqueue(c, ['k', 'z', 'u1'], ['k', 'a', 'u2'], ['k', 'z', 'u3'], ['k', 'm', 'u4'], ['k', 'a', 'u5'], ['k', '0', 'u6']), [1, 1, 2, 1, 2, 1]);
   t.deepEqual(
     (await ask.list(c, 'k')).map((e) => `${e.index}:${e.owner}`),
     ['z:u1', 'z:u3', 'a:u2', 'a:u5', 'm:u4', '0:u6'],

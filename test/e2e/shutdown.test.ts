@@ -35,10 +35,7 @@ const EXPECTED_SAVED: ReadonlyArray<Omit<SavedLock, 'remainingMs'>> = [
 ];
 
 async function fillState(t: ExecutionContext, client: RawClient): Promise<void> {
-  const positions = await pipeline(
-    client,
-    ...STATE.map(([key, index, owner, ttl, ttw, priority]) => req.request(key, index, owner, { ttl, ttw, priority })),
-  );
+  const positions = await pipeline(client, ...STATE.map(([key, index, owner, ttl, ttw, priority]) => req.request(key, index, owner, { ttl, ttw, priority })));
   t.deepEqual(positions, [1, 2, 2, 4, 1, 1, 1]);
 }
 
@@ -141,7 +138,5 @@ test('time left is frozen while the server is down, then runs again after the re
   const again = await restarted.accepted();
   t.is(await ask.findOwner(again, 'k', '1'), 'erin');
   // ... and her clock runs again: she expires and frank is promoted.
-  await pollUntil('erin to expire after the restart', async () =>
-    (await ask.findOwner(again, 'k', '1')) === 'frank' ? true : undefined,
-  );
+  await pollUntil('erin to expire after the restart', async () => ((await ask.findOwner(again, 'k', '1')) === 'frank' ? true : undefined));
 });

@@ -83,7 +83,11 @@ test('SIGUSR1 writes the stats, human-readable, to the stat file, saves the lock
   const saved = parseLockFile(await readFile(server.lockFile, 'latin1'), server.lockFile);
   t.deepEqual(
     saved.map((l) => [l.key, l.index, l.owner, l.isOwner]),
-    [['k', '1', 'alice', true], ['k', '1', 'bob', false], ['j', 'x', 'carol', true]],
+    [
+      ['k', '1', 'alice', true],
+      ['k', '1', 'bob', false],
+      ['j', 'x', 'carol', true],
+    ],
   );
 
   // Still running, still the same state; a second SIGUSR1 writes fresh figures.
@@ -149,7 +153,10 @@ test('the stat file holds all 15 figures of the stats command, and is replaced w
     if (match === null) return t.fail(`not a figure: ${line}`);
     figures.set(match[1]!, Number(match[2]));
   }
-  t.deepEqual([...figures.keys()], STAT_LABELS.map(([label]) => label));
+  t.deepEqual(
+    [...figures.keys()],
+    STAT_LABELS.map(([label]) => label),
+  );
   for (const [label, field] of STAT_LABELS) {
     const inFile = figures.get(label)!;
     if (field === 'uptimeSeconds') t.true(inFile <= reply.uptimeSeconds);
@@ -166,5 +173,8 @@ test('the stat file holds all 15 figures of the stats command, and is replaced w
   await again;
   await saved;
   t.not((await stat(server.statFile)).ino, before.ino);
-  t.deepEqual((await readdir(server.dir)).filter((name) => name.endsWith('.tmp')), []);
+  t.deepEqual(
+    (await readdir(server.dir)).filter((name) => name.endsWith('.tmp')),
+    [],
+  );
 });

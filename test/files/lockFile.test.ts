@@ -3,15 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { FileFormatError } from '../../src/files/FileFormatError.js';
-import {
-  decodeField,
-  encodeField,
-  formatLockFile,
-  loadLockFile,
-  parseLockFile,
-  parseLockFileVersioned,
-  saveLockFile,
-} from '../../src/files/lockFile.js';
+import { decodeField, encodeField, formatLockFile, loadLockFile, parseLockFile, parseLockFileVersioned, saveLockFile } from '../../src/files/lockFile.js';
 import type { SavedLock } from '../../src/locks/LockService.js';
 
 const every = String.fromCharCode(...Array.from({ length: 255 }, (_, i) => i));
@@ -90,7 +82,10 @@ test('a version 1 file (no end line) still loads, marked unverified; with an end
   const parsed = parseLockFileVersioned(v1, 'x');
   t.is(parsed.version, 1);
   t.false(parsed.verified);
-  t.deepEqual(parsed.locks.map((lock) => lock.owner), ['alice']);
+  t.deepEqual(
+    parsed.locks.map((lock) => lock.owner),
+    ['alice'],
+  );
   t.true(parseLockFileVersioned(v1 + 'end 1\n', 'x').verified);
   t.throws(() => parseLockFile(v1 + 'end 2\n', 'x'), { message: /says 2 entries/ });
   t.throws(() => parseLockFile('lockserver-locks 3\nend 0\n', 'x'), { message: /x:1: expected the header/ });

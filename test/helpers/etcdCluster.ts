@@ -62,8 +62,7 @@ export function needsEtcd(test: TestFn): EtcdTestFn {
     return run;
   }
   if (process.env.CI === 'true') {
-    const fail = (title: string): void =>
-      test(title, (t) => t.fail(`etcd is not on the PATH and CI=true: the cluster tests cannot run; ${INSTALL_HINT}`));
+    const fail = (title: string): void => test(title, (t) => t.fail(`etcd is not on the PATH and CI=true: the cluster tests cannot run; ${INSTALL_HINT}`));
     const run = ((title: string) => fail(title)) as unknown as EtcdTestFn;
     run.serial = (title) => fail(title);
     return run;
@@ -315,7 +314,10 @@ export class EtcdCluster {
 
   async logTail(member: EtcdMember, lines = 15): Promise<string> {
     const text = await readFile(member.logFile, 'utf8').catch(() => '');
-    return `--- etcd ${member.name} log (last ${lines} lines) ---\n${text.split('\n').slice(-lines - 1).join('\n')}`;
+    return `--- etcd ${member.name} log (last ${lines} lines) ---\n${text
+      .split('\n')
+      .slice(-lines - 1)
+      .join('\n')}`;
   }
 
   private async destroy(): Promise<void> {

@@ -13,7 +13,10 @@ export interface LockctlProcess {
  * `lockctl ARGS` with `env` added to this process's environment (any LOCKCTL_HOST / LOCKCTL_PORT
  * of the outer environment removed first), killed if it has not exited within `limitMs`.
  */
-export function startLockctlWith(args: readonly string[], { env = {}, limitMs = 20_000 }: { env?: Record<string, string>; limitMs?: number } = {}): LockctlProcess {
+export function startLockctlWith(
+  args: readonly string[],
+  { env = {}, limitMs = 20_000 }: { env?: Record<string, string>; limitMs?: number } = {},
+): LockctlProcess {
   const base = { ...process.env };
   delete base.LOCKCTL_HOST;
   delete base.LOCKCTL_PORT;

@@ -10,11 +10,7 @@ export const POLL_LIMIT_MS = 15_000;
  * outcomes the server announces nowhere but on the wire (a lock expiring), where there is no
  * event to await; the loop is bounded and nothing is asserted about how long it took.
  */
-export async function pollUntil<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  limitMs = POLL_LIMIT_MS,
-): Promise<T> {
+export async function pollUntil<T>(what: string, check: () => Promise<T | undefined>, limitMs = POLL_LIMIT_MS): Promise<T> {
   const deadline = Date.now() + limitMs;
   for (;;) {
     const value = await check();

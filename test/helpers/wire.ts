@@ -66,12 +66,9 @@ export async function call<C extends Command>(client: RawClient, request: Reques
 export const ask = {
   findOwner: (c: RawClient, key: ByteString, index: ByteString) => call(c, req.findOwner(key, index)) as Promise<ByteString>,
   request: (c: RawClient, ...args: Parameters<typeof req.request>) => call(c, req.request(...args)) as Promise<number>,
-  location: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) =>
-    call(c, req.location(key, index, owner)) as Promise<number>,
-  renew: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) =>
-    call(c, req.renew(key, index, owner)) as Promise<boolean>,
-  release: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) =>
-    call(c, req.release(key, index, owner)) as Promise<number>,
+  location: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) => call(c, req.location(key, index, owner)) as Promise<number>,
+  renew: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) => call(c, req.renew(key, index, owner)) as Promise<boolean>,
+  release: (c: RawClient, key: ByteString, index: ByteString, owner: ByteString) => call(c, req.release(key, index, owner)) as Promise<number>,
   releaseAll: (c: RawClient, owner: ByteString) => call(c, req.releaseAll(owner)) as Promise<number>,
   list: (c: RawClient, key: ByteString) => call(c, req.list(key)) as Promise<ReplyOf[typeof Command.List]>,
   stats: (c: RawClient) => call(c, req.stats()) as Promise<StatsReply>,
@@ -84,9 +81,7 @@ export function hex(bytes: Buffer | readonly number[]): string {
 
 /** Builds bytes from numbers and ASCII strings: bytes(0x02, 4, 'user', …). */
 export function bytes(...parts: Array<number | string>): Buffer {
-  return Buffer.concat(
-    parts.map((part) => (typeof part === 'number' ? Buffer.from([part]) : Buffer.from(part, 'latin1'))),
-  );
+  return Buffer.concat(parts.map((part) => (typeof part === 'number' ? Buffer.from([part]) : Buffer.from(part, 'latin1'))));
 }
 
 /** Requests (TTL, TTW and priority 0) for each [key, index, owner], pipelined; their positions. */

@@ -12,7 +12,12 @@ function candidates(index: HashIndex, hash: number): number[] {
 test('random adds and removes agree with a Map, through growth and shrinking, even when every hash collides', (t) => {
   // Few distinct hashes (and few distinct home slots) make long probe runs, where a removal must
   // shift later members back without losing any of them.
-  for (const [seed, hashes] of [[1, 7], [2, 1], [3, 1000], [4, 2 ** 31]] as const) {
+  for (const [seed, hashes] of [
+    [1, 7],
+    [2, 1],
+    [3, 1000],
+    [4, 2 ** 31],
+  ] as const) {
     const random = mulberry32(seed);
     const model = new Map<number, number>(); // id → hash
     const index = new HashIndex((id) => model.get(id)!);
@@ -34,12 +39,23 @@ test('random adds and removes agree with a Map, through growth and shrinking, ev
       t.is(index.size, model.size);
       if (step % 250 === 0 || step === 5999) {
         for (const hash of new Set(model.values())) {
-          const expected = [...model].filter(([, h]) => h === hash).map(([id]) => id).sort((a, b) => a - b);
+          const expected = [...model]
+            .filter(([, h]) => h === hash)
+            .map(([id]) => id)
+            .sort((a, b) => a - b);
           const found = candidates(index, hash);
-          t.deepEqual(found.filter((id) => model.get(id) === hash).sort((a, b) => a - b), expected, `seed ${seed} step ${step}`);
+          t.deepEqual(
+            found.filter((id) => model.get(id) === hash).sort((a, b) => a - b),
+            expected,
+            `seed ${seed} step ${step}`,
+          );
           t.is(new Set(found).size, found.length, 'no id twice');
         }
-        t.deepEqual(candidates(index, 12345).filter((id) => model.get(id) === 12345), [], 'a hash never filed finds nothing');
+        t.deepEqual(
+          candidates(index, 12345).filter((id) => model.get(id) === 12345),
+          [],
+          'a hash never filed finds nothing',
+        );
       }
     }
     t.true(index.capacity >= model.size * 2, 'never more than half full');

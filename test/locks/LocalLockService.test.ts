@@ -70,8 +70,7 @@ test('every entry whose time ran out is counted as expired, waiters dropped at a
   const scheduler = new ManualScheduler();
   const expired: number[] = [];
   const service = new LocalLockService(clock, scheduler, { onExpired: (n) => expired.push(n) });
-  const request = (key: string, owner: string, ttl: number, ttw: number) =>
-    service.request({ key, index: 'i', owner, ttl, ttw, priority: 0 }, true);
+  const request = (key: string, owner: string, ttl: number, ttw: number) => service.request({ key, index: 'i', owner, ttl, ttw, priority: 0 }, true);
   // k1: owner and waiter run out together; the owner's expiry drops the waiter as it promotes.
   request('k1', 'a', 1, 1);
   request('k1', 'b', 1, 1);

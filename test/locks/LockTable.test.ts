@@ -32,7 +32,13 @@ test('waiters are ordered by priority (higher first), then arrival; the owner is
   t.is(table.findOwner('k', 'i'), 'owner');
   t.deepEqual(
     table.list('k').map((c) => [c.owner, c.isOwner]),
-    [['owner', true], ['top', false], ['high', false], ['low-early', false], ['low-late', false]],
+    [
+      ['owner', true],
+      ['top', false],
+      ['high', false],
+      ['low-early', false],
+      ['low-late', false],
+    ],
   );
   t.is(table.location('k', 'i', 'low-late'), 5);
 });
@@ -147,7 +153,10 @@ test('release all removes every entry of the owner across keys, promoting waiter
   table.request({ key: 'c', index: '9', owner: 'alice', ttl: 10, ttw: 10, priority: 0 });
   t.is(table.releaseAll('alice'), 3);
   t.is(table.findOwner('a', '1'), 'bob');
-  t.deepEqual(table.list('b').map((c) => c.owner), ['bob']);
+  t.deepEqual(
+    table.list('b').map((c) => c.owner),
+    ['bob'],
+  );
   t.is(table.releaseAll('alice'), 0);
   t.deepEqual([table.owners, table.waiters], [2, 0]);
 });
@@ -202,7 +211,12 @@ test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t)
   const saved = [...table.snapshot()];
   t.deepEqual(
     saved.map((s) => [s.owner, s.isOwner, s.remainingMs]),
-    [['owner', true, 6000], ['high', false, 16000], ['low', false, 16000], ['solo', true, null]],
+    [
+      ['owner', true, 6000],
+      ['high', false, 16000],
+      ['low', false, 16000],
+      ['solo', true, null],
+    ],
   );
 
   const later = new FakeClock(42);
@@ -221,7 +235,12 @@ test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t)
 test('restore refuses a second owner for one lock', (t) => {
   const { table } = setup();
   const base = { key: 'k', index: 'i', priority: 0, ttl: 1, ttw: 1, remainingMs: null };
-  t.throws(() => table.restore([{ ...base, owner: 'a', isOwner: true }, { ...base, owner: 'b', isOwner: true }]));
+  t.throws(() =>
+    table.restore([
+      { ...base, owner: 'a', isOwner: true },
+      { ...base, owner: 'b', isOwner: true },
+    ]),
+  );
 });
 
 test('a waiter whose wait ran out is never promoted, even before the sweep removes it', (t) => {

@@ -35,7 +35,8 @@ test('a table compacted after a burst answers everything exactly as one that was
   const keys = ['a', 'b', 'c', 'multi'];
   const owners = ['x', 'y', 'z', '\x00'];
   const burst = COMPACT_AFTER_PEAK + 1_000;
-  for (let n = 0; n < burst; n++) both((table) => table.request({ key: `burst:${n}`, index: '0', owner: `holder-${n % 7}`, ttl: 0, ttw: 0, priority: 0 }), 'burst');
+  for (let n = 0; n < burst; n++)
+    both((table) => table.request({ key: `burst:${n}`, index: '0', owner: `holder-${n % 7}`, ttl: 0, ttw: 0, priority: 0 }), 'burst');
   // Lasting entries of every kind among the burst: waiters, several indexes, deadlines.
   for (let step = 0; step < 400; step++) {
     const key = keys[step % keys.length]!;
@@ -58,8 +59,7 @@ test('a table compacted after a burst answers everything exactly as one that was
     if (roll < 0.4) {
       const [ttl, ttw, priority] = [Math.floor(random() * 4), Math.floor(random() * 4), Math.floor(random() * 3)];
       both((table) => table.request({ key, index, owner, ttl, ttw, priority }), where);
-    }
-    else if (roll < 0.55) both((table) => table.location(key, index, owner), where);
+    } else if (roll < 0.55) both((table) => table.location(key, index, owner), where);
     else if (roll < 0.7) both((table) => table.release(key, index, owner), where);
     else if (roll < 0.75) both((table) => table.releaseKey(key, owner), where);
     else if (roll < 0.8) both((table) => table.releaseAll(owner), where);

@@ -42,7 +42,9 @@ const REFERENCE: Record<Command, Parser> = {
   [Command.Release]: twoBytes,
   [Command.ReleaseAll]: twoBytes,
   [Command.List]: new Parser().uint16be('count').array('value', { type: contender, length: 'count' }).saveOffset('end'),
-  [Command.Stats]: STATS_FIELDS.reduce((p, field) => p.uint32be(field), new Parser()).uint16be('activeConnections').saveOffset('end'),
+  [Command.Stats]: STATS_FIELDS.reduce((p, field) => p.uint32be(field), new Parser())
+    .uint16be('activeConnections')
+    .saveOffset('end'),
 };
 
 /** What the reference reads from the frame at the start of `bytes`, and where that frame ends. */
@@ -53,9 +55,14 @@ function reference(command: Command, bytes: Buffer): { value: Reply; end: number
     return { value: stats as unknown as StatsReply, end };
   }
   if (command === Command.List) {
-    const value = (parsed['value'] as Array<Contender & Record<string, unknown>>).map(
-      ({ priority, ttl, ttw, index, owner, isOwner }) => ({ priority, ttl, ttw, index, owner, isOwner }),
-    );
+    const value = (parsed['value'] as Array<Contender & Record<string, unknown>>).map(({ priority, ttl, ttw, index, owner, isOwner }) => ({
+      priority,
+      ttl,
+      ttw,
+      index,
+      owner,
+      isOwner,
+    }));
     return { value, end: parsed.end };
   }
   return { value: parsed['value'] as Reply, end: parsed.end };
@@ -133,7 +140,7 @@ test('a random pipelined stream of them, cut into random chunks, decodes to the 
   const stream = Buffer.concat(SAMPLES.map((s) => s.frame));
   const decoder = new ReplyDecoder();
   const decoded: Reply[] = [];
-  for (let at = 0; at < stream.length; ) {
+  for (let at = 0; at < stream.length;) {
     const to = Math.min(stream.length, at + 1 + Math.floor(random() * 600));
     decoder.push(stream.subarray(at, to));
     at = to;
@@ -143,6 +150,9 @@ test('a random pipelined stream of them, cut into random chunks, decodes to the 
       decoded.push(reply);
     }
   }
-  t.deepEqual(decoded, SAMPLES.map((s) => s.reply));
+  t.deepEqual(
+    decoded,
+    SAMPLES.map((s) => s.reply),
+  );
   t.is(decoder.pendingBytes, 0);
 });

@@ -56,13 +56,7 @@ const CASES: Case[] = [
     [0, 2, 9, 0, 30, 0, 60, 2, 0x34, 0x32, 5, 0x61, 0x6c, 0x69, 0x63, 0x65, 1, 0, 0, 0, 0xff, 0xff, 0, 2, 0, 0xff, 0],
     CONTENDERS,
   ],
-  [
-    'stats',
-    Command.Stats,
-    (w) => encodeStatsReply(w, STATS),
-    [...Array.from({ length: 14 }, (_, i) => [0, 0, 0, i + 1]).flat(), 0, 15],
-    STATS,
-  ],
+  ['stats', Command.Stats, (w) => encodeStatsReply(w, STATS), [...Array.from({ length: 14 }, (_, i) => [0, 0, 0, i + 1]).flat(), 0, 15], STATS],
 ];
 
 function decodeAll(command: Command, chunks: Buffer[]): Reply[] {
@@ -90,7 +84,13 @@ for (const [name, command, encode, bytes, decoded] of CASES) {
   test(`${name}: decodes whole, byte by byte, and split at every boundary`, (t) => {
     const buffer = Buffer.from(bytes);
     t.deepEqual(decodeAll(command, [buffer]), [decoded]);
-    t.deepEqual(decodeAll(command, [...buffer].map((b) => Buffer.from([b]))), [decoded]);
+    t.deepEqual(
+      decodeAll(
+        command,
+        [...buffer].map((b) => Buffer.from([b])),
+      ),
+      [decoded],
+    );
     for (let split = 1; split < buffer.length; split++) {
       t.deepEqual(decodeAll(command, [buffer.subarray(0, split), buffer.subarray(split)]), [decoded]);
     }

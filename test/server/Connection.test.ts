@@ -68,10 +68,7 @@ interface Harness {
   closedReports: () => number;
 }
 
-function connection(
-  setUp: (service: LocalLockService) => void = () => {},
-  replaceService?: LockService,
-): Harness {
+function connection(setUp: (service: LocalLockService) => void = () => {}, replaceService?: LockService): Harness {
   const clock = new FakeClock(1_000);
   const local = new LocalLockService(clock, idleTimers);
   setUp(local);

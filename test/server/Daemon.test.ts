@@ -36,7 +36,10 @@ test('a fatal internal error saves every lock, then exits 70', async (t) => {
   await daemon.service.request({ key: 'k', index: 'i', owner: 'survivor', ttl: 0, ttw: 0, priority: 3 }, true);
   await daemon.fatal(new Error('an impossible state'));
   t.deepEqual(exits, [EXIT_INTERNAL_ERROR]);
-  t.deepEqual((await loadLockFile(lockFile))?.map((l) => l.owner), ['survivor']);
+  t.deepEqual(
+    (await loadLockFile(lockFile))?.map((l) => l.owner),
+    ['survivor'],
+  );
 });
 
 test('a failed final save turns a clean shutdown into exit 1', async (t) => {

@@ -291,7 +291,14 @@ export class BenchCluster {
 
   /** Bytes of each member's bbolt database file (member/snap/db), which compaction alone never shrinks. */
   memberDbBytes(): Promise<number[]> {
-    return Promise.all(this.members.map((m) => stat(join(m.dataDir, 'member', 'snap', 'db')).then((s) => s.size, () => 0)));
+    return Promise.all(
+      this.members.map((m) =>
+        stat(join(m.dataDir, 'member', 'snap', 'db')).then(
+          (s) => s.size,
+          () => 0,
+        ),
+      ),
+    );
   }
 
   /** Bytes in each member's data dir (its bbolt database, WAL and Raft snapshots). */

@@ -29,9 +29,13 @@ export interface EtcdLockResult {
 
 let runs = 0;
 
-export async function runEtcdLock(
-  spec: { readonly endpoints: readonly string[]; readonly lockers: number; readonly warmupMs: number; readonly durationMs: number; readonly etcdPids: ReadonlyArray<number | undefined> },
-): Promise<EtcdLockResult> {
+export async function runEtcdLock(spec: {
+  readonly endpoints: readonly string[];
+  readonly lockers: number;
+  readonly warmupMs: number;
+  readonly durationMs: number;
+  readonly etcdPids: ReadonlyArray<number | undefined>;
+}): Promise<EtcdLockResult> {
   const client = new Etcd3({ hosts: [...spec.endpoints], defaultCallOptions: () => ({ deadline: Date.now() + CALL_DEADLINE_MS }) });
   const run = `${process.pid.toString(36)}-${(runs++).toString(36)}`;
   const histogram = new Histogram();

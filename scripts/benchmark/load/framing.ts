@@ -25,8 +25,7 @@ export const lockserverFraming: ReplyFraming = {
   greetingOk: (buffer) => buffer[0] === GREETING_ACCEPTED,
   length: (kind, buffer, start, end) => replyFrameLength(kind as Command, buffer, start, end),
   // A request on a free key makes the requester owner (position 1); its release removes 1 entry.
-  ok: (kind, buffer, start) =>
-    kind === Command.Request || kind === Command.Release ? buffer.readUInt16BE(start) === 1 : true,
+  ok: (kind, buffer, start) => (kind === Command.Request || kind === Command.Release ? buffer.readUInt16BE(start) === 1 : true),
 };
 
 /** The Redis replies a SET-NX/DEL cycle gets. */
@@ -77,9 +76,7 @@ export const respFraming: ReplyFraming = {
   length: (_kind, buffer, start, end) => respReplyLength(buffer, start, end),
   // SET NX answers +OK when it took the key; DEL answers :1 when it removed it.
   ok: (kind, buffer, start) =>
-    kind === RespKind.SetIfAbsent
-      ? buffer[start] === PLUS
-      : buffer[start] === COLON && buffer[start + 1] === 0x31 && buffer[start + 2] === CR,
+    kind === RespKind.SetIfAbsent ? buffer[start] === PLUS : buffer[start] === COLON && buffer[start + 1] === 0x31 && buffer[start + 2] === CR,
 };
 
 export function framingOf(protocol: Protocol): ReplyFraming {

@@ -64,6 +64,4 @@ export interface LoadWorkerResult {
 }
 
 export type WorkerToParent =
-  | { readonly type: 'ready' }
-  | { readonly type: 'failed'; readonly message: string }
-  | { readonly type: 'done'; readonly result: LoadWorkerResult };
+  { readonly type: 'ready' } | { readonly type: 'failed'; readonly message: string } | { readonly type: 'done'; readonly result: LoadWorkerResult };

@@ -86,8 +86,8 @@ const host: ConnectionHost = {
   afterRemoval: () => {},
   now: () => clock.now(),
   inputIsStale: () => false,
-      staleInputRefused: () => {},
-      onPartialFrame: () => {},
+  staleInputRefused: () => {},
+  onPartialFrame: () => {},
   onClosed: () => {},
 };
 

@@ -23,7 +23,12 @@ const QUICK_SNAPSHOT_ARGS = ['--snapshot-every', '200'];
 
 /** A running cluster seen as a Target, so the single-node scenarios (contention) run on it unchanged. */
 function asTarget(cluster: BenchCluster): Target {
-  const running: RunningTarget = { endpoints: cluster.endpoints, pids: cluster.nodePids().filter((p): p is number => p !== undefined), readyAt: Date.now(), stop: async () => {} };
+  const running: RunningTarget = {
+    endpoints: cluster.endpoints,
+    pids: cluster.nodePids().filter((p): p is number => p !== undefined),
+    readyAt: Date.now(),
+    stop: async () => {},
+  };
   return { name: 'lockserver cluster', protocol: 'lockserver', unavailableReason: async () => undefined, start: async () => running };
 }
 
@@ -80,10 +85,14 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     });
   }
   if (has('cluster-scale')) {
-    await onCluster('cluster-scale', async (cluster) => {
-      snapshots.length = 0;
-      result.scale = await runClusterScale(cluster, snapshots, config, log);
-    }, config.quick ? QUICK_SNAPSHOT_ARGS : []);
+    await onCluster(
+      'cluster-scale',
+      async (cluster) => {
+        snapshots.length = 0;
+        result.scale = await runClusterScale(cluster, snapshots, config, log);
+      },
+      config.quick ? QUICK_SNAPSHOT_ARGS : [],
+    );
   }
   return result;
 }

@@ -158,7 +158,11 @@ export async function runClusterFailover(cluster: BenchCluster, config: BenchCon
     await delay(config.failoverBaselineMs);
     const baseline = worstWait(probes, t0 + config.failoverBaselineMs / 2, performance.now()).worst;
     // The lockserver leader is the worst case for both (it also proposes expiries and snapshots).
-    const leaderIndex = (): number => Math.max(0, cluster.nodes.findIndex((n) => n.name === cluster.lockLeader));
+    const leaderIndex = (): number =>
+      Math.max(
+        0,
+        cluster.nodes.findIndex((n) => n.name === cluster.lockLeader),
+      );
     const victim = leaderIndex();
 
     // 1. kill -9 a node; its clients come back once it is restarted.

@@ -64,7 +64,9 @@ export async function runClusterThroughput(
             nodeCpuCores: cpu.slice(0, nodePids.length),
             etcdCpuCores: cpu.slice(nodePids.length),
           });
-          log(`cluster c=${connections} P=${depth}: ${Math.round(measured.opsPerSecond)} ops/s, p99 ${measured.latencyMs.p99.toFixed(2)} ms, ${measured.errors} errors`);
+          log(
+            `cluster c=${connections} P=${depth}: ${Math.round(measured.opsPerSecond)} ops/s, p99 ${measured.latencyMs.p99.toFixed(2)} ms, ${measured.errors} errors`,
+          );
         } catch (error) {
           result.throughput!.push({ connections, depth, error: (error as Error).message });
           log(`cluster c=${connections} P=${depth}: failed: ${(error as Error).message}`);
@@ -82,7 +84,9 @@ export async function runClusterThroughput(
           etcdPids: cluster.memberPids(),
         });
         result.etcdLock!.push({ lockers: connections, result: measured });
-        log(`etcd lock recipe, ${connections} lockers: ${Math.round(measured.cyclesPerSecond)} cycles/s (${Math.round(measured.opsPerSecond)} ops/s), ${measured.failures} failures`);
+        log(
+          `etcd lock recipe, ${connections} lockers: ${Math.round(measured.cyclesPerSecond)} cycles/s (${Math.round(measured.opsPerSecond)} ops/s), ${measured.failures} failures`,
+        );
       } catch (error) {
         result.etcdLock!.push({ lockers: connections, error: (error as Error).message });
         log(`etcd lock recipe, ${connections} lockers: failed: ${(error as Error).message}`);

@@ -133,8 +133,7 @@ async function measure(
     if (until <= sweepFrom) before.push(i);
     else if (from <= (emptied ?? Number.POSITIVE_INFINITY)) during.push(i);
   });
-  const worst = (slots: number[]): number | undefined =>
-    slots.length === 0 ? undefined : Math.max(...slots.map((i) => timeline.worstUs[i] ?? 0)) / 1000;
+  const worst = (slots: number[]): number | undefined => (slots.length === 0 ? undefined : Math.max(...slots.map((i) => timeline.worstUs[i] ?? 0)) / 1000);
   const rate = (slots: number[]): number | undefined =>
     slots.length === 0 ? undefined : slots.reduce((sum, i) => sum + (timeline.ops[i] ?? 0), 0) / ((slots.length * timeline.slotMs) / 1000);
   const result: ExpiryResult = {

@@ -18,8 +18,7 @@ export interface ThroughputRow {
 }
 
 export type RedisBenchmarkRow =
-  | (RedisBenchmarkResult & { readonly runs: readonly number[] })
-  | { readonly connections: number; readonly pipeline: number; readonly error: string };
+  (RedisBenchmarkResult & { readonly runs: readonly number[] }) | { readonly connections: number; readonly pipeline: number; readonly error: string };
 
 export interface RedisResult {
   readonly skipped?: string;

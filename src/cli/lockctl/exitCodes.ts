@@ -41,12 +41,7 @@ export function exitCodeFor(error: unknown): number {
   if (error instanceof AllHostsFailedError) {
     return error.errors.every((e) => e instanceof LockTimeoutError) ? ExitCode.Timeout : ExitCode.Unreachable;
   }
-  if (
-    error instanceof ServerRefusedError ||
-    error instanceof ConnectError ||
-    error instanceof ConnectionClosedError ||
-    error instanceof ProtocolError
-  ) {
+  if (error instanceof ServerRefusedError || error instanceof ConnectError || error instanceof ConnectionClosedError || error instanceof ProtocolError) {
     return ExitCode.Unreachable;
   }
   if (error instanceof RangeError) return ExitCode.Usage;

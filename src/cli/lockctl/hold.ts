@@ -74,11 +74,7 @@ export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOu
 }
 
 /** The held lock, or an exit code when Ctrl-C / SIGTERM came first. */
-async function waitForLock(
-  client: LockClient,
-  spec: HoldSpec,
-  onFailover: (from: string, to: string) => void,
-): Promise<HeldLock | number> {
+async function waitForLock(client: LockClient, spec: HoldSpec, onFailover: (from: string, to: string) => void): Promise<HeldLock | number> {
   const interrupt = new AbortController();
   const onInt = (): void => interrupt.abort(new Interrupted(ExitCode.Interrupted));
   const onTerm = (): void => interrupt.abort(new Interrupted(ExitCode.Terminated));

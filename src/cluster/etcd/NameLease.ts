@@ -48,7 +48,12 @@ export class NameLease implements MemberSession {
 
   async release(): Promise<void> {
     if (!this.stop()) return;
-    await this.pool.call('name lease revoke', REVOKE_TIMEOUT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: this.id }, options), KEEPALIVE_ATTEMPT_MS);
+    await this.pool.call(
+      'name lease revoke',
+      REVOKE_TIMEOUT_MS,
+      ({ client }, options) => client.leaseClient.leaseRevoke({ ID: this.id }, options),
+      KEEPALIVE_ATTEMPT_MS,
+    );
   }
 
   /** Stops keeping the lease alive without revoking it (the client is closing). */

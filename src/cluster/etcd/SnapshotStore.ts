@@ -131,14 +131,17 @@ export class SnapshotStore {
     }
     // Lost to another saver (the pointer is known not to name this save): its chunks are nobody's snapshot.
     const own = Buffer.from(this.savePrefix(pointer));
-    await this.pool.call('own snapshot chunks', timeoutMs, ({ client }, options) =>
-      client.kv.deleteRange({ key: own, range_end: prefixEnd(own) }, options),
-    );
+    await this.pool.call('own snapshot chunks', timeoutMs, ({ client }, options) => client.kv.deleteRange({ key: own, range_end: prefixEnd(own) }, options));
     return newer;
   }
 
   private async readPointer(timeoutMs: number): Promise<PointerRead> {
-    const response = await this.pool.call('snapshot pointer', timeoutMs, ({ client }, options) => client.kv.range({ key: this.pointerKey }, options), SNAPSHOT_ATTEMPT_MS);
+    const response = await this.pool.call(
+      'snapshot pointer',
+      timeoutMs,
+      ({ client }, options) => client.kv.range({ key: this.pointerKey }, options),
+      SNAPSHOT_ATTEMPT_MS,
+    );
     const kv = response.kvs[0];
     return kv === undefined ? { pointer: undefined, modRevision: '0' } : { pointer: parsePointer(kv.value), modRevision: kv.mod_revision };
   }

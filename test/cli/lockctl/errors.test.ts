@@ -88,9 +88,6 @@ test('lockctl with no subcommand: the usage line and a hint on stderr, exit 2, n
     const run = await lockctl(args);
     t.is(run.code, 2);
     t.is(run.stdout, '');
-    t.is(
-      run.stderr,
-      "Usage: lockctl [options] <subcommand> …\nlockctl: no subcommand given; 'lockctl --help' lists them and the options\n",
-    );
+    t.is(run.stderr, "Usage: lockctl [options] <subcommand> …\nlockctl: no subcommand given; 'lockctl --help' lists them and the options\n");
   }
 });

@@ -45,14 +45,17 @@ test('hold --wait gives up with exit 1 when the lock stays taken, leaving no wai
   t.is(later.stderr, 'lockctl: jobs/n was not ours within --wait 0.3 s\n');
 });
 
-test('hold --json prints that the lock was acquired, then the command\'s exit status', async (t) => {
+test("hold --json prints that the lock was acquired, then the command's exit status", async (t) => {
   const server = await startServer(t);
   const run = await lockctl(['-p', String(server.port), '--json', 'hold', 'jobs', 'n', 'me', '--', node, '-e', 'process.exit(5)']);
   t.is(run.code, 5, run.stderr);
-  t.deepEqual(run.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as unknown), [
-    { acquired: true },
-    { exitCode: 5, lockLost: false },
-  ]);
+  t.deepEqual(
+    run.stdout
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as unknown),
+    [{ acquired: true }, { exitCode: 5, lockLost: false }],
+  );
 });
 
 test('hold --json says why the lock was not acquired', async (t) => {

@@ -25,7 +25,10 @@ test('watch --json prints one JSON object per refresh (NDJSON)', async (t) => {
   const server = await startServer(t);
   const run = await lockctl(['-p', String(server.port), '--json', 'watch', 'empty', '-n', '3', '-i', '0.01']);
   t.is(run.code, 0);
-  const lines = run.stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { ts: string; key: string; entries: unknown[] });
+  const lines = run.stdout
+    .trimEnd()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { ts: string; key: string; entries: unknown[] });
   t.is(lines.length, 3);
   for (const line of lines) t.like(line, { key: 'empty', keyHex: '656d707479', entries: [] });
   t.true(lines.every((line) => !Number.isNaN(Date.parse(line.ts))));

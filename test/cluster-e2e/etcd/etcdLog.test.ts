@@ -48,7 +48,7 @@ etcdTest('a fenced append whose writer lease expired before it reached etcd is r
   // A lease that etcd has revoked by itself (its TTL ran out), chosen as if it were fresh: the
   // same as a request that sat in a cut link's send queue until after its lease ended.
   const expired = await raw.leaseClient.leaseGrant({ TTL: 1, ID: 0 });
-  for (const deadline = Date.now() + 15_000; ; ) {
+  for (const deadline = Date.now() + 15_000; ;) {
     const left = await raw.leaseClient.leaseTimeToLive({ ID: expired.ID });
     if (Number(left.TTL) < 0) break;
     if (Date.now() >= deadline) throw new Error(`lease ${expired.ID} still alive after 15 s (TTL ${left.TTL})`);
@@ -72,16 +72,29 @@ etcdTest('every batch is retained past any compaction until a snapshot the point
   const revision = Number((await raw.kv.range({ key: Buffer.from('\0') })).header.revision);
   await raw.kv.compact({ revision: String(revision) });
   const all = await log.since(appended[0]!.revision - 1, CALL_MS);
-  t.deepEqual(all.batches.map((b) => Buffer.from(b.value).toString()), ['batch 1', 'batch 2', 'batch 3', 'batch 4', 'batch 5']);
-  t.deepEqual(all.batches.map((b) => b.revision), appended.map((p) => p.revision), 'each at its append revision, in log order');
+  t.deepEqual(
+    all.batches.map((b) => Buffer.from(b.value).toString()),
+    ['batch 1', 'batch 2', 'batch 3', 'batch 4', 'batch 5'],
+  );
+  t.deepEqual(
+    all.batches.map((b) => b.revision),
+    appended.map((p) => p.revision),
+    'each at its append revision, in log order',
+  );
   t.is(all.head.version, 5);
   t.is(all.head.revision, appended[4]!.revision);
   const after2 = await log.since(appended[1]!.revision, CALL_MS);
-  t.deepEqual(after2.batches.map((b) => Buffer.from(b.value).toString()), ['batch 3', 'batch 4', 'batch 5']);
+  t.deepEqual(
+    after2.batches.map((b) => Buffer.from(b.value).toString()),
+    ['batch 3', 'batch 4', 'batch 5'],
+  );
   // A snapshot at batch 3 is saved and pointed to: what it covers goes, the rest stays.
   await log.saveSnapshot({ position: appended[2]!, bytes: Buffer.from('state after batch 3') }, CALL_MS);
   const kept = await log.since(0, CALL_MS);
-  t.deepEqual(kept.batches.map((b) => Buffer.from(b.value).toString()), ['batch 4', 'batch 5']);
+  t.deepEqual(
+    kept.batches.map((b) => Buffer.from(b.value).toString()),
+    ['batch 4', 'batch 5'],
+  );
 });
 
 etcdTest('loadSnapshot refuses a snapshot whose chunk was overwritten, naming the damage', async (t) => {
@@ -124,7 +137,11 @@ etcdTest('two EtcdLogs saving snapshots at once, round after round: the pointer 
         const meta = JSON.parse(kv.value.toString()) as { version: number; id: string; chunks: number };
         if (meta.version < lastVersion) problems.push(`pointer moved back from ${lastVersion} to ${meta.version}`);
         lastVersion = Math.max(lastVersion, meta.version);
-        const keys = await raw.getAll().prefix(`${chunkPrefix}${String(meta.version).padStart(16, '0')}/${meta.id}/`).revision(pointer.header.revision).keys();
+        const keys = await raw
+          .getAll()
+          .prefix(`${chunkPrefix}${String(meta.version).padStart(16, '0')}/${meta.id}/`)
+          .revision(pointer.header.revision)
+          .keys();
         if (keys.length !== meta.chunks) problems.push(`pointer to ${meta.version}/${meta.id} names ${meta.chunks} chunks, ${keys.length} exist`);
         checks++;
       }
@@ -152,7 +169,10 @@ etcdTest('two EtcdLogs saving snapshots at once, round after round: the pointer 
   const final = await savers[0]!.loadSnapshot(CALL_MS);
   t.is(final?.position.version, highest, 'the newest save is the snapshot');
   const left = await raw.getAll().prefix(chunkPrefix).keys();
-  t.true(left.every((k) => k.startsWith(`${chunkPrefix}${String(highest).padStart(16, '0')}/`)), `only the snapshot's chunks are left: ${left.join(' ')}`);
+  t.true(
+    left.every((k) => k.startsWith(`${chunkPrefix}${String(highest).padStart(16, '0')}/`)),
+    `only the snapshot's chunks are left: ${left.join(' ')}`,
+  );
 });
 
 etcdTest.serial('a watch whose member is paused in the middle of a backlog resumes elsewhere with every version once, in order', async (t) => {
@@ -221,7 +241,10 @@ etcdTest.serial('a watch whose member is paused in the middle of a backlog resum
   etcd.resume(etcd.memberAt(paused!));
   t.log(`first watch delivered ${firstWatchDelivered ?? seen.length} of ${BATCHES} before its member was paused; ${restarts} restart(s)`);
   t.true(restarts >= 1, 'the watch was broken and restarted');
-  t.deepEqual(seen, Array.from({ length: BATCHES }, (_, i) => i + 1));
+  t.deepEqual(
+    seen,
+    Array.from({ length: BATCHES }, (_, i) => i + 1),
+  );
 });
 
 etcdTest.serial('a member left without a quorum refuses calls with "no leader" and ends watches (require-leader), instead of hanging', async (t) => {
@@ -240,9 +263,12 @@ etcdTest.serial('a member left without a quorum refuses calls with "no leader" a
   await Promise.all(peers.map((p) => etcd.kill(p)));
   // Once the member notices it has no leader, a read barrier is refused at once, not held.
   let refusal = '';
-  for (const deadline = Date.now() + 30_000; !/no leader/.test(refusal); ) {
+  for (const deadline = Date.now() + 30_000; !/no leader/.test(refusal);) {
     if (Date.now() >= deadline) throw new Error(`no "no leader" refusal within 30 s; last: ${refusal}`);
-    refusal = await log.head(1_000).then(() => 'answered', (error: unknown) => (error as Error).message);
+    refusal = await log.head(1_000).then(
+      () => 'answered',
+      (error: unknown) => (error as Error).message,
+    );
   }
   t.regex(await bounded(ended, 30_000, 'the watch to end'), /^broken: .*no leader/);
 });

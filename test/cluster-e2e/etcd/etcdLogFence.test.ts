@@ -97,41 +97,44 @@ async function leasesLeft(raw: Etcd3): Promise<number> {
   return (await raw.leaseClient.leaseLeases()).leases.length;
 }
 
-etcdTest('an append held on the way until its writer lease ended is refused when it reaches etcd; appends before and after commit', async (t: ExecutionContext) => {
-  t.timeout(60_000);
-  const etcd = await EtcdCluster.start(t, { members: 1 });
-  const relay = new HoldingRelay(etcd.members[0]!.clientPort);
-  const url = await relay.listen();
-  t.teardown(() => relay.close());
-  const cluster = `t${randomBytes(5).toString('hex')}`;
-  const log = new EtcdLog({ endpoints: [url], cluster });
-  t.teardown(() => log.close());
-  const raw = new Etcd3({ hosts: etcd.endpointList });
-  t.teardown(() => raw.close());
+etcdTest(
+  'an append held on the way until its writer lease ended is refused when it reaches etcd; appends before and after commit',
+  async (t: ExecutionContext) => {
+    t.timeout(60_000);
+    const etcd = await EtcdCluster.start(t, { members: 1 });
+    const relay = new HoldingRelay(etcd.members[0]!.clientPort);
+    const url = await relay.listen();
+    t.teardown(() => relay.close());
+    const cluster = `t${randomBytes(5).toString('hex')}`;
+    const log = new EtcdLog({ endpoints: [url], cluster });
+    t.teardown(() => log.close());
+    const raw = new Etcd3({ hosts: etcd.endpointList });
+    t.teardown(() => raw.close());
 
-  t.is((await log.append(Buffer.from('ordinary'), CALL_MS)).version, 1);
-  relay.hold();
-  await t.throwsAsync(log.append(Buffer.from('late'), 300), { message: /did not complete|DEADLINE_EXCEEDED/ });
-  const rejectedAt = Date.now();
-  // The late append's lease (the only lease there is) ends; etcd revokes it by itself.
-  for (const deadline = Date.now() + 20_000; (await leasesLeft(raw)) > 0; ) {
-    if (Date.now() >= deadline) throw new Error('the writer lease was not revoked within 20 s');
-    await delay(100);
-  }
-  t.log(`writer lease gone ${Date.now() - rejectedAt} ms after the append was given up; lateCommitMs ${log.lateCommitMs}`);
-  relay.release();
+    t.is((await log.append(Buffer.from('ordinary'), CALL_MS)).version, 1);
+    relay.hold();
+    await t.throwsAsync(log.append(Buffer.from('late'), 300), { message: /did not complete|DEADLINE_EXCEEDED/ });
+    const rejectedAt = Date.now();
+    // The late append's lease (the only lease there is) ends; etcd revokes it by itself.
+    for (const deadline = Date.now() + 20_000; (await leasesLeft(raw)) > 0;) {
+      if (Date.now() >= deadline) throw new Error('the writer lease was not revoked within 20 s');
+      await delay(100);
+    }
+    t.log(`writer lease gone ${Date.now() - rejectedAt} ms after the append was given up; lateCommitMs ${log.lateCommitMs}`);
+    relay.release();
 
-  // The late txn arrives first on the connection, ahead of the next append's lease grant.
-  t.is((await log.append(Buffer.from('next'), CALL_MS)).version, 2);
-  const history: string[] = [];
-  const watcher = await raw.watch().key(`/${cluster}/log`).startRevision('1').create();
-  t.teardown(() => watcher.cancel());
-  const sawNext = new Promise<void>((resolve) =>
-    watcher.on('put', (kv) => {
-      history.push(kv.value.toString());
-      if (kv.value.toString() === 'next') resolve();
-    }),
-  );
-  await bounded(sawNext, 10_000, 'the watch to bring the next append');
-  t.deepEqual(history, ['ordinary', 'next'], 'the held append never committed');
-});
+    // The late txn arrives first on the connection, ahead of the next append's lease grant.
+    t.is((await log.append(Buffer.from('next'), CALL_MS)).version, 2);
+    const history: string[] = [];
+    const watcher = await raw.watch().key(`/${cluster}/log`).startRevision('1').create();
+    t.teardown(() => watcher.cancel());
+    const sawNext = new Promise<void>((resolve) =>
+      watcher.on('put', (kv) => {
+        history.push(kv.value.toString());
+        if (kv.value.toString() === 'next') resolve();
+      }),
+    );
+    await bounded(sawNext, 10_000, 'the watch to bring the next append');
+    t.deepEqual(history, ['ordinary', 'next'], 'the held append never committed');
+  },
+);

@@ -59,35 +59,46 @@ async function serve(node: ServerProcess, i: number, pausedAt: number, until: nu
   return load;
 }
 
-etcdTest.serial('one etcd member of three paused for 15 s (the one serving the most node watches): every node keeps answering writes and reads and keeps its name; after SIGCONT too', async (t) => {
-  t.timeout(120_000);
-  const { etcd, nodes } = await startCluster(t);
-  for (const [i, node] of nodes.entries()) t.is(await untilAnswered(node, (c) => ask.request(c, 'warm', String(i), 'w')), 1);
+etcdTest.serial(
+  'one etcd member of three paused for 15 s (the one serving the most node watches): every node keeps answering writes and reads and keeps its name; after SIGCONT too',
+  async (t) => {
+    t.timeout(120_000);
+    const { etcd, nodes } = await startCluster(t);
+    for (const [i, node] of nodes.entries()) t.is(await untilAnswered(node, (c) => ask.request(c, 'warm', String(i), 'w')), 1);
 
-  // Pause the member that serves the most of the nodes' watches (the case that starved nodes
-  // before), a follower on a tie: a leader's pause adds an etcd election to the picture.
-  const leader = await etcd.leader();
-  const candidates = [...etcd.others(leader), leader];
-  const watchers = await Promise.all(candidates.map((m) => etcd.watchersOn(m)));
-  const most = watchers.reduce<number>((best, w, i) => ((w ?? 0) > (watchers[best] ?? 0) ? i : best), 0);
-  const victim = candidates[most]!;
-  t.log(`pausing ${victim.name}${victim === leader ? ' (the etcd leader)' : ''}; watchers per member: ${candidates.map((m, i) => `${m.name}=${watchers[i]}`).join(' ')}`);
+    // Pause the member that serves the most of the nodes' watches (the case that starved nodes
+    // before), a follower on a tie: a leader's pause adds an etcd election to the picture.
+    const leader = await etcd.leader();
+    const candidates = [...etcd.others(leader), leader];
+    const watchers = await Promise.all(candidates.map((m) => etcd.watchersOn(m)));
+    const most = watchers.reduce<number>((best, w, i) => ((w ?? 0) > (watchers[best] ?? 0) ? i : best), 0);
+    const victim = candidates[most]!;
+    t.log(
+      `pausing ${victim.name}${victim === leader ? ' (the etcd leader)' : ''}; watchers per member: ${candidates.map((m, i) => `${m.name}=${watchers[i]}`).join(' ')}`,
+    );
 
-  const pausedAt = Date.now();
-  etcd.pause(victim);
-  let loads: NodeLoad[];
-  try {
-    loads = await Promise.all(nodes.map((node, i) => serve(node, i, pausedAt, pausedAt + PAUSE_MS)));
-  } finally {
-    etcd.resume(victim);
-  }
-  for (const [i, load] of loads.entries()) {
-    t.log(`node n${i + 1}: ${load.answered} rounds answered, ${load.closed} connections closed unanswered, first answer ${load.firstAnswerMs} ms after the pause, longest gap ${load.longestGapMs} ms`);
-    t.true(load.answered > 0, `node n${i + 1} answered during the pause`);
-  }
-  for (const [i, node] of nodes.entries()) {
-    t.is(await untilAnswered(node, (c) => ask.request(c, 'after', String(i), 'back')), 1);
-    // The name lease is kept alive through the other members: no node lost its name and rejoined.
-    t.deepEqual(node.lines.filter((line) => line.includes('event=name-lost')), [], `node n${i + 1} kept its name`);
-  }
-});
+    const pausedAt = Date.now();
+    etcd.pause(victim);
+    let loads: NodeLoad[];
+    try {
+      loads = await Promise.all(nodes.map((node, i) => serve(node, i, pausedAt, pausedAt + PAUSE_MS)));
+    } finally {
+      etcd.resume(victim);
+    }
+    for (const [i, load] of loads.entries()) {
+      t.log(
+        `node n${i + 1}: ${load.answered} rounds answered, ${load.closed} connections closed unanswered, first answer ${load.firstAnswerMs} ms after the pause, longest gap ${load.longestGapMs} ms`,
+      );
+      t.true(load.answered > 0, `node n${i + 1} answered during the pause`);
+    }
+    for (const [i, node] of nodes.entries()) {
+      t.is(await untilAnswered(node, (c) => ask.request(c, 'after', String(i), 'back')), 1);
+      // The name lease is kept alive through the other members: no node lost its name and rejoined.
+      t.deepEqual(
+        node.lines.filter((line) => line.includes('event=name-lost')),
+        [],
+        `node n${i + 1} kept its name`,
+      );
+    }
+  },
+);

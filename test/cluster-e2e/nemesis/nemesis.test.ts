@@ -24,10 +24,17 @@ async function nemesis(t: ExecutionContext, options: Omit<NemesisOptions, 'log' 
     t.log(lines.join('\n')); // the seed, the schedule and how far it got
     throw error;
   });
-  t.log(`ran ${Math.round(report.runMs / 1000)} s, ${report.ops} commands (${report.answered} answered); after the final heal every node answered within ${JSON.stringify(report.healedServeMs)} ms`);
-  for (const f of report.figures) t.log(`${f.episode}: longest silence per node ${JSON.stringify(f.silentMs)} ms; first answer after the heal ${JSON.stringify(f.servedAfterHealMs)} ms`);
+  t.log(
+    `ran ${Math.round(report.runMs / 1000)} s, ${report.ops} commands (${report.answered} answered); after the final heal every node answered within ${JSON.stringify(report.healedServeMs)} ms`,
+  );
+  for (const f of report.figures)
+    t.log(`${f.episode}: longest silence per node ${JSON.stringify(f.silentMs)} ms; first answer after the heal ${JSON.stringify(f.servedAfterHealMs)} ms`);
   if (report.violations.length > 0) t.log(`${lines.join('\n')}\n${dumpFailure(report)}`);
-  t.deepEqual(report.violations.map((v) => v.check), [], describeFailure(report));
+  t.deepEqual(
+    report.violations.map((v) => v.check),
+    [],
+    describeFailure(report),
+  );
 }
 
 const episode = (at: number, duration: number, ...faults: Episode['faults']): Episode => ({ at, duration, faults });
@@ -57,7 +64,10 @@ netnsTest('a node cut off from every etcd member (its clients still reach it), t
 // the connection); a, still owner as n2 confirms, keeps its lock (TTL 0) and b queues behind it.
 // When the link heals, the given-up batch must not commit: b must never be told it owns.
 /** A lab and cluster for a step-by-step test, and a maker of clients pinned to one node each. */
-async function stepByStep(t: ExecutionContext, nodes: number): Promise<{ cluster: NetCluster; history: History; client: (name: string, node: number) => FailoverClient }> {
+async function stepByStep(
+  t: ExecutionContext,
+  nodes: number,
+): Promise<{ cluster: NetCluster; history: History; client: (name: string, node: number) => FailoverClient }> {
   t.timeout(150_000);
   const lab = NetLab.create({ nodes, members: 3 });
   t.teardown(() => lab.destroy());
@@ -83,7 +93,14 @@ async function stepByStep(t: ExecutionContext, nodes: number): Promise<{ cluster
 /** Fails with the violations and the whole history (polls that changed nothing left out). */
 function assertChecks(t: ExecutionContext, history: History): void {
   const violations = checkHistory(history.ops, Infinity);
-  t.deepEqual(violations.map((v) => v.message), [], history.ops.map(describeOp).filter((l) => !/location.*→ 2 /.test(l)).join('\n'));
+  t.deepEqual(
+    violations.map((v) => v.message),
+    [],
+    history.ops
+      .map(describeOp)
+      .filter((l) => !/location.*→ 2 /.test(l))
+      .join('\n'),
+  );
 }
 
 netnsTest('a release that a cut-off node gave up on does not take effect when the link heals', async (t) => {

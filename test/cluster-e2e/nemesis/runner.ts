@@ -4,14 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { mulberry32 } from '../../../src/runtime/Random.js';
 import { bounded } from '../../helpers/bounded.js';
-import {
-  checkAvailability,
-  checkHistory,
-  firstServedAfter,
-  longestSilence,
-  type ServiceWindow,
-  type Violation,
-} from '../../helpers/history/checker.js';
+import { checkAvailability, checkHistory, firstServedAfter, longestSilence, type ServiceWindow, type Violation } from '../../helpers/history/checker.js';
 import { FailoverClient, type ClientOptions, type Endpoint } from '../../helpers/history/client.js';
 import { History, type Op } from '../../helpers/history/history.js';
 import { INDEXES, KEEP_KEY, KEY, runProbe, runWorker } from '../../helpers/history/workload.js';
@@ -321,7 +314,10 @@ export function describeFailure(report: NemesisReport): string {
 export function dumpFailure(report: NemesisReport, name = `seed-${report.seed}`): string {
   const history = join(tmpdir(), `nemesis-${name}-history.json`);
   const logs = join(tmpdir(), `nemesis-${name}-nodes.log`);
-  writeFileSync(history, `{"violations": ${JSON.stringify(report.violations)},\n"history": [\n${report.history.map((op) => JSON.stringify(op)).join(',\n')}\n]}\n`);
+  writeFileSync(
+    history,
+    `{"violations": ${JSON.stringify(report.violations)},\n"history": [\n${report.history.map((op) => JSON.stringify(op)).join(',\n')}\n]}\n`,
+  );
   writeFileSync(logs, report.nodeLogs);
   return `history: ${history}; node logs: ${logs}`;
 }

@@ -45,7 +45,10 @@ function drawFault(random: Random, kind: number): { fault: Fault; duration: numb
     case 2:
       return { fault: { kind: 'pause-member', member: pick(random, MEMBERS) }, duration: between(random, 10_000, 14_000) };
     case 3:
-      return { fault: { kind: 'delay-link', node: pick(random, NODES), member: pick(random, MEMBERS), ms: LINK_DELAY_MS }, duration: between(random, 8_000, 12_000) };
+      return {
+        fault: { kind: 'delay-link', node: pick(random, NODES), member: pick(random, MEMBERS), ms: LINK_DELAY_MS },
+        duration: between(random, 8_000, 12_000),
+      };
     default:
       // Past the leader's 5 s lease.
       return { fault: { kind: 'pause-leader-node' }, duration: between(random, 7_000, 9_000) };

@@ -1,14 +1,5 @@
 import test from 'ava';
-import {
-  checkAvailability,
-  checkEarlyExpiry,
-  checkHistory,
-  checkLost,
-  checkMutualExclusion,
-  checkStaleReads,
-  longestSilence,
-  ownerships,
-} from './checker.js';
+import { checkAvailability, checkEarlyExpiry, checkHistory, checkLost, checkMutualExclusion, checkStaleReads, longestSilence, ownerships } from './checker.js';
 import type { Op } from './history.js';
 
 // Hand-made histories for the nemesis checker: each check must pass the right ones and fail the
@@ -21,26 +12,59 @@ function history(...ops: Partial[]): Op[] {
 }
 
 const grant = (client: string, sent: number, replied: number | undefined, ttl = 3, reply: number | undefined = 1): Partial => ({
-  client, cmd: 'request', key: 'k', index: '0', owner: client, ttl, ttw: 2, sent,
+  client,
+  cmd: 'request',
+  key: 'k',
+  index: '0',
+  owner: client,
+  ttl,
+  ttw: 2,
+  sent,
   ...(replied === undefined ? { failure: 'closed' } : { replied, reply }),
 });
-const location = (client: string, sent: number, replied: number, reply: number): Partial => ({ client, cmd: 'location', key: 'k', index: '0', owner: client, sent, replied, reply });
+const location = (client: string, sent: number, replied: number, reply: number): Partial => ({
+  client,
+  cmd: 'location',
+  key: 'k',
+  index: '0',
+  owner: client,
+  sent,
+  replied,
+  reply,
+});
 const release = (client: string, sent: number, replied?: number): Partial => ({
-  client, cmd: 'release', key: 'k', index: '0', owner: client, sent, ...(replied === undefined ? { failure: 'timeout' } : { replied, reply: 1 }),
+  client,
+  cmd: 'release',
+  key: 'k',
+  index: '0',
+  owner: client,
+  sent,
+  ...(replied === undefined ? { failure: 'timeout' } : { replied, reply: 1 }),
 });
 const renew = (client: string, sent: number, replied?: number, reply = true): Partial => ({
-  client, cmd: 'renew', key: 'k', index: '0', owner: client, sent, ...(replied === undefined ? { failure: 'closed' } : { replied, reply }),
+  client,
+  cmd: 'renew',
+  key: 'k',
+  index: '0',
+  owner: client,
+  sent,
+  ...(replied === undefined ? { failure: 'closed' } : { replied, reply }),
 });
 const owner = (client: string, sent: number, replied: number, reply: string): Partial => ({ client, cmd: 'owner', key: 'k', index: '0', sent, replied, reply });
 const list = (client: string, sent: number, replied: number, entries: Array<[string, boolean]>): Partial => ({
-  client, cmd: 'list', key: 'k', sent, replied, reply: entries.map(([o, isOwner]) => ({ index: '0', owner: o, isOwner })),
+  client,
+  cmd: 'list',
+  key: 'k',
+  sent,
+  replied,
+  reply: entries.map(([o, isOwner]) => ({ index: '0', owner: o, isOwner })),
 });
 
 test('S1 passes: the second owner is told so after the first released', (t) => {
   t.deepEqual(checkMutualExclusion(history(grant('a', 0, 10), release('a', 1000, 1020), grant('b', 20, 30, 3, 2), location('b', 1100, 1110, 1))), []);
 });
 
-test('S1 passes: the second owner is told so after the first one\'s last confirmed renewal + TTL', (t) => {
+test("S1 passes: the second owner is told so after the first one's last confirmed renewal + TTL", (t) => {
   t.deepEqual(checkMutualExclusion(history(grant('a', 0, 10), renew('a', 1000, 1010), grant('b', 4000, 4010, 3, 2), location('b', 4100, 4110, 1))), []);
 });
 
@@ -70,7 +94,14 @@ test('S1 fails: TTL 0 never ends, whoever is told later', (t) => {
 });
 
 test('S1 fails: a release that got no reply, then a new grant, then another owner (a late commit of the release)', (t) => {
-  const h = history(grant('a', 0, 10), release('a', 1000), release('a', 5000, 5010), grant('a', 6000, 6010), grant('b', 6500, 6600, 3, 2), location('b', 7000, 7010, 1));
+  const h = history(
+    grant('a', 0, 10),
+    release('a', 1000),
+    release('a', 5000, 5010),
+    grant('a', 6000, 6010),
+    grant('b', 6500, 6600, 3, 2),
+    location('b', 7000, 7010, 1),
+  );
   const violations = checkMutualExclusion(h);
   t.is(violations.length, 1);
   t.regex(violations[0]!.message, /a owns from 6010 .* to 9000/);
@@ -80,7 +111,10 @@ test('S1: evidence by 0x01 naming the client and by 0x07 flagging it; a release 
   const h = history(grant('a', 0, 10, 3, 2), owner('a', 100, 110, 'a'), list('a', 200, 210, [['a', true]]), release('a', 300, 310));
   t.deepEqual(
     ownerships(h).map((o) => [o.from, o.to]),
-    [[110, 300], [210, 300]],
+    [
+      [110, 300],
+      [210, 300],
+    ],
   );
 });
 
@@ -140,7 +174,11 @@ test('lost fails: a TTL-0 grant never released is missing from a final read; pas
 
 test('availability fails when a node answers nothing within the bound of a window; short windows are not judged', (t) => {
   const windows = [{ from: 1000, to: 12_000, nodes: ['n1', 'n2'], label: 'member paused' }];
-  const h = history({ ...owner('p', 1500, 1600, ''), node: 'n2' }, { ...owner('p', 4900, 5000, ''), node: 'n2' }, { ...owner('p', 1500, 11_000, ''), node: 'n1' });
+  const h = history(
+    { ...owner('p', 1500, 1600, ''), node: 'n2' },
+    { ...owner('p', 4900, 5000, ''), node: 'n2' },
+    { ...owner('p', 1500, 11_000, ''), node: 'n1' },
+  );
   const violations = checkAvailability(h, windows, 8_000);
   t.is(violations.length, 1);
   t.regex(violations[0]!.message, /node n1 answered nothing sent in the 8000 ms after 1000/);

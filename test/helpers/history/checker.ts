@@ -164,17 +164,12 @@ function namesOwner(op: Op, client: string, key: string, index: string): boolean
  */
 export function checkStaleReads(ops: readonly Op[]): Violation[] {
   const violations: Violation[] = [];
-  const gone = ops.filter(
-    (o) => answered(o) && ((o.cmd === 'release' && o.index !== '*') || (o.cmd === 'location' && o.reply === 0)),
-  );
+  const gone = ops.filter((o) => answered(o) && ((o.cmd === 'release' && o.index !== '*') || (o.cmd === 'location' && o.reply === 0)));
   for (const g of gone) {
     const client = g.owner!;
     const requests = ops.filter((o) => o.client === client && o.cmd === 'request' && o.key === g.key && o.index === g.index);
     const stale = ops.find(
-      (o) =>
-        o.sent > g.replied! &&
-        namesOwner(o, client, g.key!, g.index!) &&
-        !requests.some((q) => q.sent < o.replied! && (q.sent > g.sent || !answered(q))),
+      (o) => o.sent > g.replied! && namesOwner(o, client, g.key!, g.index!) && !requests.some((q) => q.sent < o.replied! && (q.sent > g.sent || !answered(q))),
     );
     if (stale !== undefined) {
       violations.push({
@@ -202,10 +197,13 @@ export function checkEarlyExpiry(ops: readonly Op[]): Violation[] {
   for (const renewal of ops) {
     if (!confirmedRenewal(renewal, false)) continue;
     const client = renewal.client;
-    const request = renewal.cmd === 'request' ? renewal : ops.filter((o) => o.client === client && o.cmd === 'request' && o.key === renewal.key && o.index === renewal.index && o.sent <= renewal.sent).at(-1);
+    const request =
+      renewal.cmd === 'request'
+        ? renewal
+        : ops.filter((o) => o.client === client && o.cmd === 'request' && o.key === renewal.key && o.index === renewal.index && o.sent <= renewal.sent).at(-1);
     if (request === undefined) continue;
     const owner = renewal.cmd === 'request' && renewal.reply === 1;
-        const t = owner ? forever(request.ttl) : Math.min(forever(request.ttl), forever(request.ttw));
+    const t = owner ? forever(request.ttl) : Math.min(forever(request.ttl), forever(request.ttw));
     const until = renewal.sent + t;
     const [key, index] = [renewal.key!, renewal.index!];
     const absent = (o: Op): boolean => {
@@ -241,7 +239,11 @@ export function checkLost(ops: readonly Op[], finalFrom: number): Violation[] {
     const finals = ops.filter((o) => o.sent >= finalFrom && answered(o) && o.key === key && (o.cmd === 'list' || (o.cmd === 'owner' && o.index === index)));
     const missing = finals.find((o) => !namesOwner(o, client, key, index));
     if (missing !== undefined) {
-      violations.push({ check: 'lost', message: `lost: ${describeOp(grant)} (TTL 0, never released), but after healing ${describeOp(missing)}`, ops: [grant.id, missing.id] });
+      violations.push({
+        check: 'lost',
+        message: `lost: ${describeOp(grant)} (TTL 0, never released), but after healing ${describeOp(missing)}`,
+        ops: [grant.id, missing.id],
+      });
     }
   }
   return violations;
@@ -292,7 +294,10 @@ export function checkHistory(ops: readonly Op[], finalFrom: number): Violation[]
  * ends.
  */
 export function longestSilence(ops: readonly Op[], node: string, from: number, to: number): number {
-  const times = ops.filter((o) => o.node === node && answered(o) && o.replied! >= from && o.replied! <= to).map((o) => o.replied!).sort((a, b) => a - b);
+  const times = ops
+    .filter((o) => o.node === node && answered(o) && o.replied! >= from && o.replied! <= to)
+    .map((o) => o.replied!)
+    .sort((a, b) => a - b);
   let longest = 0;
   let last = from;
   for (const t of [...times, to]) {

@@ -9,7 +9,10 @@ import { RawClient } from '../rawClient.js';
 
 /** Why a command got no reply: the connection closed (or failed), or the client's bound ran out. */
 export class Unanswered extends Error {
-  constructor(readonly why: 'closed' | 'timeout', detail: string) {
+  constructor(
+    readonly why: 'closed' | 'timeout',
+    detail: string,
+  ) {
     super(`${why}: ${detail}`);
   }
 }
@@ -35,7 +38,10 @@ export class Connection {
     let late = false;
     const owner = { teardown: () => undefined } as unknown as ExecutionContext;
     const connecting = RawClient.connect(owner, { host, port, localAddress });
-    connecting.then((c) => late && c.destroy(), () => undefined);
+    connecting.then(
+      (c) => late && c.destroy(),
+      () => undefined,
+    );
     let client: RawClient | undefined;
     try {
       client = await bounded(connecting, ms, `connecting to ${host}:${port}`);

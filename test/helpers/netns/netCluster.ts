@@ -121,7 +121,10 @@ export class NetCluster {
 
   async memberLog(member: NetMember, lines = 15): Promise<string> {
     const text = await readFile(member.logFile, 'utf8').catch(() => '');
-    return `--- etcd ${member.host.name} ---\n${text.split('\n').slice(-lines - 1).join('\n')}`;
+    return `--- etcd ${member.host.name} ---\n${text
+      .split('\n')
+      .slice(-lines - 1)
+      .join('\n')}`;
   }
 
   /** Starts (or restarts, on the same directory and name) a node and waits for `event=ready`. */
@@ -142,7 +145,9 @@ export class NetCluster {
       ...this.nodeArgs,
     ];
     if (node.proc !== undefined) node.pastLines.push(...node.proc.lines, `--- ${node.host.name} restarted ---`);
-    const proc = new LoggedProcess(spawn('ip', ['netns', 'exec', node.host.ns, process.execPath, CLI_PATH, ...args], { cwd: node.dir, stdio: ['ignore', 'ignore', 'pipe'] }));
+    const proc = new LoggedProcess(
+      spawn('ip', ['netns', 'exec', node.host.ns, process.execPath, CLI_PATH, ...args], { cwd: node.dir, stdio: ['ignore', 'ignore', 'pipe'] }),
+    );
     node.proc = proc;
     await proc.event('ready', () => true, READY_MS);
   }

@@ -44,7 +44,12 @@ function chooseSubnets(): number {
  * routes: no namespace has a default route, and every address is on-link.
  */
 export class NetLab {
-  readonly root: { readonly clientAddress: string; readonly backendAddress: string; readonly clientLink: readonly LinkEnd[]; readonly backendLink: readonly LinkEnd[] };
+  readonly root: {
+    readonly clientAddress: string;
+    readonly backendAddress: string;
+    readonly clientLink: readonly LinkEnd[];
+    readonly backendLink: readonly LinkEnd[];
+  };
   readonly nodes: Host[] = [];
   readonly members: Host[] = [];
   private readonly namespaces: string[] = [];
@@ -60,8 +65,14 @@ export class NetLab {
     this.root = {
       clientAddress: this.address('c', 1),
       backendAddress: this.address('b', 1),
-      clientLink: [{ ns: undefined, dev: `${prefix}c` }, { ns: this.hub, dev: 'c-root' }],
-      backendLink: [{ ns: undefined, dev: `${prefix}b` }, { ns: this.hub, dev: 'b-root' }],
+      clientLink: [
+        { ns: undefined, dev: `${prefix}c` },
+        { ns: this.hub, dev: 'c-root' },
+      ],
+      backendLink: [
+        { ns: undefined, dev: `${prefix}b` },
+        { ns: this.hub, dev: 'b-root' },
+      ],
     };
   }
 
@@ -115,9 +126,20 @@ export class NetLab {
     const host: Host = {
       name,
       ns,
-      ...(onClientNet ? { clientAddress: this.address('c', n), clientLink: [{ ns, dev: 'c0' }, { ns: this.hub, dev: `c-${name}` }] } : {}),
+      ...(onClientNet
+        ? {
+            clientAddress: this.address('c', n),
+            clientLink: [
+              { ns, dev: 'c0' },
+              { ns: this.hub, dev: `c-${name}` },
+            ],
+          }
+        : {}),
       backendAddress: this.address('b', n),
-      backendLink: [{ ns, dev: 'b0' }, { ns: this.hub, dev: `b-${name}` }],
+      backendLink: [
+        { ns, dev: 'b0' },
+        { ns: this.hub, dev: `b-${name}` },
+      ],
     };
     if (onClientNet) this.link(ns, 'c0', `c-${name}`, 'brc', host.clientAddress!);
     this.link(ns, 'b0', `b-${name}`, 'brb', host.backendAddress);

@@ -30,7 +30,10 @@ test('a lock cycle against Redis counts +OK and :1 as success, nil and :0 as not
 test('a cycle ring alternates request and release on distinct keys, in whole batches', (t) => {
   for (const depth of [1, 2, 3, 16]) {
     const ring = buildCycleRing('lockserver', 'p', 'me', depth);
-    t.true(ring.batches.every((_, i) => ring.kinds[i]!.length === depth), `depth ${depth}`);
+    t.true(
+      ring.batches.every((_, i) => ring.kinds[i]!.length === depth),
+      `depth ${depth}`,
+    );
     const decoder = new RequestDecoder();
     decoder.push(Buffer.concat(ring.batches));
     const keys = new Set<string>();
@@ -43,7 +46,10 @@ test('a cycle ring alternates request and release on distinct keys, in whole bat
         t.is(r.owner, 'me');
       }
     }
-    t.is(n, ring.kinds.reduce((sum, k) => sum + k.length, 0));
+    t.is(
+      n,
+      ring.kinds.reduce((sum, k) => sum + k.length, 0),
+    );
     t.is(n % 2, 0, 'the ring ends on a whole cycle');
   }
 });

@@ -56,8 +56,8 @@ export interface SimulationOptions {
   /** Virtual milliseconds of healed, quiet running before the final checks. */
   readonly healMs?: number;
   /**
-   * Whether another cluster sharing the etcd compacts it now and then (default true). Off, the
-   * run soaks every other fault while the cluster cannot yet survive that one (see the README).
+   * Whether another cluster sharing the etcd compacts it now and then (default true). Off, a
+   * failing seed can be replayed without it, to tell whether that fault is the one that matters.
    */
   readonly foreignCompaction?: boolean;
 }

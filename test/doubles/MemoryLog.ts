@@ -18,7 +18,7 @@ import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
  * ReplicatedLog in memory, with etcd's semantics and faults, for the seeded simulation of several
- * cluster nodes in one process (see /work/shared/design/cluster-on-etcd.md).
+ * cluster nodes in one process (how the cluster uses etcd: src/cluster/README.md).
  *
  * `MemoryStore` is the whole etcd cluster: one store revision raised by every write, keys with
  * version / create_revision / mod_revision, the log key's history (kept until compacted), leases

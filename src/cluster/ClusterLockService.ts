@@ -1,6 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import type { LockCounts, LockRequest, LockService, SavedLock } from '../locks/LockService.js';
-import type { Contender } from '../protocol/messages.js';
+import type { Contender, FencedPosition } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
 import { Leadership } from './Leadership.js';
@@ -165,6 +165,14 @@ export class ClusterLockService implements LockService {
     });
   }
 
+  requestFenced(): Promise<FencedPosition> {
+    return Promise.reject(new Error('request with fence (0x0A) is not implemented in cluster mode yet'));
+  }
+
+  fence(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+    return this.read((state) => state.table.fence(key, index, owner));
+  }
+
   location(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
     return this.read((state) => state.table.location(key, index, owner));
   }
@@ -224,6 +232,7 @@ export class ClusterLockService implements LockService {
         ttw: s.ttw,
         priority: s.priority,
         isOwner: s.isOwner,
+        token: s.token,
         remainingMs: s.remainingMs === null ? NO_REMAINING : Math.min(s.remainingMs, NO_REMAINING - 1),
         first: i === 0,
       }),
@@ -244,6 +253,10 @@ export class ClusterLockService implements LockService {
   /** This node's view of the table, for the lock-file backup (never loaded back in cluster mode). */
   async snapshot(): Promise<SavedLock[]> {
     return [...this.follower.state.table.snapshot()];
+  }
+
+  highestToken(): Promise<number> {
+    return Promise.reject(new Error('not implemented in cluster mode yet'));
   }
 
   async restore(): Promise<void> {

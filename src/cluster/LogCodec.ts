@@ -312,7 +312,7 @@ function readCommand(r: CheckedReader): LogCommand {
 function readSavedEntry(r: CheckedReader): Omit<SavedLock, 'remainingMs'> & { remainingMs: number } {
   const request = readLockRequest(r);
   const isOwner = r.u8() !== 0;
-  return { ...request, isOwner, remainingMs: r.u32() };
+  return { ...request, isOwner, token: 0, remainingMs: r.u32() };
 }
 
 /** What a request and a saved entry both carry first: key, index, owner, TTL, TTW, priority. */

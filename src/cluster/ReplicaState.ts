@@ -275,7 +275,7 @@ export class ReplicaState {
       const isOwner = r.u8() !== 0;
       const ticket = r.f64();
       const entryVersion = r.f64();
-      const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, ticket, version: entryVersion, origin: r.string() };
+      const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, token: isOwner ? entryVersion : 0, ticket, version: entryVersion, origin: r.string() };
       try {
         state.table.load(entry);
       } catch (error) {

@@ -172,7 +172,7 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
       if (owned.has(queueId)) fail('a second owner for the same key and index');
       owned.add(queueId);
     }
-    locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', remainingMs });
+    locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', token: 0, remainingMs });
   }
   if (version === undefined) {
     throw new FileFormatError(file, 1, `the file is empty or holds only comments: expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"`);

@@ -7,7 +7,7 @@ const MIN_CAPACITY = 64;
 /**
  * Every owner and waiter of every lock: one record per entry, as columns indexed by entry id (see
  * records.ts). LockTable gives each field its meaning; this class only keeps the columns and the
- * ids: 38 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
+ * ids: 46 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
  */
 export class EntryRecords {
   /** The (key, index) queue the entry is in. */
@@ -19,6 +19,8 @@ export class EntryRecords {
   ownerNext = new Int32Array(MIN_CAPACITY);
   /** The entry's ticket (see QueueRules.newTicket); breaks priority ties, lower first. */
   ticket = new Float64Array(MIN_CAPACITY);
+  /** The fencing token of the entry's grant (see QueueRules.grantToken) while it owns; 0 while it waits. */
+  token = new Float64Array(MIN_CAPACITY);
   /** When the current phase runs out on this node's clock (ms), NO_DEADLINE if never. */
   deadline = new Float64Array(MIN_CAPACITY);
   /** Seconds, as last requested; 0 = no expiry in that phase. */
@@ -43,6 +45,7 @@ export class EntryRecords {
     this.ownerNext[id] = NO_ID;
     this.deadline[id] = NO_DEADLINE;
     this.isOwner[id] = 0;
+    this.token[id] = 0;
     return id;
   }
 
@@ -57,6 +60,7 @@ export class EntryRecords {
     this.ownerPrev = resized(this.ownerPrev, capacity);
     this.ownerNext = resized(this.ownerNext, capacity);
     this.ticket = resized(this.ticket, capacity);
+    this.token = resized(this.token, capacity);
     this.deadline = resized(this.deadline, capacity);
     this.ttl = resized(this.ttl, capacity);
     this.ttw = resized(this.ttw, capacity);

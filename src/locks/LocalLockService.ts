@@ -1,10 +1,18 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender } from '../protocol/messages.js';
+import type { Contender, FencedPosition } from '../protocol/messages.js';
 import type { Clock } from '../runtime/Clock.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockCounts, LockRequest, LockService, SavedLock } from './LockService.js';
 import { LockTable, type LockTableOptions } from './LockTable.js';
 import { SingleNodeRules } from './SingleNodeRules.js';
+
+/**
+ * Fencing tokens a single node may grant per millisecond, on average since it started, and still
+ * be sure a restart after a crash (its lock file older than its last grants) starts above them:
+ * the daemon starts tokens at the wall clock's milliseconds times this. A node grants at most a
+ * few hundred a millisecond; 2^53 is reached in the year 2248.
+ */
+export const TOKENS_PER_MS = 1024;
 
 /** Sweep often enough that an entry disappears well within a second of its deadline. */
 export const SWEEP_INTERVAL_MS = 100;
@@ -21,6 +29,11 @@ export const CHURN_WORTH_COLLECTING = 100_000;
 export interface LocalLockServiceOptions extends LockTableOptions {
   /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
   readonly maxEntries?: number;
+  /**
+   * Fencing tokens start above this (default 0). The daemon passes the wall clock in milliseconds
+   * times TOKENS_PER_MS, so that tokens still grow after a crash left an older lock file behind.
+   */
+  readonly tokenFloor?: number;
   /**
    * Entries whose TTL or TTW ran out, reported by each sweep: those it removed, and waiters that
    * were dropped since the last sweep because their wait had run out when the lock came free.
@@ -59,7 +72,7 @@ export class LocalLockService implements LockService {
     private readonly timers: Timers = realTimers,
     private readonly options: LocalLockServiceOptions = {},
   ) {
-    this.rules = new SingleNodeRules(options.maxEntries);
+    this.rules = new SingleNodeRules(options.maxEntries, options.tokenFloor);
     this.table = new LockTable(clock, this.rules, options);
     this.stopSweeping = timers.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
@@ -106,6 +119,15 @@ export class LocalLockService implements LockService {
     return this.table.request(r, allowCreate);
   }
 
+  requestFenced(r: LockRequest, allowCreate: boolean): FencedPosition {
+    const position = this.table.request(r, allowCreate);
+    return { position, token: position === 1 ? this.table.fence(r.key, r.index, r.owner) : 0 };
+  }
+
+  fence(key: ByteString, index: ByteString, owner: ByteString): number {
+    return this.table.fence(key, index, owner);
+  }
+
   location(key: ByteString, index: ByteString, owner: ByteString): number {
     return this.table.location(key, index, owner);
   }
@@ -142,7 +164,14 @@ export class LocalLockService implements LockService {
     return [...this.table.snapshot()];
   }
 
-  async restore(saved: readonly SavedLock[]): Promise<void> {
+  async highestToken(): Promise<number> {
+    return this.rules.highestToken;
+  }
+
+  async restore(saved: readonly SavedLock[], highestToken = 0): Promise<void> {
+    // Tokens go on above every one the saved table ever handed out, and above those its entries hold.
+    this.rules.noteToken(highestToken);
+    for (const s of saved) this.rules.noteToken(s.token);
     this.table.restore(saved);
   }
 

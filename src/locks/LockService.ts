@@ -1,5 +1,5 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender } from '../protocol/messages.js';
+import type { Contender, FencedPosition } from '../protocol/messages.js';
 
 /** One entry as written to and read from the lock file. */
 export interface SavedLock {
@@ -10,6 +10,8 @@ export interface SavedLock {
   readonly ttl: number;
   readonly ttw: number;
   readonly isOwner: boolean;
+  /** The fencing token of an owner's grant; 0 for a waiter (and for an owner saved before tokens existed). */
+  readonly token: number;
   /** Milliseconds left in the entry's current phase; null when that phase never expires. */
   readonly remainingMs: number | null;
 }
@@ -49,6 +51,13 @@ export interface LockService {
    * would add an entry gets 0; an existing entry is still renewed.
    */
   request(request: LockRequest, allowCreate: boolean): Answer<number>;
+  /**
+   * Request with fence (0x0A): as request (0x02), answering also the fencing token of the grant
+   * when the position is 1 (a renewal answers the token its grant got), else 0.
+   */
+  requestFenced(request: LockRequest, allowCreate: boolean): Answer<FencedPosition>;
+  /** Fence (0x09): the fencing token of the owner's current grant, or 0 when `owner` does not own the lock. */
+  fence(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
   /** Find contender location (0x03): the position, or 0. */
   location(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
   /** Renew (0x04): whether the entry existed and its timer restarted. */
@@ -69,8 +78,13 @@ export interface LockService {
   drainCounts(): Promise<LockCounts>;
   /** Every entry with its remaining time, in queue order, for the lock file. */
   snapshot(): Promise<SavedLock[]>;
+  /**
+   * At or above every fencing token granted so far. The lock file keeps it beside the entries, so
+   * that after a restart (or an import into a cluster) tokens go on above every one handed out.
+   */
+  highestToken(): Promise<number>;
   /** Loads saved entries (at start-up, before any client is served). */
-  restore(saved: readonly SavedLock[]): Promise<void>;
+  restore(saved: readonly SavedLock[], highestToken?: number): Promise<void>;
   /** Stops background work (expiry sweeps); the state stays readable for a final snapshot. */
   close(): Promise<void>;
 }

@@ -126,7 +126,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     // Carried over in flat arrays, not an object per entry: those all survive into the old
     // generation, and promoting them was most of the cost (65,536 entries: 380 ms against 110).
     const names: ByteString[] = new Array<ByteString>(3 * size);
-    const times = new Float64Array(2 * size);
+    const times = new Float64Array(3 * size);
     const fields = new Int32Array(2 * size);
     const from = new Int32Array(size);
     const to = new Int32Array(size);
@@ -139,8 +139,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
         names[3 * n] = key;
         names[3 * n + 1] = index;
         names[3 * n + 2] = this.ownerName(entry);
-        times[2 * n] = e.ticket[entry]!;
-        times[2 * n + 1] = e.deadline[entry]!;
+        times[3 * n] = e.ticket[entry]!;
+        times[3 * n + 1] = e.deadline[entry]!;
+        times[3 * n + 2] = e.token[entry]!;
         fields[2 * n] = e.ttl[entry]! | (e.ttw[entry]! << 16);
         fields[2 * n + 1] = e.priority[entry]! | (e.isOwner[entry]! << 8) | ((this.expiry.has(entry) ? 1 : 0) << 9);
         from[n] = entry;
@@ -153,9 +154,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       const ttw = fields[2 * i]! >>> 16;
       const flags = fields[2 * i + 1]!;
       const queue = this.keys.getOrCreate(names[3 * i]!, names[3 * i + 1]!);
-      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[2 * i]!, ttl, ttw);
+      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[3 * i]!, ttl, ttw);
       this.insertSaved(entry, (flags & 0x100) !== 0);
-      const deadline = times[2 * i + 1]!;
+      this.entries.token[entry] = times[3 * i + 2]!;
+      const deadline = times[3 * i + 1]!;
       this.entries.deadline[entry] = deadline;
       if ((flags & 0x200) !== 0) this.expiry.schedule(entry, deadline);
       to[i] = entry;
@@ -225,6 +227,14 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (queue === NO_ID) return '';
     const owner = this.keys.queueOwner[queue]!;
     return owner === NO_ID ? '' : this.ownerName(owner);
+  }
+
+  /** Fence (0x09): the fencing token of the owner's current grant, or 0 when `owner` does not own the lock. */
+  fence(key: ByteString, index: ByteString, owner: ByteString): number {
+    const queue = this.keys.find(key, index);
+    if (queue === NO_ID) return 0;
+    const holder = this.keys.queueOwner[queue]!;
+    return holder !== NO_ID && this.owners_.isNamed(this.entries.owner[holder]!, owner) ? this.entries.token[holder]! : 0;
   }
 
   /** Find contender location (0x03): the position, or 0 when absent. */
@@ -346,6 +356,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (!e.isOwner && !owned) throw new Error('a waiter in a queue without owner');
     const entry = this.adoptEntry(queue, e, e.ticket, e.origin, e.version);
     this.insertSaved(entry, e.isOwner);
+    if (e.isOwner) this.entries.token[entry] = e.token;
     this.startDeadline(entry);
   }
 
@@ -359,7 +370,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     const queue = this.keys.getOrCreate(s.key, s.index);
     if (this.entryIn(queue, s.owner) !== NO_ID) return 0;
     const entry = this.adoptEntry(queue, s, ticket, origin, ticket);
-    this.insertSaved(entry, this.keys.queueOwner[queue] === NO_ID);
+    const owns = this.keys.queueOwner[queue] === NO_ID;
+    this.insertSaved(entry, owns);
+    // An owner keeps the token it had on the single node (the import raised the base above it);
+    // one saved without a token, or a waiter taking a free lock, is granted one now.
+    if (owns) this.entries.token[entry] = s.isOwner && s.token > 0 ? s.token : this.rules.grantToken();
     this.setDeadline(entry, remainingMs === null ? NO_DEADLINE : this.clock.now() + remainingMs);
     return 1;
   }
@@ -420,6 +435,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       if (s.isOwner && this.keys.queueOwner[queue] !== NO_ID) throw new Error(`two owners for one lock`);
       const entry = this.newEntry(queue, s.owner, s.priority, this.rules.newTicket(), s.ttl, s.ttw);
       this.insertSaved(entry, s.isOwner);
+      // The token it was granted, which the rules were told of (it was below their highest); an
+      // owner saved before tokens existed gets a new one.
+      if (s.isOwner) this.entries.token[entry] = s.token > 0 ? s.token : this.rules.grantToken();
       this.setDeadline(entry, s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs);
     }
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
@@ -478,6 +496,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       ttl: e.ttl[entry]!,
       ttw: e.ttw[entry]!,
       isOwner: e.isOwner[entry] === 1,
+      token: e.token[entry]!,
     };
   }
 
@@ -547,9 +566,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     else this.expiry.schedule(entry, deadline);
   }
 
-  /** The entry takes the lock; its TTL clock starts now. */
+  /** The entry takes the lock: a new grant, with a new fencing token; its TTL clock starts now. */
   private makeOwner(entry: number): void {
     this.entries.isOwner[entry] = 1;
+    this.entries.token[entry] = this.rules.grantToken();
     this.keys.queueOwner[this.entries.queue[entry]!] = entry;
     this.ownerCount++;
     this.restartTimer(entry);

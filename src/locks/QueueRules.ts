@@ -19,6 +19,12 @@ export interface QueueRules<Request extends LockRequest = LockRequest> {
   entryAdded(entry: number): void;
   /** An entry is leaving the table; its record is still readable. */
   entryRemoved(entry: number): void;
+  /**
+   * The fencing token of a grant happening now (a request answered 1 at once, or a promotion):
+   * greater than every token any earlier grant of this table got, so a storage that keeps the
+   * highest token it has seen refuses the writes of every earlier holder.
+   */
+  grantToken(): number;
   /** The entry's current phase (TTL as owner, TTW as waiter) begins: requested, renewed or promoted. */
   phaseBegins(entry: number): void;
   /**

@@ -43,6 +43,11 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   private position = 0;
   /** The node that proposed the command being applied. */
   private commandOrigin: ByteString = '';
+  /**
+   * Added to a grant's log position to make its fencing token: 0 until an import of a single
+   * node's lock file raises it above every token that file held (see raiseTokenBase).
+   */
+  private tokenBase = 0;
 
   constructor(private readonly hooks: ReplicaHooks) {}
 
@@ -50,6 +55,28 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   beginCommand(position: number, origin: ByteString): void {
     this.position = position;
     this.commandOrigin = origin;
+  }
+
+  /** What grant tokens are counted from (replicated: a snapshot keeps it). */
+  get tokenFloor(): number {
+    return this.tokenBase;
+  }
+
+  /**
+   * From now on every grant's token is above `token` (an imported file's highest). Positions only
+   * grow, so tokens stay above every earlier grant's as long as the base never goes down.
+   */
+  raiseTokenBase(token: number): void {
+    if (token > this.tokenBase) this.tokenBase = token;
+  }
+
+  /**
+   * The log position of the command that grants, on top of the base: every replica computes the
+   * same token, a failover or a full restart never lowers it (positions only grow), and two grants
+   * of one lock never come from one command.
+   */
+  grantToken(): number {
+    return this.tokenBase + this.position;
   }
 
   /** The log position at which the entry's current phase began. */

@@ -8,9 +8,33 @@ import type { QueueRules } from './QueueRules.js';
  */
 export class SingleNodeRules implements QueueRules {
   private nextArrival = 0;
+  private lastToken: number;
 
-  /** @param maxEntries most entries (owners + waiters) the table holds; a request for one more is refused (0). */
-  constructor(private readonly maxEntries: number = DEFAULT_MAX_ENTRIES) {}
+  /**
+   * @param maxEntries most entries (owners + waiters) the table holds; a request for one more is refused (0).
+   * @param tokenFloor fencing tokens handed out are all above it (see LocalLockServiceOptions.tokenFloor).
+   */
+  constructor(
+    private readonly maxEntries: number = DEFAULT_MAX_ENTRIES,
+    tokenFloor = 0,
+  ) {
+    this.lastToken = tokenFloor;
+  }
+
+  /** The highest fencing token handed out or restored: what the lock file keeps, so the next start goes on above it. */
+  get highestToken(): number {
+    return this.lastToken;
+  }
+
+  /** A token restored from the lock file: later grants go above it. */
+  noteToken(token: number): void {
+    if (token > this.lastToken) this.lastToken = token;
+  }
+
+  /** One more than the last: every grant of this process, on any lock, gets a greater token than the one before. */
+  grantToken(): number {
+    return ++this.lastToken;
+  }
 
   /** Entries created so far (their arrival numbers); how busy the table has been. */
   get arrivals(): number {

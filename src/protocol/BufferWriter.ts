@@ -57,6 +57,16 @@ export class BufferWriter {
     return this;
   }
 
+  /** An unsigned 64-bit integer, big-endian, from a safe integer (a fencing token). */
+  u64(value: number): this {
+    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`a u64 is written from a safe non-negative integer, got ${value}`);
+    this.ensure(8);
+    this.buffer.writeUInt32BE(Math.floor(value / 0x1_0000_0000), this.offset);
+    this.buffer.writeUInt32BE(value >>> 0, this.offset + 4);
+    this.offset += 8;
+    return this;
+  }
+
   /** An IEEE 754 double (the cluster log's positions). */
   f64(value: number): this {
     this.ensure(8);

@@ -1,4 +1,8 @@
-/** Wire constants of the LockServer 0.9b protocol. Every length the codec uses is named here. */
+/**
+ * Wire constants of the LockServer 0.9b protocol, and of our extension (fencing tokens, 0x09 and
+ * 0x0A: command bytes 0.9b never used, so an old client never sends them). Every length the codec
+ * uses is named here.
+ */
 
 /** The single byte the server writes when a connection is accepted or refused. */
 export const GREETING_ACCEPTED = 0x01;
@@ -14,6 +18,10 @@ export const Command = {
   ReleaseAll: 0x06,
   List: 0x07,
   Stats: 0x08,
+  /** Extension: the fencing token of the owner's current grant (0 = not the owner). */
+  Fence: 0x09,
+  /** Extension: request (0x02) answering the position and, when it is 1, the grant's fencing token. */
+  RequestFenced: 0x0a,
 } as const;
 export type Command = (typeof Command)[keyof typeof Command];
 
@@ -26,6 +34,8 @@ export const COMMAND_NAMES: Readonly<Record<number, string>> = {
   [Command.ReleaseAll]: 'release-all',
   [Command.List]: 'list',
   [Command.Stats]: 'stats',
+  [Command.Fence]: 'fence',
+  [Command.RequestFenced]: 'request-fenced',
 };
 
 export const COMMAND_BYTE_LENGTH = 1;
@@ -40,6 +50,8 @@ export const SUCCESS_LENGTH = 1;
 export const OWNER_FLAG_LENGTH = 1;
 export const STAT_VALUE_LENGTH = 4;
 export const ACTIVE_CONNECTIONS_LENGTH = 2;
+/** A fencing token: an unsigned 64-bit integer (the server issues values below 2^53). */
+export const TOKEN_LENGTH = 8;
 
 /** Stats reply: 14 four-byte values, then the two-byte active-connection count. */
 export const STAT_VALUE_COUNT = 14;
@@ -71,8 +83,10 @@ export const REQUEST_LAYOUTS: ReadonlyArray<RequestLayout | undefined> = (() => 
   layouts[Command.ReleaseAll] = { strings: 1, fixedTail: 0 };
   layouts[Command.List] = { strings: 1, fixedTail: 0 };
   layouts[Command.Stats] = { strings: 0, fixedTail: 0 };
+  layouts[Command.Fence] = { strings: 3, fixedTail: 0 };
+  layouts[Command.RequestFenced] = { strings: 3, fixedTail: TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH };
   return layouts;
 })();
 
-/** The longest request frame there can be: a request (0x02) with three 255-byte strings. */
+/** The longest request frame there can be: a request (0x02 or 0x0A) with three 255-byte strings. */
 export const MAX_REQUEST_LENGTH = COMMAND_BYTE_LENGTH + 3 * (STRING_LENGTH_PREFIX + 255) + TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;

@@ -16,10 +16,11 @@ import {
   STATS_REPLY_LENGTH,
   SUCCESS_LENGTH,
   TTL_LENGTH,
+  TOKEN_LENGTH,
   TTW_LENGTH,
 } from './constants.js';
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
-import { STATS_FIELDS, type Contender, type StatsReply } from './messages.js';
+import { STATS_FIELDS, type Contender, type FencedPosition, type StatsReply } from './messages.js';
 
 /** What each command's reply decodes to. */
 export interface ReplyOf {
@@ -31,6 +32,8 @@ export interface ReplyOf {
   [Command.ReleaseAll]: number;
   [Command.List]: Contender[];
   [Command.Stats]: StatsReply;
+  [Command.Fence]: number;
+  [Command.RequestFenced]: FencedPosition;
 }
 export type Reply = ReplyOf[Command];
 
@@ -54,6 +57,10 @@ export function replyFrameLength(command: Command, buffer: Buffer, start: number
       return wholeFrameLength(start, start + COUNT_LENGTH, end);
     case Command.Stats:
       return wholeFrameLength(start, start + STATS_REPLY_LENGTH, end);
+    case Command.Fence:
+      return wholeFrameLength(start, start + TOKEN_LENGTH, end);
+    case Command.RequestFenced:
+      return wholeFrameLength(start, start + POSITION_LENGTH + TOKEN_LENGTH, end);
     case Command.List: {
       if (end - start < COUNT_LENGTH) return INCOMPLETE;
       const count = buffer.readUInt16BE(start);
@@ -146,6 +153,16 @@ const contenderParser = new Parser()
 const listReplyParser = new Parser().endianness('big').uint16('count').array('contenders', { type: contenderParser, length: 'count' });
 const statsReplyParser = STATS_FIELDS.reduce((p, field) => p.uint32(field), new Parser().endianness('big')).uint16('activeConnections');
 
+/** Largest high word of a token that is still a safe integer (2^53 - 1 has 0x1fffff there). */
+const MAX_SAFE_HIGH_WORD = 0x1fffff;
+
+/** An eight-byte fencing token. Our servers issue tokens below 2^53, so a JavaScript number holds every one exactly. */
+function readToken(frame: Buffer, at: number): number {
+  const high = frame.readUInt32BE(at);
+  if (high > MAX_SAFE_HIGH_WORD) throw new RangeError(`fencing token 0x${frame.subarray(at, at + TOKEN_LENGTH).toString('hex')} is beyond 2^53`);
+  return high * 0x1_0000_0000 + frame.readUInt32BE(at + 4);
+}
+
 /** Decodes one whole reply frame (as measured by replyFrameLength). */
 export function decodeReply<C extends Command>(command: C, frame: Buffer): ReplyOf[C] {
   let reply: Reply;
@@ -174,6 +191,12 @@ export function decodeReply<C extends Command>(command: C, frame: Buffer): Reply
       break;
     case Command.Stats:
       reply = statsReplyParser.parse(frame) as StatsReply;
+      break;
+    case Command.Fence:
+      reply = readToken(frame, 0);
+      break;
+    case Command.RequestFenced:
+      reply = { position: frame.readUInt16BE(0), token: readToken(frame, POSITION_LENGTH) };
       break;
     default:
       throw new RangeError(`no such command ${String(command)}`);

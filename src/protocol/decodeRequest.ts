@@ -9,7 +9,7 @@ import { Command, COMMAND_BYTE_LENGTH, PRIORITY_LENGTH, REQUEST_LAYOUTS, STRING_
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import type { Request } from './messages.js';
 
-/** The client sent a byte that is not one of the eight commands. */
+/** The client sent a byte that is no command (neither one of the eight 0.9b commands nor an extension). */
 export class UnknownCommandError extends Error {
   constructor(readonly commandByte: number) {
     super(`unknown command byte 0x${commandByte.toString(16).padStart(2, '0')}`);
@@ -94,7 +94,8 @@ export class RequestDecoder {
         this.offset = frameEnd;
         return { command: Command.FindOwner, key: this.key(b, first, second), index: this.index(b, second, frameEnd) };
       }
-      case Command.Request: {
+      case Command.Request:
+      case Command.RequestFenced: {
         const second = stringEnd(b, first, end);
         const third = stringEnd(b, second, end);
         const tail = stringEnd(b, third, end);
@@ -102,7 +103,7 @@ export class RequestDecoder {
         if (frameEnd > end) return undefined;
         this.offset = frameEnd;
         return {
-          command: Command.Request,
+          command,
           key: this.key(b, first, second),
           index: this.index(b, second, third),
           owner: this.owner(b, third, tail),
@@ -113,7 +114,8 @@ export class RequestDecoder {
       }
       case Command.FindLocation:
       case Command.Renew:
-      case Command.Release: {
+      case Command.Release:
+      case Command.Fence: {
         const second = stringEnd(b, first, end);
         const third = stringEnd(b, second, end);
         const frameEnd = stringEnd(b, third, end);

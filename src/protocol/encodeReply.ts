@@ -1,7 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import type { BufferWriter } from './BufferWriter.js';
 import { MAX_U16, MAX_U32 } from './constants.js';
-import { STATS_FIELDS, type Contender, type StatsReply } from './messages.js';
+import { STATS_FIELDS, type Contender, type FencedPosition, type StatsReply } from './messages.js';
 
 /** Two-byte counts saturate instead of wrapping: 70000 released locks reads as 65535, not 4464. */
 export function saturateU16(value: number): number {
@@ -16,6 +16,16 @@ export function encodeOwnerReply(out: BufferWriter, owner: ByteString): void {
 /** Request (0x02) and find location (0x03): two-byte position; 1 = owner, 0 = none/refused. */
 export function encodePositionReply(out: BufferWriter, position: number): void {
   out.u16(saturateU16(position));
+}
+
+/** Fence (0x09): the eight-byte fencing token, 0 when the owner named does not own the lock. */
+export function encodeTokenReply(out: BufferWriter, token: number): void {
+  out.u64(token);
+}
+
+/** Request with fence (0x0A): the two-byte position as 0x02 answers it, then the eight-byte token (0 unless the position is 1). */
+export function encodeFencedPositionReply(out: BufferWriter, answer: FencedPosition): void {
+  out.u16(saturateU16(answer.position)).u64(answer.token);
 }
 
 /** Renew (0x04): one byte, 1 success, 0 failure. */

@@ -24,6 +24,7 @@ export function encodeRequest(out: BufferWriter, request: Request): void {
       out.string(request.key).string(request.index);
       return;
     case Command.Request:
+    case Command.RequestFenced:
       out
         .string(request.key)
         .string(request.index)
@@ -35,6 +36,7 @@ export function encodeRequest(out: BufferWriter, request: Request): void {
     case Command.FindLocation:
     case Command.Renew:
     case Command.Release:
+    case Command.Fence:
       out.string(request.key).string(request.index).string(request.owner);
       return;
     case Command.ReleaseAll:

@@ -5,7 +5,7 @@ import { Command } from './constants.js';
 export type Request =
   | { readonly command: typeof Command.FindOwner; readonly key: ByteString; readonly index: ByteString }
   | {
-      readonly command: typeof Command.Request;
+      readonly command: typeof Command.Request | typeof Command.RequestFenced;
       readonly key: ByteString;
       readonly index: ByteString;
       readonly owner: ByteString;
@@ -17,7 +17,7 @@ export type Request =
       readonly priority: number;
     }
   | {
-      readonly command: typeof Command.FindLocation | typeof Command.Renew | typeof Command.Release;
+      readonly command: typeof Command.FindLocation | typeof Command.Renew | typeof Command.Release | typeof Command.Fence;
       readonly key: ByteString;
       readonly index: ByteString;
       readonly owner: ByteString;
@@ -25,6 +25,12 @@ export type Request =
   | { readonly command: typeof Command.ReleaseAll; readonly owner: ByteString }
   | { readonly command: typeof Command.List; readonly key: ByteString }
   | { readonly command: typeof Command.Stats };
+
+/** A request with fence (0x0A) answered: the position, and the grant's token when the position is 1 (else 0). */
+export interface FencedPosition {
+  readonly position: number;
+  readonly token: number;
+}
 
 /** One entry of a list-contenders (0x07) reply. */
 export interface Contender {

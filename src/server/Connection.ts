@@ -4,7 +4,16 @@ import type { Answer, LockCounts, LockService } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16 } from '../protocol/constants.js';
 import { RequestDecoder, UnknownCommandError } from '../protocol/decodeRequest.js';
-import { encodeCountReply, encodeListReply, encodeOwnerReply, encodePositionReply, encodeStatsReply, encodeSuccessReply } from '../protocol/encodeReply.js';
+import {
+  encodeCountReply,
+  encodeFencedPositionReply,
+  encodeListReply,
+  encodeOwnerReply,
+  encodePositionReply,
+  encodeStatsReply,
+  encodeSuccessReply,
+  encodeTokenReply,
+} from '../protocol/encodeReply.js';
 import type { Request } from '../protocol/messages.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { Logger } from '../runtime/Logger.js';
@@ -377,6 +386,10 @@ export class Connection {
         return this.reply(request.command, service.releaseAll(request.owner), this.encodeRemoved);
       case Command.List:
         return this.reply(request.command, service.list(request.key, MAX_U16), encodeListReply);
+      case Command.Fence:
+        return this.reply(request.command, service.fence(request.key, request.index, request.owner), encodeTokenReply);
+      case Command.RequestFenced:
+        return this.reply(request.command, service.requestFenced(request, !this.host.draining), encodeFencedPositionReply);
       case Command.Stats: {
         // The counters as of now (this request counted, later ones not); the lock gauges once known.
         const stats = this.host.statsSnapshot(NO_LOCKS);
@@ -580,7 +593,7 @@ function describe(request: Request): string {
   if ('key' in request) parts.push(`key="${printable(request.key)}"`);
   if ('index' in request) parts.push(`index="${printable(request.index)}"`);
   if ('owner' in request) parts.push(`owner="${printable(request.owner)}"`);
-  if (request.command === Command.Request) {
+  if (request.command === Command.Request || request.command === Command.RequestFenced) {
     parts.push(`ttl=${request.ttl}s ttw=${request.ttw}s priority=${request.priority}`);
   }
   return parts.join(' ');

@@ -9,10 +9,11 @@ import { FileFormatError, meaningfulLines } from './FileFormatError.js';
  * The lock file: a text file, one entry per line, queue by queue with the owner first, so a person
  * can read who holds what and the server can restore the exact queue order.
  *
- *   lockserver-locks 2
- *   # key index owner priority ttl ttw role remaining
- *   users 42 alice 10 30 60 owner 29500
- *   users 42 bob 0 30 60 waiter never
+ *   lockserver-locks 3
+ *   highest-token 1790000000000042
+ *   # key index owner priority ttl ttw role remaining-ms token
+ *   users 42 alice 10 30 60 owner 29500 1790000000000041
+ *   users 42 bob 0 30 60 waiter never 0
  *   end 2
  *
  * Strings are percent-encoded: printable ASCII except '%' and '#' (which starts a comment) stays
@@ -20,19 +21,28 @@ import { FileFormatError, meaningfulLines } from './FileFormatError.js';
  * An empty string is written '-' (and a string that is exactly '-' as %2D). remaining is the
  * milliseconds the entry's current phase had left when saved, or 'never'.
  *
+ * Fencing tokens (version 3): `token` is the decimal fencing token of an owner's grant, 0 for a
+ * waiter; the `highest-token` line, required right after the header, is at or above every token
+ * the table ever granted (not only those still held), so that a restart goes on above all of them.
+ * Versions 1 and 2 have neither: their entries load with token 0 and a high-water of 0 (the
+ * server grants their owners fresh tokens).
+ *
  * The end line carries the number of entries, so a file cut short (even exactly at a line
- * boundary) is refused rather than loaded with fewer locks. Version 2 requires it; version 1
+ * boundary) is refused rather than loaded with fewer locks. Version 2 on requires it; version 1
  * files (written before the end line existed) are still read, and the loader is told that their
  * completeness could not be checked.
  */
 export const LOCK_FILE_MAGIC = 'lockserver-locks';
-export const LOCK_FILE_VERSION = 2;
-/** Versions this server reads; the end line is required from version 2 on. */
-const READABLE_VERSIONS = [1, 2] as const;
+export const LOCK_FILE_VERSION = 3;
+/** Versions this server reads; the end line is required from version 2 on, tokens from version 3 on. */
+const READABLE_VERSIONS = [1, 2, 3] as const;
 const FIRST_VERSION_WITH_END_LINE = 2;
+const FIRST_VERSION_WITH_TOKENS = 3;
 const END_WORD = 'end';
+const HIGHEST_TOKEN_WORD = 'highest-token';
 const EMPTY_FIELD = '-';
-const FIELDS_PER_LINE = 8;
+/** Fields of an entry line before version 3 added the token. */
+const FIELDS_WITHOUT_TOKEN = 8;
 const NEVER = 'never';
 /** Lines are gathered into chunks of about this size before each write. */
 const WRITE_CHUNK_CHARS = 64 * 1024;
@@ -78,15 +88,20 @@ function formatLine(lock: SavedLock): string {
     lock.ttw,
     lock.isOwner ? 'owner' : 'waiter',
     lock.remainingMs === null ? NEVER : lock.remainingMs,
+    lock.token,
   ].join(' ');
 }
 
-/** The file's text, in chunks of about WRITE_CHUNK_CHARS. */
-export function* formatLockFile(locks: Iterable<SavedLock>, savedAt = new Date()): IterableIterator<string> {
+/**
+ * The file's text, in chunks of about WRITE_CHUNK_CHARS. `highestToken` is the table's token
+ * high-water (LockService.highestToken), at or above every token among `locks`.
+ */
+export function* formatLockFile(locks: Iterable<SavedLock>, highestToken: number, savedAt = new Date()): IterableIterator<string> {
   let chunk =
     `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}\n` +
+    `${HIGHEST_TOKEN_WORD} ${highestToken}\n` +
     `# saved ${savedAt.toISOString()}; times left are frozen while the server is down\n` +
-    `# key index owner priority ttl ttw role remaining-ms\n`;
+    `# key index owner priority ttl ttw role remaining-ms token\n`;
   let count = 0;
   for (const lock of locks) {
     count++;
@@ -105,9 +120,21 @@ function parseInteger(text: string, max: number): number | undefined {
   return value <= max ? value : undefined;
 }
 
+/** A fencing token: decimal, below 2^53 (the server never grants one beyond). */
+function parseToken(text: string): number | undefined {
+  if (!/^\d{1,16}$/.test(text)) return undefined;
+  const value = Number(text);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
 export interface ParsedLockFile {
   readonly version: number;
   readonly locks: SavedLock[];
+  /**
+   * At or above every fencing token the saving table had granted: the file's `highest-token`, or
+   * a greater token of an entry; 0 for a file from before version 3.
+   */
+  readonly highestToken: number;
   /** False for a version 1 file, which has no end line: it may have been cut at a line boundary. */
   readonly verified: boolean;
 }
@@ -117,10 +144,11 @@ export function parseLockFile(text: string, file: string): SavedLock[] {
   return parseLockFileVersioned(text, file).locks;
 }
 
-/** parseLockFile, also telling which version the file was and whether its end line checked it. */
+/** parseLockFile, also telling which version the file was, its token high-water, and whether its end line checked it. */
 export function parseLockFileVersioned(text: string, file: string): ParsedLockFile {
   const locks: SavedLock[] = [];
   let version: number | undefined;
+  let highestToken: number | undefined;
   let ended = false;
   let lastLine = 0;
   const seen = new Set<string>();
@@ -132,10 +160,16 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
     };
     if (version === undefined) {
       version = parseHeader(content) ?? fail(`expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"; is this a lock file?`);
+      if (version < FIRST_VERSION_WITH_TOKENS) highestToken = 0;
+      continue;
+    }
+    const fields = content.split(/[ \t]+/);
+    if (highestToken === undefined) {
+      if (fields[0] !== HIGHEST_TOKEN_WORD || fields.length !== 2) fail(`expected the "${HIGHEST_TOKEN_WORD} N" line after the header`);
+      highestToken = parseToken(fields[1]!) ?? fail(`bad highest token "${fields[1]}": expected a decimal number below 2^53`);
       continue;
     }
     if (ended) fail(`nothing may follow the end line`);
-    const fields = content.split(/[ \t]+/);
     if (fields[0] === END_WORD && fields.length === 2) {
       const count = parseInteger(fields[1]!, Number.MAX_SAFE_INTEGER) ?? fail(`bad entry count "${fields[1]}" in the end line`);
       if (count !== locks.length) {
@@ -144,8 +178,10 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
       ended = true;
       continue;
     }
-    if (fields.length !== FIELDS_PER_LINE) fail(`expected ${FIELDS_PER_LINE} fields, found ${fields.length}`);
-    const [keyField, indexField, ownerField, priorityField, ttlField, ttwField, role, remaining] = fields as [
+    const hasToken = version >= FIRST_VERSION_WITH_TOKENS;
+    const expectedFields = hasToken ? FIELDS_WITHOUT_TOKEN + 1 : FIELDS_WITHOUT_TOKEN;
+    if (fields.length !== expectedFields) fail(`expected ${expectedFields} fields, found ${fields.length}`);
+    const [keyField, indexField, ownerField, priorityField, ttlField, ttwField, role, remaining, tokenField] = fields as [
       string,
       string,
       string,
@@ -154,6 +190,7 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
       string,
       string,
       string,
+      string | undefined,
     ];
     const key = decodeField(keyField) ?? fail(`bad key field "${keyField}"`);
     const index = decodeField(indexField) ?? fail(`bad index field "${indexField}"`);
@@ -163,6 +200,8 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
     const ttw = parseInteger(ttwField, 0xffff) ?? fail(`ttw must be 0-65535, got "${ttwField}"`);
     if (role !== 'owner' && role !== 'waiter') fail(`role must be "owner" or "waiter", got "${role}"`);
     const remainingMs = remaining === NEVER ? null : (parseInteger(remaining, 0xffff * 1000) ?? fail(`bad remaining time "${remaining}"`));
+    const token = tokenField === undefined ? 0 : (parseToken(tokenField) ?? fail(`bad token "${tokenField}": expected a decimal number below 2^53`));
+    if (role === 'waiter' && token !== 0) fail(`a waiter holds no token: expected 0, got ${token}`);
     // A length-prefixed identity of (key, index[, owner]) that cannot collide.
     const queueId = `${key.length}:${index.length}:${key}${index}`;
     const entryId = `${queueId}${owner}`;
@@ -172,15 +211,19 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
       if (owned.has(queueId)) fail('a second owner for the same key and index');
       owned.add(queueId);
     }
-    locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', token: 0, remainingMs });
+    if (token > highestToken) highestToken = token;
+    locks.push({ key, index, owner, priority, ttl, ttw, isOwner: role === 'owner', token, remainingMs });
   }
   if (version === undefined) {
     throw new FileFormatError(file, 1, `the file is empty or holds only comments: expected the header "${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}"`);
   }
+  if (highestToken === undefined) {
+    throw new FileFormatError(file, lastLine, `the file ends after its header, without the "${HIGHEST_TOKEN_WORD} N" line: it was cut short`);
+  }
   if (!ended && version >= FIRST_VERSION_WITH_END_LINE) {
     throw new FileFormatError(file, lastLine, `the file ends without its "${END_WORD} N" line after ${locks.length} entries: it was cut short`);
   }
-  return { version, locks, verified: ended };
+  return { version, locks, highestToken, verified: ended };
 }
 
 /** The version of a header line this server reads, or undefined. */
@@ -209,6 +252,7 @@ export async function loadLockFileVersioned(file: string): Promise<ParsedLockFil
   return parseLockFileVersioned(text, file);
 }
 
-export async function saveLockFile(file: string, locks: Iterable<SavedLock>): Promise<void> {
-  await writeFileAtomic(file, formatLockFile(locks));
+/** Writes the lock file atomically: the entries and the token high-water (see formatLockFile). */
+export async function saveLockFile(file: string, locks: Iterable<SavedLock>, highestToken: number): Promise<void> {
+  await writeFileAtomic(file, formatLockFile(locks, highestToken));
 }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { loadLockFileVersioned, saveLockFile } from '../files/lockFile.js';
 import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../runtime/Clock.js';
-import { LocalLockService } from '../locks/LocalLockService.js';
+import { LocalLockService, TOKENS_PER_MS } from '../locks/LocalLockService.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
@@ -36,6 +36,11 @@ export interface DaemonDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly timers?: Timers;
+  /**
+   * The wall clock in milliseconds (Date.now by default). A single node's fencing tokens start
+   * above it times TOKENS_PER_MS, so they still grow after a crash left an older lock file.
+   */
+  readonly wallClockMs?: () => number;
   /** Ends the process; injected so tests of the lifecycle can watch instead. */
   readonly exit: (code: number) => void;
   /**
@@ -117,7 +122,7 @@ export class Daemon {
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
       if (toImport !== undefined) {
         try {
-          restored = await cluster.importLocks(toImport.locks);
+          restored = await cluster.importLocks(toImport.locks, toImport.highestToken);
         } catch (error) {
           await cluster.close();
           throw new StartupError(`--import-lock-file ${toImport.file}: ${(error as Error).message}`);
@@ -215,12 +220,17 @@ export class Daemon {
     await this.saveLocks().catch(() => {});
   }
 
-  /** Saves every lock; saves run one at a time so two signals never interleave their writes. */
+  /**
+   * Saves every lock and the token high-water; saves run one at a time so two signals never
+   * interleave their writes.
+   */
   saveLocks(): Promise<void> {
     const save = async (): Promise<void> => {
       const locks = await this.service.snapshot();
+      // Read after the snapshot, so it is at or above every token the snapshot holds.
+      const highestToken = await this.service.highestToken();
       try {
-        await saveLockFile(this.config.lockFile, locks);
+        await saveLockFile(this.config.lockFile, locks, highestToken);
       } catch (error) {
         this.deps.logger.event('locks-save-failed', { file: this.config.lockFile, error: (error as Error).message });
         throw error;
@@ -270,6 +280,8 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
   const { logger, clock } = deps;
   const service = new LocalLockService(clock, deps.timers ?? realTimers, {
     maxEntries: config.maxLocks,
+    // Above every token a crashed predecessor may have granted after its last save (see TOKENS_PER_MS).
+    tokenFloor: Math.floor((deps.wallClockMs ?? Date.now)()) * TOKENS_PER_MS,
     // Clients must not be able to aim keys at one probe run of the table's hash indexes.
     hashSeed: randomInt(0, 2 ** 32) | 0,
     onExpired: (count) => {
@@ -290,7 +302,7 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
       if (saved.length > config.maxLocks) {
         throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
       }
-      await service.restore(saved);
+      await service.restore(saved, file.highestToken);
       restored = saved.length;
     }
   } catch (error) {
@@ -302,11 +314,11 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
 }
 
 /** Reads a single node's lock file for `--import-lock-file`; any problem names the file (and line). */
-async function readImport(file: string): Promise<{ file: string; locks: SavedLock[] }> {
+async function readImport(file: string): Promise<{ file: string; locks: SavedLock[]; highestToken: number }> {
   try {
     const parsed = await loadLockFileVersioned(file);
     if (parsed === undefined) throw new Error('no such file');
-    return { file, locks: parsed.locks };
+    return { file, locks: parsed.locks, highestToken: parsed.highestToken };
   } catch (error) {
     const message = (error as Error).message;
     throw new StartupError(message.includes(file) ? `--import-lock-file: ${message}` : `--import-lock-file ${file}: ${message}`);

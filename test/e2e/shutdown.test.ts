@@ -23,8 +23,8 @@ const STATE: ReadonlyArray<[key: string, index: string, owner: string, ttl: numb
   [WEIRD_KEY, '*', '#', 7, 8, 0],
 ];
 
-/** The entries of STATE as the lock file should hold them: queue by queue, owner first. */
-const EXPECTED_SAVED: ReadonlyArray<Omit<SavedLock, 'remainingMs'>> = [
+/** The entries of STATE as the lock file should hold them: queue by queue, owner first (times and tokens checked apart). */
+const EXPECTED_SAVED: ReadonlyArray<Omit<SavedLock, 'remainingMs' | 'token'>> = [
   { key: 'k', index: '1', owner: 'alice', priority: 3, ttl: 0, ttw: 0, isOwner: true },
   { key: 'k', index: '1', owner: 'carol', priority: 9, ttl: 50, ttw: 60, isOwner: false },
   { key: 'k', index: '1', owner: 'bob', priority: 1, ttl: 30, ttw: 40, isOwner: false },
@@ -78,9 +78,14 @@ const survivesRestart = test.macro({
     const locks = await nobleDeath(t, server, signal);
     await client.waitForClose();
     t.deepEqual(
-      locks.map(({ remainingMs: _, ...entry }) => entry),
+      locks.map(({ remainingMs: _, token: __, ...entry }) => entry),
       EXPECTED_SAVED,
     );
+    // Each owner's grant has its fencing token, distinct from the others'; a waiter has none.
+    const ownerTokens = locks.filter((lock) => lock.isOwner).map((lock) => lock.token);
+    t.true(ownerTokens.every((token) => token > 0));
+    t.is(new Set(ownerTokens).size, ownerTokens.length);
+    t.true(locks.filter((lock) => !lock.isOwner).every((lock) => lock.token === 0));
     for (const lock of locks) {
       // The phase that is running has at most its full time left; 0 means it never ends.
       const phaseSeconds = lock.isOwner ? lock.ttl : lock.ttw;

@@ -9,11 +9,13 @@ import type { SavedLock } from '../../src/locks/LockService.js';
 const every = String.fromCharCode(...Array.from({ length: 255 }, (_, i) => i));
 
 const LOCKS: SavedLock[] = [
-  { key: 'users', index: '42', owner: 'alice', priority: 10, ttl: 30, ttw: 60, isOwner: true, remainingMs: 29500 },
-  { key: 'users', index: '42', owner: 'bob smith', priority: 0, ttl: 30, ttw: 0, isOwner: false, remainingMs: null },
-  { key: '', index: '-', owner: '%41', priority: 255, ttl: 65535, ttw: 65535, isOwner: true, remainingMs: 0 },
-  { key: every, index: '\x00', owner: '\xff\xfe', priority: 1, ttl: 1, ttw: 1, isOwner: true, remainingMs: 1 },
+  { key: 'users', index: '42', owner: 'alice', priority: 10, ttl: 30, ttw: 60, isOwner: true, token: 1_790_000_000_000_041, remainingMs: 29500 },
+  { key: 'users', index: '42', owner: 'bob smith', priority: 0, ttl: 30, ttw: 0, isOwner: false, token: 0, remainingMs: null },
+  { key: '', index: '-', owner: '%41', priority: 255, ttl: 65535, ttw: 65535, isOwner: true, token: 1, remainingMs: 0 },
+  { key: every, index: '\x00', owner: '\xff\xfe', priority: 1, ttl: 1, ttw: 1, isOwner: true, token: Number.MAX_SAFE_INTEGER - 1, remainingMs: 1 },
 ];
+/** The token high-water the LOCKS were saved with: above every token they hold. */
+const HIGHEST = Number.MAX_SAFE_INTEGER;
 
 test('fields round-trip every byte; the text stays printable ASCII with no blanks', (t) => {
   for (const value of ['', '-', '--', '%', '%2D', 'a b', 'a#b', every, '\xc3\xa9']) {
@@ -25,18 +27,38 @@ test('fields round-trip every byte; the text stays printable ASCII with no blank
   t.is(encodeField('a b%'), 'a%20b%25');
 });
 
-test('format then parse gives back every entry in order', (t) => {
-  const text = [...formatLockFile(LOCKS, new Date(0))].join('');
-  t.true(text.startsWith('lockserver-locks 2\n'));
-  t.true(text.includes('\nusers 42 alice 10 30 60 owner 29500\n'));
+test('format then parse gives back every entry in order, with its token, and the token high-water', (t) => {
+  const text = [...formatLockFile(LOCKS, HIGHEST, new Date(0))].join('');
+  t.true(text.startsWith('lockserver-locks 3\nhighest-token 9007199254740991\n'));
+  t.true(text.includes('\nusers 42 alice 10 30 60 owner 29500 1790000000000041\n'));
+  t.true(text.includes('\nusers 42 bob%20smith 0 30 0 waiter never 0\n'));
   t.true(text.endsWith('\nend 4\n'));
-  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 2, locks: LOCKS, verified: true });
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 3, locks: LOCKS, highestToken: HIGHEST, verified: true });
 });
 
-test('an empty table is a valid file with the header and "end 0"', (t) => {
-  const text = [...formatLockFile([])].join('');
+test('an empty table is a valid file with the header, its high-water and "end 0"', (t) => {
+  const text = [...formatLockFile([], 12)].join('');
   t.true(text.endsWith('\nend 0\n'));
-  t.deepEqual(parseLockFile(text, 'x'), []);
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 3, locks: [], highestToken: 12, verified: true });
+});
+
+test('the high-water read back is at least every token in the file, whatever the highest-token line says', (t) => {
+  const text = 'lockserver-locks 3\nhighest-token 5\nk 1 a 0 0 0 owner never 9\nk 2 a 0 0 0 owner never 7\nend 2\n';
+  t.is(parseLockFileVersioned(text, 'x').highestToken, 9);
+});
+
+test('a version 2 file still loads: tokens 0, high-water 0, checked by its end line', (t) => {
+  const v2 =
+    'lockserver-locks 2\n# key index owner priority ttl ttw role remaining\nusers 42 alice 10 30 60 owner 29500\nusers 42 bob 0 30 60 waiter never\nend 2\n';
+  const parsed = parseLockFileVersioned(v2, 'x');
+  t.like(parsed, { version: 2, highestToken: 0, verified: true });
+  t.deepEqual(parsed.locks, [
+    { key: 'users', index: '42', owner: 'alice', priority: 10, ttl: 30, ttw: 60, isOwner: true, token: 0, remainingMs: 29500 },
+    { key: 'users', index: '42', owner: 'bob', priority: 0, ttl: 30, ttw: 60, isOwner: false, token: 0, remainingMs: null },
+  ]);
+  // Its entries have eight fields: a token column, or a high-water line, is not version 2.
+  t.throws(() => parseLockFile('lockserver-locks 2\nusers 42 alice 10 30 60 owner 29500 7\nend 1\n', '/l'), { message: /^\/l:2: expected 8 fields, found 9/ });
+  t.throws(() => parseLockFile('lockserver-locks 2\nhighest-token 7\nend 0\n', '/l'), { message: /^\/l:2: expected 8 fields, found 2/ });
 });
 
 test('a file with no header (empty, or only comments and blanks) is refused at line 1', (t) => {
@@ -47,15 +69,16 @@ test('a file with no header (empty, or only comments and blanks) is refused at l
   }
 });
 
-test('a version 2 file cut short, even exactly at a line boundary, is refused naming its last line', (t) => {
-  const whole = [...formatLockFile(LOCKS, new Date(0))].join('');
+test('a lock file cut short, even exactly at a line boundary, is refused naming its last line', (t) => {
+  const whole = [...formatLockFile(LOCKS, HIGHEST, new Date(0))].join('');
   const lines = whole.split('\n');
   // Drop the end line, then also entry lines, keeping every cut at a line boundary. The error
-  // names the last meaningful line (the header when only it and the two comment lines are left).
+  // names the last meaningful line: the high-water line when only it and the two comment lines
+  // are left after the header, the header when only the header is.
   for (let keep = lines.length - 2; keep >= 1; keep--) {
     const cut = lines.slice(0, keep).join('\n') + '\n';
     const error = t.throws(() => parseLockFile(cut, '/l'), { instanceOf: FileFormatError });
-    t.is(error?.line, keep <= 3 ? 1 : keep, cut);
+    t.is(error?.line, keep === 1 ? 1 : keep <= 4 ? 2 : keep, cut);
     t.regex(error.message, /cut short/);
   }
 });
@@ -88,8 +111,31 @@ test('a version 1 file (no end line) still loads, marked unverified; with an end
   );
   t.true(parseLockFileVersioned(v1 + 'end 1\n', 'x').verified);
   t.throws(() => parseLockFile(v1 + 'end 2\n', 'x'), { message: /says 2 entries/ });
-  t.throws(() => parseLockFile('lockserver-locks 3\nend 0\n', 'x'), { message: /x:1: expected the header/ });
+  t.deepEqual(
+    parsed.locks.map((lock) => lock.token),
+    [0],
+  );
+  t.is(parsed.highestToken, 0);
+  t.throws(() => parseLockFile('lockserver-locks 4\nend 0\n', 'x'), { message: /x:1: expected the header/ });
 });
+
+/** Version 3 files whose token or high-water is bad, with the line that says so. */
+function badTokenLines(): Array<[string, number, RegExp]> {
+  const header = 'lockserver-locks 3\nhighest-token 10\n';
+  return [
+    [header + 'k i a 1 1 1 owner 1 x\n', 3, /bad token "x"/],
+    [header + 'k i a 1 1 1 owner 1 -1\n', 3, /bad token "-1"/],
+    [header + 'k i a 1 1 1 owner 1 1.5\n', 3, /bad token "1.5"/],
+    [header + 'k i a 1 1 1 owner 1 9007199254740992\n', 3, /bad token "9007199254740992": .*below 2\^53/],
+    [header + 'k i a 1 1 1 owner 1 99999999999999999\n', 3, /bad token/],
+    [header + 'k i a 1 1 1 owner 1\n', 3, /9 fields, found 8/],
+    [header + '# c\nk i a 1 1 1 owner 1 4\nk i b 1 1 1 waiter 1 5\n', 5, /a waiter holds no token/],
+    ['lockserver-locks 3\nhighest-token -3\nend 0\n', 2, /bad highest token "-3"/],
+    ['lockserver-locks 3\nhighest-token 9007199254740992\nend 0\n', 2, /bad highest token/],
+    ['lockserver-locks 3\n# no high-water\nk i a 1 1 1 owner 1 4\nend 1\n', 3, /expected the "highest-token N" line after the header/],
+    ['lockserver-locks 3\nend 0\n', 2, /expected the "highest-token N" line/],
+  ];
+}
 
 test('every kind of bad line is named by file and line', (t) => {
   const header = 'lockserver-locks 1\n';
@@ -105,6 +151,7 @@ test('every kind of bad line is named by file and line', (t) => {
     [header + '\n# c\nk i a 1 1 1 owner 1\nk i b 1 1 1 owner 1\n', 5, /second owner/],
     [header + 'k i a 1 1 1 owner 1\nk i a 1 1 1 waiter 1\n', 3, /twice/],
     [header + `${'x'.repeat(256)} i a 1 1 1 owner 1\n`, 2, /key field/],
+    ...badTokenLines(),
   ];
   for (const [text, line, reason] of cases) {
     const error = t.throws(() => parseLockFile(text, '/var/lib/lockserver.locks'), { instanceOf: FileFormatError });
@@ -118,11 +165,11 @@ test('save is atomic: the file is replaced whole, and no temporary file is left'
   const dir = await mkdtemp(join(tmpdir(), 'lockfile-'));
   const file = join(dir, 'locks');
   await writeFile(file, 'old content');
-  await saveLockFile(file, LOCKS);
+  await saveLockFile(file, LOCKS, HIGHEST);
   t.deepEqual(await loadLockFile(file), LOCKS);
   t.deepEqual(await readdir(dir), ['locks']);
   const many: SavedLock[] = Array.from({ length: 20_000 }, (_, i) => ({ ...LOCKS[0]!, key: `key${i}` }));
-  await saveLockFile(file, many);
+  await saveLockFile(file, many, HIGHEST);
   t.is((await loadLockFile(file))?.length, 20_000);
   t.true((await readFile(file, 'utf8')).endsWith('\n'));
 });

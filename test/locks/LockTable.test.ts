@@ -234,7 +234,7 @@ test('snapshot and restore keep order, priority, TTL/TTW and the time left', (t)
 
 test('restore refuses a second owner for one lock', (t) => {
   const { table } = setup();
-  const base = { key: 'k', index: 'i', priority: 0, ttl: 1, ttw: 1, remainingMs: null };
+  const base = { key: 'k', index: 'i', priority: 0, ttl: 1, ttw: 1, token: 0, remainingMs: null };
   t.throws(() =>
     table.restore([
       { ...base, owner: 'a', isOwner: true },

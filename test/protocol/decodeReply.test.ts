@@ -4,11 +4,13 @@ import { Command } from '../../src/protocol/constants.js';
 import { NOT_YET, ReplyDecoder, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
+  encodeFencedPositionReply,
   encodeListReply,
   encodeOwnerReply,
   encodePositionReply,
   encodeStatsReply,
   encodeSuccessReply,
+  encodeTokenReply,
 } from '../../src/protocol/encodeReply.js';
 import type { StatsReply } from '../../src/protocol/messages.js';
 import { STATS_FIELDS } from '../../src/protocol/messages.js';
@@ -33,6 +35,10 @@ const replies: Array<[Command, (out: BufferWriter) => void, Reply]> = [
   [Command.List, (out) => encodeListReply(out, contenders), contenders],
   [Command.List, (out) => encodeListReply(out, []), []],
   [Command.Stats, (out) => encodeStatsReply(out, stats), stats],
+  [Command.RequestFenced, (out) => encodeFencedPositionReply(out, { position: 1, token: 2 ** 40 + 7 }), { position: 1, token: 2 ** 40 + 7 }],
+  [Command.Fence, (out) => encodeTokenReply(out, 2 ** 40 + 7), 2 ** 40 + 7],
+  [Command.RequestFenced, (out) => encodeFencedPositionReply(out, { position: 2, token: 0 }), { position: 2, token: 0 }],
+  [Command.Fence, (out) => encodeTokenReply(out, 0), 0],
 ];
 const out = new BufferWriter();
 for (const [, encode] of replies) encode(out);

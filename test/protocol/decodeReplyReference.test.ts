@@ -5,11 +5,13 @@ import { Command } from '../../src/protocol/constants.js';
 import { NOT_YET, ReplyDecoder, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
+  encodeFencedPositionReply,
   encodeListReply,
   encodeOwnerReply,
   encodePositionReply,
   encodeStatsReply,
   encodeSuccessReply,
+  encodeTokenReply,
 } from '../../src/protocol/encodeReply.js';
 import { STATS_FIELDS, type Contender, type StatsReply } from '../../src/protocol/messages.js';
 import { mulberry32 } from '../helpers/random.js';
@@ -20,6 +22,8 @@ import { mulberry32 } from '../helpers/random.js';
 // own and record where the frame ends; random replies must agree with them in bytes and length.
 const asBytes = ((raw: Buffer) => raw.toString('latin1')) as (raw: unknown) => unknown;
 const asFlag = ((raw: number) => raw !== 0) as (raw: unknown) => unknown;
+/** binary-parser reads a u64 as a bigint; every token a server issues is below 2^53. */
+const asNumber = ((raw: bigint) => Number(raw)) as (raw: unknown) => unknown;
 
 const contender = new Parser()
   .endianness('big')
@@ -45,6 +49,8 @@ const REFERENCE: Record<Command, Parser> = {
   [Command.Stats]: STATS_FIELDS.reduce((p, field) => p.uint32be(field), new Parser())
     .uint16be('activeConnections')
     .saveOffset('end'),
+  [Command.Fence]: new Parser().uint64be('value', { formatter: asNumber }).saveOffset('end'),
+  [Command.RequestFenced]: new Parser().uint16be('position').uint64be('token', { formatter: asNumber }).saveOffset('end'),
 };
 
 /** What the reference reads from the frame at the start of `bytes`, and where that frame ends. */
@@ -53,6 +59,10 @@ function reference(command: Command, bytes: Buffer): { value: Reply; end: number
   if (command === Command.Stats) {
     const { end, ...stats } = parsed;
     return { value: stats as unknown as StatsReply, end };
+  }
+  if (command === Command.RequestFenced) {
+    const { position, token, end } = parsed as unknown as { position: number; token: number; end: number };
+    return { value: { position, token }, end };
   }
   if (command === Command.List) {
     const value = (parsed['value'] as Array<Contender & Record<string, unknown>>).map(({ priority, ttl, ttw, index, owner, isOwner }) => ({
@@ -81,10 +91,18 @@ function randomSamples(count: number, seed: number): Sample[] {
     const length = random() < 0.2 ? 255 : int(40);
     return String.fromCharCode(...Array.from({ length }, () => int(256)));
   };
+  // Tokens of every size below 2^53, and the edges: 0 (not the owner) and 2^53 - 1.
+  const token = (): number => {
+    const roll = random();
+    if (roll < 0.1) return 0;
+    if (roll < 0.2) return Number.MAX_SAFE_INTEGER;
+    return int(2 ** 21) * 2 ** 32 + int(2 ** 32);
+  };
+  const commands = Object.values(Command);
   const writer = new BufferWriter();
   const samples: Sample[] = [];
   for (let i = 0; i < count; i++) {
-    const command = (1 + int(8)) as Command;
+    const command = commands[int(commands.length)]!;
     let reply: Reply;
     switch (command) {
       case Command.FindOwner:
@@ -116,6 +134,14 @@ function randomSamples(count: number, seed: number): Sample[] {
         const stats: Record<string, number> = { activeConnections: int(65536) };
         for (const field of STATS_FIELDS) stats[field] = int(2 ** 32);
         encodeStatsReply(writer, (reply = stats as unknown as StatsReply));
+        break;
+      }
+      case Command.Fence:
+        encodeTokenReply(writer, (reply = token()));
+        break;
+      case Command.RequestFenced: {
+        const position = int(65536);
+        encodeFencedPositionReply(writer, (reply = { position, token: position === 1 ? token() : 0 }));
         break;
       }
     }

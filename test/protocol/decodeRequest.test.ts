@@ -20,6 +20,10 @@ const SAMPLES: Request[] = [
   { command: Command.ReleaseAll, owner: 'worker-7' },
   { command: Command.List, key: 'users' },
   { command: Command.Stats },
+  { command: Command.Fence, key: 'users', index: '42', owner: 'alice' },
+  { command: Command.Fence, key: '', index: '\x00', owner: allBytes },
+  { command: Command.RequestFenced, key: 'users', index: '42', owner: 'alice', ttl: 30, ttw: 60, priority: 10 },
+  { command: Command.RequestFenced, key: allBytes, index: '', owner: '\xc3(', ttl: 0, ttw: 65535, priority: 0 },
 ];
 
 function encode(requests: Request[]): Buffer {
@@ -50,7 +54,7 @@ function decodeChunks(chunks: Buffer[]): Request[] {
 
 for (const sample of SAMPLES) {
   const bytes = encode([sample]);
-  const title = `0x0${sample.command} (${bytes.length} bytes)`;
+  const title = `0x${sample.command.toString(16).padStart(2, '0')} (${bytes.length} bytes)`;
 
   test(`${title}: decodes whole`, (t) => {
     t.deepEqual(decodeChunks([bytes]), [sample]);
@@ -96,7 +100,7 @@ test('the longest frame is MAX_REQUEST_LENGTH bytes', (t) => {
 });
 
 test('an unknown command byte is an error, after the valid requests before it', (t) => {
-  for (const bad of [0x00, 0x09, 0x7f, 0xff]) {
+  for (const bad of [0x00, 0x0b, 0x7f, 0xff]) {
     const decoder = new RequestDecoder();
     decoder.push(Buffer.concat([encode([{ command: Command.Stats }]), Buffer.from([bad, 1, 2, 3])]));
     t.deepEqual(decoder.next(), { command: Command.Stats });
@@ -110,11 +114,19 @@ test('exact byte layout of a request (0x02) as the protocol document gives it', 
   t.deepEqual([...bytes], [0x02, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65, 0x01, 0x02, 0x03, 0x04, 7]);
 });
 
+test('exact byte layouts of fence (0x09) and request with fence (0x0A): the strings of 0x03, the whole of 0x02', (t) => {
+  t.deepEqual([...encode([{ command: Command.Fence, key: 'ab', index: 'c', owner: 'de' }])], [0x09, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65]);
+  const fenced = encode([{ command: Command.RequestFenced, key: 'ab', index: 'c', owner: 'de', ttl: 0x0102, ttw: 0x0304, priority: 7 }]);
+  t.deepEqual([...fenced], [0x0a, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65, 0x01, 0x02, 0x03, 0x04, 7]);
+  const longest = 'x'.repeat(255);
+  t.is(encode([{ command: Command.RequestFenced, key: longest, index: longest, owner: longest, ttl: 1, ttw: 1, priority: 1 }]).length, MAX_REQUEST_LENGTH);
+});
+
 test('decodeRequest takes one whole frame and refuses a truncated one', (t) => {
   for (const sample of SAMPLES) {
     const bytes = encode([sample]);
     t.deepEqual(decodeRequest(bytes), sample);
     if (bytes.length > 1) t.throws(() => decodeRequest(bytes.subarray(0, bytes.length - 1)), { instanceOf: RangeError });
   }
-  t.throws(() => decodeRequest(Buffer.from([0x09])), { instanceOf: UnknownCommandError });
+  t.throws(() => decodeRequest(Buffer.from([0x0b])), { instanceOf: UnknownCommandError });
 });

@@ -27,6 +27,8 @@ const REFERENCE: Record<number, Parser> = {
   [Command.ReleaseAll]: layout('owner'),
   [Command.List]: layout('key'),
   [Command.Stats]: new Parser().uint8('command'),
+  [Command.Fence]: layout('key', 'index', 'owner'),
+  [Command.RequestFenced]: layout('key', 'index', 'owner').uint16('ttl').uint16('ttw').uint8('priority'),
 };
 
 const FIELDS = ['command', 'key', 'index', 'owner', 'ttl', 'ttw', 'priority'] as const;
@@ -44,9 +46,10 @@ test('random frames of every command decode exactly as the binary-parser referen
     return String.fromCharCode(...Array.from({ length }, () => Math.floor(random() * 256)));
   };
   const u16 = () => Math.floor(random() * 65536);
+  const commands = Object.values(Command);
   const requests: Request[] = [];
   for (let i = 0; i < 2000; i++) {
-    const command = (1 + Math.floor(random() * 8)) as Command;
+    const command = commands[Math.floor(random() * commands.length)]!;
     const r = { command, key: bytes(), index: bytes(), owner: bytes(), ttl: u16(), ttw: u16(), priority: Math.floor(random() * 256) };
     requests.push(r);
   }

@@ -4,11 +4,13 @@ import { Command, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
 import { decodeReply, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
+  encodeFencedPositionReply,
   encodeListReply,
   encodeOwnerReply,
   encodePositionReply,
   encodeStatsReply,
   encodeSuccessReply,
+  encodeTokenReply,
 } from '../../src/protocol/encodeReply.js';
 import { INCOMPLETE } from '../../src/protocol/framing.js';
 import type { Contender, StatsReply } from '../../src/protocol/messages.js';
@@ -57,6 +59,30 @@ const CASES: Case[] = [
     CONTENDERS,
   ],
   ['stats', Command.Stats, (w) => encodeStatsReply(w, STATS), [...Array.from({ length: 14 }, (_, i) => [0, 0, 0, i + 1]).flat(), 0, 15], STATS],
+  ['token', Command.Fence, (w) => encodeTokenReply(w, 0x0102_0304_0506), [0, 0, 1, 2, 3, 4, 5, 6], 0x0102_0304_0506],
+  ['no token (not the owner)', Command.Fence, (w) => encodeTokenReply(w, 0), [0, 0, 0, 0, 0, 0, 0, 0], 0],
+  ['largest token', Command.Fence, (w) => encodeTokenReply(w, Number.MAX_SAFE_INTEGER), [0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], Number.MAX_SAFE_INTEGER],
+  [
+    'fenced grant',
+    Command.RequestFenced,
+    (w) => encodeFencedPositionReply(w, { position: 1, token: 1_790_000_000_000_001 }),
+    [0, 1, 0, 0x06, 0x5b, 0xfe, 0xda, 0x25, 0xe0, 0x01],
+    { position: 1, token: 1_790_000_000_000_001 },
+  ],
+  [
+    'fenced wait',
+    Command.RequestFenced,
+    (w) => encodeFencedPositionReply(w, { position: 3, token: 0 }),
+    [0, 3, 0, 0, 0, 0, 0, 0, 0, 0],
+    { position: 3, token: 0 },
+  ],
+  [
+    'fenced refusal (saturated position as 0x02)',
+    Command.RequestFenced,
+    (w) => encodeFencedPositionReply(w, { position: 70_000, token: 0 }),
+    [0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0],
+    { position: 65535, token: 0 },
+  ],
 ];
 
 function decodeAll(command: Command, chunks: Buffer[]): Reply[] {
@@ -124,4 +150,18 @@ test('a list longer than 65535 entries sends exactly 65535 of them', (t) => {
 
 test('the writer refuses a string the one-byte length cannot carry', (t) => {
   t.throws(() => new BufferWriter().string('x'.repeat(256)), { instanceOf: RangeError });
+});
+
+test('a token beyond 2^53 is refused by the reply decoder, not rounded', (t) => {
+  for (const high of [0x0020_0000, 0x8000_0000, 0xffff_ffff]) {
+    const token = Buffer.alloc(8);
+    token.writeUInt32BE(high, 0);
+    t.throws(() => decodeReply(Command.Fence, token), { instanceOf: RangeError, message: /beyond 2\^53/ }, high.toString(16));
+    t.throws(() => decodeReply(Command.RequestFenced, Buffer.concat([Buffer.from([0, 1]), token])), { instanceOf: RangeError, message: /beyond 2\^53/ });
+  }
+  t.is(decodeReply(Command.Fence, Buffer.from([0, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff])), Number.MAX_SAFE_INTEGER);
+});
+
+test('the writer refuses a token that is no safe non-negative integer', (t) => {
+  for (const token of [-1, 0.5, 2 ** 53, Number.NaN]) t.throws(() => encodeTokenReply(new BufferWriter(), token), { instanceOf: RangeError }, String(token));
 });

@@ -114,6 +114,8 @@ function heldFindOwner(): { service: LockService; answerAll: () => void; held: (
   const service: LockService = {
     findOwner: () => new Promise<string>((resolve) => waiting.push(resolve)),
     request: unused,
+    requestFenced: unused,
+    fence: unused,
     location: unused,
     renew: unused,
     release: unused,
@@ -123,6 +125,7 @@ function heldFindOwner(): { service: LockService; answerAll: () => void; held: (
     counts: unused,
     drainCounts: unused,
     snapshot: unused,
+    highestToken: unused,
     restore: unused,
     close: unused,
   };

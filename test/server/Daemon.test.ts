@@ -3,17 +3,24 @@ import { dirname } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { loadLockFile } from '../../src/files/lockFile.js';
+import { loadLockFile, loadLockFileVersioned } from '../../src/files/lockFile.js';
+import { TOKENS_PER_MS } from '../../src/locks/LocalLockService.js';
+import type { FencedPosition } from '../../src/protocol/messages.js';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { Daemon, EXIT_INTERNAL_ERROR } from '../../src/server/Daemon.js';
 import { silentLogger } from '../../src/runtime/Logger.js';
 
-async function startDaemon(): Promise<{ daemon: Daemon; lockFile: string; exits: number[] }> {
-  const dir = await mkdtemp(join(tmpdir(), 'daemon-'));
+async function startDaemon({ dir, wallClockMs }: { dir?: string; wallClockMs?: () => number } = {}): Promise<{
+  daemon: Daemon;
+  dir: string;
+  lockFile: string;
+  exits: number[];
+}> {
+  dir ??= await mkdtemp(join(tmpdir(), 'daemon-'));
   const hostsFile = join(dir, 'hosts');
   await writeFile(hostsFile, '127.0.0.1\n');
   const lockFile = join(dir, 'state', 'locks');
-  await mkdir(dirname(lockFile));
+  await mkdir(dirname(lockFile), { recursive: true });
   const exits: number[] = [];
   const daemon = await Daemon.start(
     {
@@ -26,9 +33,9 @@ async function startDaemon(): Promise<{ daemon: Daemon; lockFile: string; exits:
       frameTimeoutSeconds: 10,
       maxLocks: 100,
     },
-    { clock: new FakeClock(), logger: silentLogger, exit: (code) => exits.push(code) },
+    { clock: new FakeClock(), logger: silentLogger, exit: (code) => exits.push(code), wallClockMs },
   );
-  return { daemon, lockFile, exits };
+  return { daemon, dir, lockFile, exits };
 }
 
 test('a fatal internal error saves every lock, then exits 70', async (t) => {
@@ -48,4 +55,42 @@ test('a failed final save turns a clean shutdown into exit 1', async (t) => {
   await rm(dirname(lockFile), { recursive: true });
   await daemon.nobleDeath('test', 0);
   t.deepEqual(exits, [1]);
+});
+
+test('fencing tokens start above the wall clock times TOKENS_PER_MS, and are saved with their high-water', async (t) => {
+  const { daemon, dir, lockFile } = await startDaemon({ wallClockMs: () => 1_000 });
+  const grant = (owner: string): Promise<FencedPosition> =>
+    Promise.resolve(daemon.service.requestFenced({ key: 'k', index: owner, owner, ttl: 0, ttw: 0, priority: 0 }, true));
+  t.deepEqual(await grant('a'), { position: 1, token: 1_000 * TOKENS_PER_MS + 1 });
+  t.deepEqual(await grant('b'), { position: 1, token: 1_000 * TOKENS_PER_MS + 2 });
+  await daemon.service.release('k', 'b', 'b');
+  await daemon.nobleDeath('test', 0);
+  const saved = await loadLockFileVersioned(lockFile);
+  t.is(saved?.highestToken, 1_000 * TOKENS_PER_MS + 2, 'the released grant counts too');
+  t.deepEqual(
+    saved?.locks.map((l) => [l.owner, l.token]),
+    [['a', 1_000 * TOKENS_PER_MS + 1]],
+  );
+
+  // A wall clock set back: the restored owner keeps its token, and the next grant goes on above the file's high-water.
+  const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 10 });
+  t.is(await restarted.service.fence('k', 'a', 'a'), 1_000 * TOKENS_PER_MS + 1);
+  t.deepEqual(await restarted.service.requestFenced({ key: 'k', index: 'b', owner: 'c', ttl: 0, ttw: 0, priority: 0 }, true), {
+    position: 1,
+    token: 1_000 * TOKENS_PER_MS + 3,
+  });
+  await restarted.nobleDeath('test', 0);
+});
+
+test('a restart whose wall clock moved on starts its tokens above it, whatever the lock file says', async (t) => {
+  const { daemon, dir } = await startDaemon({ wallClockMs: () => 1_000 });
+  await daemon.service.request({ key: 'k', index: 'i', owner: 'a', ttl: 0, ttw: 0, priority: 0 }, true);
+  await daemon.nobleDeath('test', 0);
+  const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 2_000 });
+  t.is(await restarted.service.fence('k', 'i', 'a'), 1_000 * TOKENS_PER_MS + 1);
+  t.deepEqual(await restarted.service.requestFenced({ key: 'k', index: 'j', owner: 'b', ttl: 0, ttw: 0, priority: 0 }, true), {
+    position: 1,
+    token: 2_000 * TOKENS_PER_MS + 1,
+  });
+  await restarted.nobleDeath('test', 0);
 });

@@ -24,6 +24,8 @@ function later(local: LocalLockService): LockService {
   return {
     findOwner: (key, index) => defer(() => local.findOwner(key, index)),
     request: (r, allowCreate) => defer(() => local.request(r, allowCreate)),
+    requestFenced: (r, allowCreate) => defer(() => local.requestFenced(r, allowCreate)),
+    fence: (key, index, owner) => defer(() => local.fence(key, index, owner)),
     location: (key, index, owner) => defer(() => local.location(key, index, owner)),
     renew: (key, index, owner) => defer(() => local.renew(key, index, owner)),
     release: (key, index, owner) => defer(() => local.release(key, index, owner)),
@@ -33,7 +35,8 @@ function later(local: LocalLockService): LockService {
     counts: () => local.counts(),
     drainCounts: () => local.drainCounts(),
     snapshot: () => local.snapshot(),
-    restore: (saved) => local.restore(saved),
+    highestToken: () => local.highestToken(),
+    restore: (saved, highestToken) => local.restore(saved, highestToken),
     close: () => local.close(),
   };
 }
@@ -134,6 +137,8 @@ class GatedService {
     this.service = {
       findOwner: gate('find-owner', (key, index) => local.findOwner(key, index)),
       request: gate('request', (r, allowCreate) => local.request(r, allowCreate)),
+      requestFenced: gate('request-fenced', (r, allowCreate) => local.requestFenced(r, allowCreate)),
+      fence: gate('fence', (key, index, owner) => local.fence(key, index, owner)),
       location: gate('location', (key, index, owner) => local.location(key, index, owner)),
       renew: gate('renew', (key, index, owner) => local.renew(key, index, owner)),
       release: gate('release', (key, index, owner) => local.release(key, index, owner)),
@@ -143,7 +148,8 @@ class GatedService {
       counts: () => local.counts(),
       drainCounts: () => local.drainCounts(),
       snapshot: () => local.snapshot(),
-      restore: (saved) => local.restore(saved),
+      highestToken: () => local.highestToken(),
+      restore: (saved, highestToken) => local.restore(saved, highestToken),
       close: () => local.close(),
     };
   }

@@ -58,6 +58,8 @@ class StandInSocket extends EventEmitter {
 const stub: LockService = {
   findOwner: () => '',
   request: () => 1,
+  requestFenced: () => ({ position: 1, token: 1 }),
+  fence: () => 1,
   location: () => 1,
   renew: () => true,
   release: () => 1,
@@ -67,6 +69,7 @@ const stub: LockService = {
   counts: async () => ({ owners: 0, waiters: 0 }),
   drainCounts: async () => ({ owners: 0, waiters: 0 }),
   snapshot: async () => [],
+  highestToken: async () => 0,
   restore: async () => {},
   close: async () => {},
 };

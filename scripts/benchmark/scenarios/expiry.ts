@@ -45,7 +45,7 @@ export async function runExpiry(target: Target, config: BenchConfig, log: (line:
   const dir = await mkdtemp(join(tmpdir(), 'lockserver-bench-expiry-'));
   try {
     const lockFile = join(dir, 'expiring.locks');
-    await saveLockFile(lockFile, savedLocks(count, remainingMs));
+    await saveLockFile(lockFile, savedLocks(count, remainingMs), count);
     const running = await target.start({ lockFile, maxLocks: count * 2, readyTimeoutMs: RESTORE_LIMIT_MS });
     try {
       return await measure(running.endpoints, running.pids[0]!, running.readyAt, count, remainingMs, config, log);
@@ -67,6 +67,7 @@ function* savedLocks(count: number, remainingMs: number): IterableIterator<Saved
       ttl: Math.ceil(remainingMs / 1000),
       ttw: 0,
       isOwner: true,
+      token: n + 1,
       remainingMs,
     };
   }

@@ -57,40 +57,39 @@ test('a failed final save turns a clean shutdown into exit 1', async (t) => {
   t.deepEqual(exits, [1]);
 });
 
+/** A request with fence (0x0A) for `owner` on key k, index `index`, that never expires. */
+async function requestFenced(daemon: Daemon, index: string, owner: string): Promise<FencedPosition> {
+  return daemon.service.requestFenced({ key: 'k', index, owner, ttl: 0, ttw: 0, priority: 0 }, true);
+}
+
+const FLOOR_AT_1S = 1_000 * TOKENS_PER_MS;
+
 test('fencing tokens start above the wall clock times TOKENS_PER_MS, and are saved with their high-water', async (t) => {
   const { daemon, dir, lockFile } = await startDaemon({ wallClockMs: () => 1_000 });
-  const grant = (owner: string): Promise<FencedPosition> =>
-    Promise.resolve(daemon.service.requestFenced({ key: 'k', index: owner, owner, ttl: 0, ttw: 0, priority: 0 }, true));
-  t.deepEqual(await grant('a'), { position: 1, token: 1_000 * TOKENS_PER_MS + 1 });
-  t.deepEqual(await grant('b'), { position: 1, token: 1_000 * TOKENS_PER_MS + 2 });
+  t.deepEqual(await requestFenced(daemon, 'a', 'a'), { position: 1, token: FLOOR_AT_1S + 1 });
+  t.deepEqual(await requestFenced(daemon, 'b', 'b'), { position: 1, token: FLOOR_AT_1S + 2 });
   await daemon.service.release('k', 'b', 'b');
   await daemon.nobleDeath('test', 0);
   const saved = await loadLockFileVersioned(lockFile);
-  t.is(saved?.highestToken, 1_000 * TOKENS_PER_MS + 2, 'the released grant counts too');
+  t.is(saved?.highestToken, FLOOR_AT_1S + 2, 'the released grant counts too');
   t.deepEqual(
     saved?.locks.map((l) => [l.owner, l.token]),
-    [['a', 1_000 * TOKENS_PER_MS + 1]],
+    [['a', FLOOR_AT_1S + 1]],
   );
 
   // A wall clock set back: the restored owner keeps its token, and the next grant goes on above the file's high-water.
   const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 10 });
-  t.is(await restarted.service.fence('k', 'a', 'a'), 1_000 * TOKENS_PER_MS + 1);
-  t.deepEqual(await restarted.service.requestFenced({ key: 'k', index: 'b', owner: 'c', ttl: 0, ttw: 0, priority: 0 }, true), {
-    position: 1,
-    token: 1_000 * TOKENS_PER_MS + 3,
-  });
+  t.is(await restarted.service.fence('k', 'a', 'a'), FLOOR_AT_1S + 1);
+  t.deepEqual(await requestFenced(restarted, 'b', 'c'), { position: 1, token: FLOOR_AT_1S + 3 });
   await restarted.nobleDeath('test', 0);
 });
 
 test('a restart whose wall clock moved on starts its tokens above it, whatever the lock file says', async (t) => {
   const { daemon, dir } = await startDaemon({ wallClockMs: () => 1_000 });
-  await daemon.service.request({ key: 'k', index: 'i', owner: 'a', ttl: 0, ttw: 0, priority: 0 }, true);
+  t.deepEqual(await requestFenced(daemon, 'i', 'a'), { position: 1, token: FLOOR_AT_1S + 1 });
   await daemon.nobleDeath('test', 0);
   const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 2_000 });
-  t.is(await restarted.service.fence('k', 'i', 'a'), 1_000 * TOKENS_PER_MS + 1);
-  t.deepEqual(await restarted.service.requestFenced({ key: 'k', index: 'j', owner: 'b', ttl: 0, ttw: 0, priority: 0 }, true), {
-    position: 1,
-    token: 2_000 * TOKENS_PER_MS + 1,
-  });
+  t.is(await restarted.service.fence('k', 'i', 'a'), FLOOR_AT_1S + 1);
+  t.deepEqual(await requestFenced(restarted, 'j', 'b'), { position: 1, token: 2_000 * TOKENS_PER_MS + 1 });
   await restarted.nobleDeath('test', 0);
 });

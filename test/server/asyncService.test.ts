@@ -5,6 +5,7 @@ import { LocalLockService } from '../../src/locks/LocalLockService.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import type { Answer, LockService } from '../../src/locks/LockService.js';
 import { Command } from '../../src/protocol/constants.js';
+import type { Request } from '../../src/protocol/messages.js';
 import { AllowList } from '../../src/server/AllowList.js';
 import { MAX_OUTSTANDING_ANSWERS } from '../../src/server/Connection.js';
 import { LockServer } from '../../src/server/LockServer.js';
@@ -93,6 +94,33 @@ test('a service that answers later gets the same replies, in the same order, as 
   const deferred = await repliesFrom(t, later(new LocalLockService(new FakeClock(), idleTimers)), batch);
   t.true(atOnce.length > 40, `a full set of replies (${atOnce.length} bytes)`);
   t.deepEqual(deferred.toString('hex'), atOnce.toString('hex'));
+});
+
+test('fence (0x09) and request with fence (0x0A) answered later give the same bytes as answered at once', async (t) => {
+  const fenced = (owner: string): Request => ({ command: Command.RequestFenced, key: 'k', index: '1', owner, ttl: 30, ttw: 60, priority: 0 });
+  const fence = (owner: string): Request => ({ command: Command.Fence, key: 'k', index: '1', owner });
+  const batch = frames(
+    fenced('alice'),
+    fenced('bob'),
+    fence('alice'),
+    fence('bob'),
+    fenced('alice'),
+    req.release('k', '1', 'alice'),
+    fence('bob'),
+    fenced('bob'),
+  );
+  const atOnce = await repliesFrom(t, new LocalLockService(new FakeClock(), idleTimers), batch);
+  const deferred = await repliesFrom(t, later(new LocalLockService(new FakeClock(), idleTimers)), batch);
+  // alice is granted token 1, renews it; bob waits with 0, is promoted to token 2 and renews it.
+  const expected = [[0, 1, 0, 0, 0, 0, 0, 0, 0, 1], [0, 2, ...new Array<number>(8).fill(0)], [0, 0, 0, 0, 0, 0, 0, 1], new Array<number>(8).fill(0)];
+  const after = [
+    [0, 1, 0, 0, 0, 0, 0, 0, 0, 1],
+    [0, 1],
+    [0, 0, 0, 0, 0, 0, 0, 2],
+    [0, 1, 0, 0, 0, 0, 0, 0, 0, 2],
+  ];
+  t.is(hex(atOnce), hex([...expected, ...after].flat()));
+  t.is(hex(deferred), hex(atOnce));
 });
 
 /** One command submitted to a GatedService: its answer is known, but handed over only when the test says. */

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { loadLockFile, loadLockFileVersioned } from '../../src/files/lockFile.js';
 import { TOKENS_PER_MS } from '../../src/locks/LocalLockService.js';
 import type { FencedPosition } from '../../src/protocol/messages.js';
@@ -10,7 +10,11 @@ import { FakeClock } from '../doubles/FakeClock.js';
 import { Daemon, EXIT_INTERNAL_ERROR } from '../../src/server/Daemon.js';
 import { silentLogger } from '../../src/runtime/Logger.js';
 
-async function startDaemon({ dir, wallClockMs }: { dir?: string; wallClockMs?: () => number } = {}): Promise<{
+/** Starts a daemon on loopback; it is shut down (if it has not ended already) when the test ends. */
+async function startDaemon(
+  t: ExecutionContext,
+  { dir, wallClockMs }: { dir?: string; wallClockMs?: () => number } = {},
+): Promise<{
   daemon: Daemon;
   dir: string;
   lockFile: string;
@@ -35,11 +39,12 @@ async function startDaemon({ dir, wallClockMs }: { dir?: string; wallClockMs?: (
     },
     { clock: new FakeClock(), logger: silentLogger, exit: (code) => exits.push(code), wallClockMs },
   );
+  t.teardown(() => daemon.nobleDeath('test-ended', 0));
   return { daemon, dir, lockFile, exits };
 }
 
 test('a fatal internal error saves every lock, then exits 70', async (t) => {
-  const { daemon, lockFile, exits } = await startDaemon();
+  const { daemon, lockFile, exits } = await startDaemon(t);
   await daemon.service.request({ key: 'k', index: 'i', owner: 'survivor', ttl: 0, ttw: 0, priority: 3 }, true);
   await daemon.fatal(new Error('an impossible state'));
   t.deepEqual(exits, [EXIT_INTERNAL_ERROR]);
@@ -50,7 +55,7 @@ test('a fatal internal error saves every lock, then exits 70', async (t) => {
 });
 
 test('a failed final save turns a clean shutdown into exit 1', async (t) => {
-  const { daemon, lockFile, exits } = await startDaemon();
+  const { daemon, lockFile, exits } = await startDaemon(t);
   // The lock file's directory vanishes while the server runs, so the final save cannot succeed.
   await rm(dirname(lockFile), { recursive: true });
   await daemon.nobleDeath('test', 0);
@@ -65,7 +70,7 @@ async function requestFenced(daemon: Daemon, index: string, owner: string): Prom
 const FLOOR_AT_1S = 1_000 * TOKENS_PER_MS;
 
 test('fencing tokens start above the wall clock times TOKENS_PER_MS, and are saved with their high-water', async (t) => {
-  const { daemon, dir, lockFile } = await startDaemon({ wallClockMs: () => 1_000 });
+  const { daemon, dir, lockFile } = await startDaemon(t, { wallClockMs: () => 1_000 });
   t.deepEqual(await requestFenced(daemon, 'a', 'a'), { position: 1, token: FLOOR_AT_1S + 1 });
   t.deepEqual(await requestFenced(daemon, 'b', 'b'), { position: 1, token: FLOOR_AT_1S + 2 });
   await daemon.service.release('k', 'b', 'b');
@@ -78,18 +83,16 @@ test('fencing tokens start above the wall clock times TOKENS_PER_MS, and are sav
   );
 
   // A wall clock set back: the restored owner keeps its token, and the next grant goes on above the file's high-water.
-  const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 10 });
+  const { daemon: restarted } = await startDaemon(t, { dir, wallClockMs: () => 10 });
   t.is(await restarted.service.fence('k', 'a', 'a'), FLOOR_AT_1S + 1);
   t.deepEqual(await requestFenced(restarted, 'b', 'c'), { position: 1, token: FLOOR_AT_1S + 3 });
-  await restarted.nobleDeath('test', 0);
 });
 
 test('a restart whose wall clock moved on starts its tokens above it, whatever the lock file says', async (t) => {
-  const { daemon, dir } = await startDaemon({ wallClockMs: () => 1_000 });
+  const { daemon, dir } = await startDaemon(t, { wallClockMs: () => 1_000 });
   t.deepEqual(await requestFenced(daemon, 'i', 'a'), { position: 1, token: FLOOR_AT_1S + 1 });
   await daemon.nobleDeath('test', 0);
-  const { daemon: restarted } = await startDaemon({ dir, wallClockMs: () => 2_000 });
+  const { daemon: restarted } = await startDaemon(t, { dir, wallClockMs: () => 2_000 });
   t.is(await restarted.service.fence('k', 'i', 'a'), FLOOR_AT_1S + 1);
   t.deepEqual(await requestFenced(restarted, 'j', 'b'), { position: 1, token: 2_000 * TOKENS_PER_MS + 1 });
-  await restarted.nobleDeath('test', 0);
 });

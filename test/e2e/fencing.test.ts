@@ -1,11 +1,12 @@
 import test from 'ava';
+import { writeFile } from 'node:fs/promises';
 import { TOKENS_PER_MS } from '../../src/locks/LocalLockService.js';
 import { Command, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
 import { decodeReply } from '../../src/protocol/decodeReply.js';
 import type { FencedPosition, Request } from '../../src/protocol/messages.js';
 import { get, sample } from '../helpers/metrics.js';
 import type { RawClient } from '../helpers/rawClient.js';
-import { startServer } from '../helpers/serverProcess.js';
+import { LOOPBACK_HOSTS, serverFiles, startServer, tempDir } from '../helpers/serverProcess.js';
 import { ask, bytes, call, frames, hex, req } from '../helpers/wire.js';
 
 // The extension commands over a real server process: fence (0x09) and request with fence (0x0A),
@@ -146,6 +147,22 @@ test('kill -9 after grants the lock file does not hold: the next grant is still 
   t.true(bob > highest, `bob promoted with ${bob}, above ${highest}`);
   const fresh = await requestFenced(again, 'k', '2', 'dave');
   t.true(fresh.token > highest);
+});
+
+test('a version 2 lock file (no tokens) still loads: its owners get fresh tokens, its waiters none', async (t) => {
+  const dir = await tempDir(t);
+  await writeFile(serverFiles(dir).hostsFile, LOOPBACK_HOSTS);
+  const v2 = 'lockserver-locks 2\nusers 42 alice 10 30 60 owner never\nusers 42 bob 5 30 60 waiter never\nusers 43 carol 0 0 0 owner never\nend 3\n';
+  await writeFile(serverFiles(dir).lockFile, v2);
+  const server = await startServer(t, { dir });
+  t.is((await server.event('started')).fields.restored, '3');
+  const client = await server.accepted();
+  const alice = await fence(client, 'users', '42', 'alice');
+  const carol = await fence(client, 'users', '43', 'carol');
+  t.true(alice > 0 && carol > 0 && alice !== carol, `alice ${alice}, carol ${carol}`);
+  t.is(await fence(client, 'users', '42', 'bob'), 0);
+  t.is(await ask.release(client, 'users', '42', 'alice'), 1);
+  t.true((await fence(client, 'users', '42', 'bob')) > alice);
 });
 
 test('an unknown command byte 0x0B closes the connection as before, after the replies to what came first', async (t) => {

@@ -28,5 +28,5 @@ test('npm start -- --port N: SIGTERM to npm reaches the server, which saves and 
   const exit = npm.nextEvent('exit');
   npm.signal('SIGTERM');
   t.is((await exit).fields.code, '0');
-  t.regex(await readFile(serverFiles(dir).lockFile, 'latin1'), /^lockserver-locks 2\n[^]*\nend 0\n$/);
+  t.regex(await readFile(serverFiles(dir).lockFile, 'latin1'), /^lockserver-locks 3\nhighest-token \d+\n[^]*\nend 0\n$/);
 });

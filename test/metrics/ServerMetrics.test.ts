@@ -58,3 +58,16 @@ test('a cluster core can report its role and leader changes', async (t) => {
   t.is(value(text, 'lockserver_cluster_role{role="standalone"}'), undefined);
   t.is(value(text, 'lockserver_cluster_leader_changes_total'), 3);
 });
+
+test('the extension commands have their own series: fence (0x09) and request-fenced (0x0A)', async (t) => {
+  const metrics = new ServerMetrics();
+  const source = fakeSource();
+  source.server.stats.commands[Command.Fence] = 2;
+  source.server.stats.commands[Command.RequestFenced] = 5;
+  metrics.attach(source);
+  metrics.commandDone(Command.RequestFenced, 0.1);
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_commands_total{command="fence"}'), 2);
+  t.is(value(text, 'lockserver_commands_total{command="request-fenced"}'), 5);
+  t.is(value(text, 'lockserver_command_duration_seconds_count{command="request-fenced"}'), 1);
+});

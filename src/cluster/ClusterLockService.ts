@@ -152,7 +152,30 @@ export class ClusterLockService implements LockService {
   }
 
   request(r: LockRequest, allowCreate: boolean): Promise<number> {
-    return this.submit({
+    return this.submit(this.requestCommand(r, allowCreate));
+  }
+
+  /**
+   * A request (the same log command as 0x02: every replica grants alike, only this node answers),
+   * with the token read from this node's table right after the command applied, before any later
+   * command of its batch could release or expire the lock: the token of the grant it answers.
+   */
+  requestFenced(r: LockRequest, allowCreate: boolean): Promise<FencedPosition> {
+    return new Promise<FencedPosition>((resolve, reject) => {
+      let token = 0;
+      this.committer.submit(
+        this.requestCommand(r, allowCreate),
+        reject,
+        (position) => resolve({ position, token: position === 1 ? token : 0 }),
+        () => {
+          token = this.follower.state.table.fence(r.key, r.index, r.owner);
+        },
+      );
+    });
+  }
+
+  private requestCommand(r: LockRequest, allowCreate: boolean): LogCommand {
+    return {
       op: LogOp.Request,
       key: r.key,
       index: r.index,
@@ -162,11 +185,7 @@ export class ClusterLockService implements LockService {
       priority: r.priority,
       allowCreate,
       maxEntries: this.options.maxEntries,
-    });
-  }
-
-  requestFenced(): Promise<FencedPosition> {
-    return Promise.reject(new Error('request with fence (0x0A) is not implemented in cluster mode yet'));
+    };
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
@@ -213,8 +232,12 @@ export class ClusterLockService implements LockService {
    * puts them all into the table at once, only if it is still empty and this import is still
    * the one staged (a later importer replaces it; the log's order decides). Refused, writing
    * nothing, when the cluster already holds entries. Resolves with the number of entries imported.
+   *
+   * Fencing tokens: imported owners keep the tokens the file gives them, and the commit raises the
+   * cluster's token base to `highestToken` (the file's high-water: at or above every token its node
+   * granted) or the highest token in the file if greater, so every later grant's token is above both.
    */
-  async importLocks(saved: readonly SavedLock[]): Promise<number> {
+  async importLocks(saved: readonly SavedLock[], highestToken = 0): Promise<number> {
     const held = await this.counts();
     if (held.owners + held.waiters > 0) {
       throw new ImportRefusedError(`the cluster already holds ${held.owners + held.waiters} entries; nothing was imported`);
@@ -223,8 +246,9 @@ export class ClusterLockService implements LockService {
     const importId = 1 + Math.floor(this.deps.random() * 0xfffffffe);
     const staged = saved.map((s, i) =>
       this.submit({
-        op: LogOp.ImportStaged,
+        op: LogOp.ImportStagedFenced,
         importId,
+        highestToken,
         key: s.key,
         index: s.index,
         owner: s.owner,
@@ -255,8 +279,13 @@ export class ClusterLockService implements LockService {
     return [...this.follower.state.table.snapshot()];
   }
 
+  /**
+   * At or above every fencing token granted so far, cluster-wide (read through a barrier). Once
+   * the node has left the cluster, this node's replica's figure, to go with its last snapshot().
+   */
   highestToken(): Promise<number> {
-    return Promise.reject(new Error('not implemented in cluster mode yet'));
+    if (this.closed) return Promise.resolve(this.follower.state.highestToken);
+    return this.read((state) => state.highestToken);
   }
 
   async restore(): Promise<void> {

@@ -53,15 +53,18 @@ export class Committer {
     private readonly appliedVersion: () => number,
   ) {}
 
-  /** Queues a mutating command for the next batch. */
-  submit(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}): void {
+  /**
+   * Queues a mutating command for the next batch. `applied`, if given, runs right after the
+   * command is applied here, before any later command of its batch (see PendingWrite.applied).
+   */
+  submit(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}, applied?: () => void): void {
     if (this.closing) {
       reject(leavingError());
       return;
     }
     let round = this.gathering();
     if (!round.canTake(command)) round = this.openRound();
-    const write: PendingWrite = { command, resolve, reject };
+    const write: PendingWrite = { command, resolve, reject, applied };
     round.addWrite(write);
   }
 
@@ -193,7 +196,7 @@ export class Committer {
       state.apply(batch, record);
       return;
     }
-    const results = state.apply(batch, record, (i) => round.answerReadsBefore(i));
+    const results = state.apply(batch, record, (i) => round.reached(i));
     if (results === undefined) {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {

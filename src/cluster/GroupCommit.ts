@@ -10,6 +10,11 @@ export interface PendingWrite {
   readonly command: LogCommand;
   resolve(result: number): void;
   reject(error: Error): void;
+  /**
+   * Called as soon as its command is applied here, before the next command of the batch: what it
+   * reads of the table then is what its own command left (a request with fence reads its token).
+   */
+  readonly applied: (() => void) | undefined;
 }
 
 /** A read waiting for its barrier; `answer` evaluates it against the local table and settles it. */
@@ -73,8 +78,17 @@ export class Round {
     return this.writes.map((w) => w.command);
   }
 
+  /**
+   * Apply of the batch reached write `index` (`writes.length` after the last): the write before it
+   * has just been applied, and the reads that arrived before it are due.
+   */
+  reached(index: number): void {
+    if (index > 0) this.writes[index - 1]!.applied?.();
+    this.answerReadsBefore(index);
+  }
+
   /** Answers the reads that arrived before write `index` (all remaining ones when index = writes). */
-  answerReadsBefore(index: number): void {
+  private answerReadsBefore(index: number): void {
     while (this.nextRead < this.reads.length && this.readsAfter[this.nextRead]! <= index) {
       this.reads[this.nextRead++]!.answer();
     }

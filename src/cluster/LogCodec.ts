@@ -24,10 +24,18 @@ export const LogOp = {
    * never written any more: an import spanning several batches was not all-or-nothing.
    */
   Import: 7,
-  /** `--import-lock-file`: one saved entry, staged (not in the table yet) under its import's id. */
+  /**
+   * `--import-lock-file` as versions before fencing tokens wrote it: ImportStagedFenced without the
+   * entry's token and the file's highest token (both read as 0). Still applied, never written.
+   */
   ImportStaged: 8,
   /** `--import-lock-file`: puts every entry staged under the id into the table at once, if it is still empty. */
   ImportCommit: 9,
+  /**
+   * `--import-lock-file`: one saved entry, staged (not in the table yet) under its import's id,
+   * with its fencing token and the file's highest token (the commit raises the token base above both).
+   */
+  ImportStagedFenced: 10,
 } as const;
 
 /** An imported entry's remaining time when its phase never expires. */
@@ -62,9 +70,11 @@ export type LogCommand =
 
 /** One saved entry of an import, staged until the import's commit (see ReplicaState). */
 export type ImportStagedCommand = {
-  readonly op: typeof LogOp.ImportStaged;
+  readonly op: typeof LogOp.ImportStaged | typeof LogOp.ImportStagedFenced;
   /** Drawn by the importing node; the commit names it. */
   readonly importId: number;
+  /** At or above every token the file's node ever granted (its lock file's high-water); 0 in the op without tokens. */
+  readonly highestToken: number;
   /** Milliseconds its phase had left in the lock file, or NO_REMAINING (counted from the commit's apply). */
   readonly remainingMs: number;
   /** The import's first entry: opens a new staging if the table is empty (refused, 0, if not). */
@@ -134,6 +144,8 @@ export function commandSize(c: LogCommand): number {
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1;
     case LogOp.ImportStaged:
       return 1 + 4 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1;
+    case LogOp.ImportStagedFenced:
+      return 1 + 4 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1 + 8 + 8;
     case LogOp.ImportCommit:
       return 1 + 4;
   }
@@ -178,6 +190,7 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       out.u32(c.remainingMs).u8(c.first ? 1 : 0);
       return;
     case LogOp.ImportStaged:
+    case LogOp.ImportStagedFenced:
       out
         .u32(c.importId)
         .string(c.key)
@@ -188,6 +201,7 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
         .u8(c.priority)
         .u8(c.isOwner ? 1 : 0);
       out.u32(c.remainingMs).u8(c.first ? 1 : 0);
+      if (c.op === LogOp.ImportStagedFenced) out.f64(c.token).f64(c.highestToken);
       return;
     case LogOp.ImportCommit:
       out.u32(c.importId);
@@ -300,7 +314,8 @@ function readCommand(r: CheckedReader): LogCommand {
       return { op, ...saved, first: r.u8() !== 0 };
     }
     case LogOp.ImportStaged:
-      return readImportStaged(r);
+    case LogOp.ImportStagedFenced:
+      return readImportStaged(r, op);
     case LogOp.ImportCommit:
       return { op, importId: r.u32() };
     default:
@@ -325,14 +340,20 @@ function readLockRequest(r: CheckedReader): LockRequest {
   return { key, index, owner, ttl, ttw, priority: r.u8() };
 }
 
-/** The fields of an ImportStaged command after its op byte (also how a snapshot stores a staged entry). */
-export function readImportStaged(r: CheckedReader): ImportStagedCommand {
+/**
+ * The fields of an import's staged entry after its op byte (also how a snapshot stores one): with
+ * its token and the file's highest token in ImportStagedFenced, both 0 in the older ImportStaged.
+ */
+export function readImportStaged(r: CheckedReader, op: typeof LogOp.ImportStaged | typeof LogOp.ImportStagedFenced): ImportStagedCommand {
   const importId = r.u32();
   const saved = readSavedEntry(r);
-  return { op: LogOp.ImportStaged, importId, ...saved, first: r.u8() !== 0 };
+  const first = r.u8() !== 0;
+  if (op === LogOp.ImportStaged) return { op, importId, ...saved, first, highestToken: 0 };
+  const token = r.f64();
+  return { op, importId, ...saved, first, token, highestToken: r.f64() };
 }
 
-/** Writes an ImportStaged command, op byte included. */
+/** Writes an import's staged entry, op byte included. */
 export function writeImportStaged(out: BufferWriter, c: ImportStagedCommand): void {
   writeCommand(out, c);
 }

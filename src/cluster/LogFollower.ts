@@ -41,7 +41,7 @@ export class LogFollower {
   /** Where the watch resumes when history before it was compacted and held no batch we lack. */
   private resumeFrom = 0;
   private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
-  /** When the replica last applied a batch, or last had nothing to apply (the watch watchdog). */
+  /** When the replica last applied a batch, last had nothing to apply, or its watch started (the watch watchdog). */
   private progressAt = 0;
 
   constructor(
@@ -101,6 +101,8 @@ export class LogFollower {
   follow(): void {
     if (this.closed) return;
     const generation = ++this.generation;
+    // A new watch has delivered nothing because it is new: its silence counts from now.
+    this.progressAt = this.deps.clock.now();
     const from = this.watchFrom();
     this.watch = this.deps.log.watch(from, {
       onRecords: (records) => {

@@ -23,9 +23,14 @@ import type { LogPosition } from './ReplicatedLog.js';
 export const MAX_REMEMBERED_PROPOSERS = 1_024;
 
 const SNAPSHOT_MAGIC = 0x53; // 'S'
-/** Format 1: position, proposers, entries. Format 2 adds an import's staged entries (written only while one is staged). */
-const SNAPSHOT_FORMAT = 1;
-const SNAPSHOT_FORMAT_STAGED = 2;
+/**
+ * Format 3: position, the token base, proposers, entries (each with its fencing token), then an
+ * import's staged entries if one is in progress (a flag byte says whether). Still read: format 1
+ * (no tokens, nothing staged) and format 2 (no tokens, an import's staged entries).
+ */
+const SNAPSHOT_FORMAT = 3;
+const SNAPSHOT_FORMAT_UNFENCED = 1;
+const SNAPSHOT_FORMAT_UNFENCED_STAGED = 2;
 
 /** The entries of an `--import-lock-file` received so far, each with the log position it came at (its ticket). */
 interface ImportStaging {
@@ -150,6 +155,7 @@ export class ReplicaState {
       case LogOp.Import:
         return table.importEntry(c, remainingOf(c), position, origin);
       case LogOp.ImportStaged:
+      case LogOp.ImportStagedFenced:
         return this.stage(c, position);
       case LogOp.ImportCommit:
         return this.commitImport(c.importId, origin);
@@ -178,6 +184,11 @@ export class ReplicaState {
     if (staging?.id !== importId) return 0;
     this.staging = undefined;
     if (this.table.size > 0) return 0;
+    // Every grant from here on (this commit's own included) counts its token above every token
+    // the file's node granted; its owners keep theirs (see LockTable.importEntry).
+    let highest = 0;
+    for (const { command } of staging.entries) highest = Math.max(highest, command.token, command.highestToken);
+    this.rules.raiseTokenBase(highest);
     let imported = 0;
     for (const { command, ticket } of staging.entries) imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
     return imported;
@@ -186,6 +197,14 @@ export class ReplicaState {
   /** Entries of an import waiting for its commit (0 when none is in progress). */
   get stagedImportEntries(): number {
     return this.staging?.entries.length ?? 0;
+  }
+
+  /**
+   * At or above every fencing token granted so far: a grant's token is the base plus its command's
+   * position, and every command applied so far sits below the first position of the next batch.
+   */
+  get highestToken(): number {
+    return this.rules.tokenFloor + commandPosition(this.position.version + 1, 0);
   }
 
   /** Owners and waiters cluster-wide. */
@@ -212,14 +231,14 @@ export class ReplicaState {
   }
 
   /**
-   * The whole state as bytes: position, proposers, then every entry in directory and queue order.
-   * The same state always gives the same bytes, so the encoding also serves as the digest input.
+   * The whole state as bytes: position, token base, proposers, then every entry in directory and
+   * queue order, then the import being staged. The same state always gives the same bytes, so the
+   * encoding also serves as the digest input.
    */
   encode(): Buffer {
     const out = new BufferWriter(64 * 1024, 0);
-    const staging = this.staging;
-    out.u8(SNAPSHOT_MAGIC).u8(staging === undefined ? SNAPSHOT_FORMAT : SNAPSHOT_FORMAT_STAGED);
-    out.f64(this.position.version).f64(this.position.revision);
+    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_FORMAT);
+    out.f64(this.position.version).f64(this.position.revision).f64(this.rules.tokenFloor);
     out.u32(this.proposers.size);
     for (const [key, seq] of this.proposers) {
       const [name, incarnation] = splitProposerKey(key);
@@ -235,8 +254,10 @@ export class ReplicaState {
         .u16(e.ttl)
         .u16(e.ttw)
         .u8(e.isOwner ? 1 : 0);
-      out.f64(e.ticket).f64(e.version).string(e.origin);
+      out.f64(e.ticket).f64(e.version).f64(e.token).string(e.origin);
     }
+    const staging = this.staging;
+    out.u8(staging === undefined ? 0 : 1);
     if (staging !== undefined) {
       out.u32(staging.id).u32(staging.entries.length);
       for (const { command, ticket } of staging.entries) {
@@ -247,17 +268,19 @@ export class ReplicaState {
     return out.flush();
   }
 
-  /** A state read back from `encode()` bytes; throws LogFormatError on anything malformed. */
+  /** A state read back from `encode()` bytes (or an older format's); throws LogFormatError on anything malformed. */
   static decode(bytes: Uint8Array, clock: Clock, hashSeed?: number): ReplicaState {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const format = r.u8();
-    if (format !== SNAPSHOT_FORMAT && format !== SNAPSHOT_FORMAT_STAGED) {
+    if (format !== SNAPSHOT_FORMAT && format !== SNAPSHOT_FORMAT_UNFENCED && format !== SNAPSHOT_FORMAT_UNFENCED_STAGED) {
       throw new LogFormatError(`snapshot format ${format} is not known to this version`);
     }
+    const fenced = format === SNAPSHOT_FORMAT;
     const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
+    if (fenced) state.rules.raiseTokenBase(r.f64());
     const proposers = r.u32();
     for (let i = 0; i < proposers; i++) {
       const name = r.string();
@@ -275,24 +298,20 @@ export class ReplicaState {
       const isOwner = r.u8() !== 0;
       const ticket = r.f64();
       const entryVersion = r.f64();
-      const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, token: isOwner ? entryVersion : 0, ticket, version: entryVersion, origin: r.string() };
+      // A snapshot from before tokens: an owner's token is the position its current phase began
+      // at. That is at or above its grant's position (a renewal only moves it later), so above the
+      // token of every earlier grant of the lock (their positions: no version that writes these
+      // formats raises the base); and at or below this snapshot's position, so below the token of
+      // every later grant, whose position is greater.
+      const token = fenced ? r.f64() : isOwner ? entryVersion : 0;
+      const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, token, ticket, version: entryVersion, origin: r.string() };
       try {
         state.table.load(entry);
       } catch (error) {
         throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);
       }
     }
-    if (format === SNAPSHOT_FORMAT_STAGED) {
-      const id = r.u32();
-      const count = r.u32();
-      const staged: ImportStaging = { id, entries: [] };
-      for (let i = 0; i < count; i++) {
-        const ticket = r.f64();
-        if (r.u8() !== LogOp.ImportStaged) throw new LogFormatError(`snapshot staged entry ${i}: not an import entry`);
-        staged.entries.push({ ticket, command: readImportStaged(r) });
-      }
-      state.staging = staged;
-    }
+    if (format === SNAPSHOT_FORMAT_UNFENCED_STAGED || (fenced && r.u8() !== 0)) state.staging = readStaging(r);
     if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
     return state;
   }
@@ -301,6 +320,20 @@ export class ReplicaState {
   digest(): string {
     return createHash('sha256').update(this.encode()).digest('hex').slice(0, 16);
   }
+}
+
+/** An import's staged entries as a snapshot holds them: its id, then each entry's ticket and command. */
+function readStaging(r: CheckedReader): ImportStaging {
+  const id = r.u32();
+  const count = r.u32();
+  const staging: ImportStaging = { id, entries: [] };
+  for (let i = 0; i < count; i++) {
+    const ticket = r.f64();
+    const op = r.u8();
+    if (op !== LogOp.ImportStaged && op !== LogOp.ImportStagedFenced) throw new LogFormatError(`snapshot staged entry ${i}: not an import entry`);
+    staging.entries.push({ ticket, command: readImportStaged(r, op) });
+  }
+  return staging;
 }
 
 /** An imported entry's remaining milliseconds as the table takes them: null when its phase never expires. */

@@ -27,7 +27,7 @@ function command(random: Random): LogCommand {
   const key = byteString(random);
   const index = byteString(random);
   const owner = byteString(random);
-  switch (1 + int(random, 9)) {
+  switch (1 + int(random, 10)) {
     case LogOp.Request:
       return {
         op: LogOp.Request,
@@ -51,7 +51,13 @@ function command(random: Random): LogCommand {
     case LogOp.Import:
       return { op: LogOp.Import, ...savedFields(random, key, index, owner) };
     case LogOp.ImportStaged:
-      return { op: LogOp.ImportStaged, importId: int(random, 2 ** 32), ...savedFields(random, key, index, owner) };
+      // Written by versions before tokens: it carries none.
+      return { op: LogOp.ImportStaged, importId: int(random, 2 ** 32), ...savedFields(random, key, index, owner), highestToken: 0 };
+    case LogOp.ImportStagedFenced: {
+      const highestToken = int(random, 2 ** 53);
+      const token = random() < 0.3 ? 0 : int(random, highestToken + 1);
+      return { op: LogOp.ImportStagedFenced, importId: int(random, 2 ** 32), ...savedFields(random, key, index, owner), token, highestToken };
+    }
     case LogOp.ImportCommit:
       return { op: LogOp.ImportCommit, importId: int(random, 2 ** 32) };
     default:
@@ -69,6 +75,7 @@ function savedFields(random: Random, key: string, index: string, owner: string) 
     ttw: int(random, 65_536),
     priority: int(random, 256),
     isOwner: random() < 0.5,
+    token: 0,
     remainingMs: random() < 0.1 ? NO_REMAINING : int(random, 2 ** 32 - 1),
     first: random() < 0.5,
   };
@@ -163,7 +170,7 @@ test('an unknown magic, format or op is refused', (t) => {
   };
   t.throws(() => decodeBatch(altered(0, 0x53)), { instanceOf: LogFormatError, message: /not a batch/ });
   t.throws(() => decodeBatch(altered(1, 2)), { instanceOf: LogFormatError, message: /format 2/ });
-  for (const op of [0, 10, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
+  for (const op of [0, 11, 0xff]) t.throws(() => decodeBatch(altered(opAt, op)), { instanceOf: LogFormatError, message: /unknown command/ });
 });
 
 test('garbage and damaged batches never throw anything but LogFormatError', (t) => {

@@ -9,6 +9,12 @@
  * yet (a waiter's TTL runs from its promotion, and a linearizable read sent at s that shows it
  * waiting proves the promotion committed after s). TTL 0 never ends. A renewing send whose
  * outcome is unknown may only shorten that end (a re-request with a smaller TTL), never lengthen.
+ *
+ * Fencing tokens: a reply that tells a client it owns may also tell it the token of that grant
+ * (0x0A answering 1, 0x09 answering a token); the interval keeps it. Every reply within one
+ * interval names the same grant (the client owns throughout), so the same token; and, intervals
+ * taken in the order they began, a lock's tokens never go down, and two clients' intervals never
+ * share one (a later grant's token is greater than every earlier grant's).
  */
 
 /** A node's clock may run fast by at most this much; clients count TTL × (1 − margin). */
@@ -25,6 +31,8 @@ export interface Interval {
   /** The log's head when it was told: every replica past it has the client owning the lock. */
   readonly fromVersion: number;
   open: boolean;
+  /** The fencing token of the grant, once a reply told it (0 until then). */
+  token: number;
 }
 
 /** One client's knowledge of one lock. */
@@ -106,17 +114,21 @@ export class Ownership {
     v.ttlMs = v.ttlMs < 0 ? ttlMs : minTtl(v.ttlMs, ttlMs);
   }
 
-  /** A request answered 1 (`ttlMs` set) or a renewal answered true: the phase restarted at `sent`. */
-  renewed(client: string, lock: string, sent: number, now: number, ttlMs: number | undefined, via: string): void {
+  /**
+   * A request answered 1 (`ttlMs` set) or a renewal answered true: the phase restarted at `sent`.
+   * `token`: the grant's fencing token, when the reply told it (0x0A); 0 when it did not.
+   */
+  renewed(client: string, lock: string, sent: number, now: number, ttlMs: number | undefined, via: string, token = 0): void {
     const v = this.view(client, lock);
     if (ttlMs !== undefined) v.ttlMs = ttlMs;
     v.renewedSent = Math.max(v.renewedSent, sent);
     const current = this.live(v, now);
     if (current !== undefined) {
       current.expires = bound(v.renewedSent, v.ttlMs);
+      this.tokenTold(current, token, lock, sent, via);
       return;
     }
-    if (ttlMs !== undefined) this.open(client, lock, v, now, via);
+    if (ttlMs !== undefined) this.open(client, lock, v, now, via, token);
   }
 
   /** A renewing request not answered yet, or never (its outcome is unknown): the TTL may be its own from its send. */
@@ -132,9 +144,10 @@ export class Ownership {
    * it has an entry there at all (`present`; undefined when the reply does not say). Two more
    * checks: an entry the client owns is not gone before its TTL ran out (a read sent while it
    * owns and answered before that end must not say otherwise), and an entry whose release was answered comes back only by a
-   * new request (a batch applied twice, or after it was given up, would bring it back).
+   * new request (a batch applied twice, or after it was given up, would bring it back). `token`:
+   * the fencing token of the grant the reply says the client owns, when it told it (0x09).
    */
-  observed(client: string, lock: string, sent: number, now: number, owns: boolean, present: boolean | undefined, via: string): void {
+  observed(client: string, lock: string, sent: number, now: number, owns: boolean, present: boolean | undefined, via: string, token = 0): void {
     const v = this.view(client, lock);
     if ((owns || present === true) && sent > v.goneAt && !v.requestedSinceGone) {
       this.fail(
@@ -152,12 +165,32 @@ export class Ownership {
       v.notOwnerSent = Math.max(v.notOwnerSent, sent);
       return;
     }
-    if (sent < v.releasedSent || this.live(v, now) !== undefined) return;
+    if (sent < v.releasedSent) return;
+    const current = this.live(v, now);
+    if (current !== undefined) {
+      this.tokenTold(current, token, lock, sent, via);
+      return;
+    }
     if (!v.requested) this.fail(`${client} was told by ${via} that it owns ${lock}, which it never requested`);
-    this.open(client, lock, v, now, via);
+    this.open(client, lock, v, now, via, token);
   }
 
-  private open(client: string, lock: string, v: LockView, now: number, via: string): void {
+  /**
+   * A reply sent at `sent` during the interval told the token of the grant the client owns: the
+   * one the interval began with (the client owned throughout: a release would have ended it).
+   */
+  private tokenTold(interval: Interval, token: number, lock: string, sent: number, via: string): void {
+    if (token === 0 || sent < interval.start) return;
+    if (interval.token === 0) interval.token = token;
+    else if (interval.token !== token) {
+      this.fail(
+        `${interval.client} owns ${lock} since ${interval.start.toFixed(1)} with token ${interval.token}, ` +
+          `but ${via} sent at ${sent.toFixed(1)} tells it token ${token}`,
+      );
+    }
+  }
+
+  private open(client: string, lock: string, v: LockView, now: number, via: string, token: number): void {
     const from = Math.max(v.renewedSent, v.notOwnerSent);
     const interval: Interval = {
       client,
@@ -167,6 +200,7 @@ export class Ownership {
       via,
       fromVersion: this.headVersion(),
       open: true,
+      token,
     };
     if (interval.expires <= now) return; // told too late to be of any use: it owns nothing
     v.interval = interval;
@@ -198,17 +232,29 @@ export class Ownership {
    * and committed before that ownership's end, shows it owning; one past the answer of a release,
    * committed before the client's next request of that lock, holds no entry of it there.
    */
-  checkReplica(node: string, version: number, committedAt: number, entry: (lock: string, client: string) => 'owner' | 'waiter' | undefined): void {
+  checkReplica(
+    node: string,
+    version: number,
+    committedAt: number,
+    entry: (lock: string, client: string) => 'owner' | 'waiter' | undefined,
+    token: (lock: string, client: string) => number,
+  ): void {
     for (const [id, v] of this.views) {
       const space = id.indexOf(' ');
       const client = id.slice(0, space);
       const lock = id.slice(space + 1);
       const i = v.interval;
-      if (i !== undefined && i.open && version >= i.fromVersion && committedAt < i.expires && entry(lock, client) !== 'owner') {
-        this.fail(
-          `${node} at v${version} (committed at ${committedAt.toFixed(1)}) has ${client} no longer owning ${lock}, ` +
-            `told by ${i.via} at ${i.start.toFixed(1)} (v${i.fromVersion}) it owns it until at least ${i.expires.toFixed(1)}`,
-        );
+      if (i !== undefined && i.open && version >= i.fromVersion && committedAt < i.expires) {
+        if (entry(lock, client) !== 'owner') {
+          this.fail(
+            `${node} at v${version} (committed at ${committedAt.toFixed(1)}) has ${client} no longer owning ${lock}, ` +
+              `told by ${i.via} at ${i.start.toFixed(1)} (v${i.fromVersion}) it owns it until at least ${i.expires.toFixed(1)}`,
+          );
+        }
+        // Still the grant the client was told of: the same token on every replica.
+        if (i.token !== 0 && token(lock, client) !== i.token) {
+          this.fail(`${node} at v${version} has ${client}'s grant of ${lock} with token ${token(lock, client)}; the client was told ${i.token}`);
+        }
       }
       if (version >= v.goneVersion && committedAt < v.nextRequestSent && entry(lock, client) !== undefined) {
         this.fail(`${node} at v${version} holds an entry of ${client} on ${lock}, whose release was answered at v${v.goneVersion}, not requested since`);
@@ -232,8 +278,41 @@ export class Ownership {
     interval.end = Math.min(at, interval.expires);
   }
 
-  /** S1 over every interval, those still open ending at `now`. */
+  /** Intervals whose grant's token a reply told. */
+  get fenced(): number {
+    let n = 0;
+    for (const list of this.intervals.values()) for (const i of list) if (i.token !== 0) n++;
+    return n;
+  }
+
+  /** S1 over every interval, those still open ending at `now`; then the tokens' order. */
   check(now: number): void {
+    this.checkOverlaps(now);
+    this.checkTokens();
+  }
+
+  /**
+   * Per lock, intervals in the order they began (S1 holds: that is the order of their grants):
+   * every token told is above every earlier interval's, or equal to it only for the same client
+   * (the same grant, told again after the client's own view of it had run out).
+   */
+  private checkTokens(): void {
+    for (const [lock, list] of this.intervals) {
+      let highest: Interval | undefined;
+      for (const b of [...list].sort((x, y) => x.start - y.start)) {
+        if (b.token === 0) continue;
+        if (highest !== undefined && (b.token < highest.token || (b.token === highest.token && b.client !== highest.client))) {
+          this.fail(
+            `tokens on ${lock} went down: ${b.client} is told token ${b.token} (by ${b.via} at ${b.start.toFixed(1)}) after ` +
+              `${highest.client} was told ${highest.token} (by ${highest.via} at ${highest.start.toFixed(1)})`,
+          );
+        }
+        highest = b;
+      }
+    }
+  }
+
+  private checkOverlaps(now: number): void {
     for (const v of this.views.values()) if (v.interval !== undefined) this.close(v.interval, now);
     for (const [lock, list] of this.intervals) {
       const sorted = [...list].sort((a, b) => a.start - b.start);

@@ -1,5 +1,14 @@
 import test from 'ava';
-import { commandPosition, LogFormatError, LogOp, type Batch, type LogCommand } from '../../src/cluster/LogCodec.js';
+import {
+  commandPosition,
+  LogFormatError,
+  LogOp,
+  writeImportStaged,
+  type Batch,
+  type ImportStagedCommand,
+  type LogCommand,
+} from '../../src/cluster/LogCodec.js';
+import { BufferWriter } from '../../src/protocol/BufferWriter.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
 import { LogGapError, ReplicaState } from '../../src/cluster/ReplicaState.js';
 import { FakeClock } from '../doubles/FakeClock.js';
@@ -145,9 +154,10 @@ test('damaged snapshots are LogFormatErrors', (t) => {
     t.throws(() => ReplicaState.decode(bytes.subarray(0, cut), new FakeClock()), { instanceOf: LogFormatError });
   }
   t.throws(() => ReplicaState.decode(Buffer.concat([bytes, Buffer.from([0])]), new FakeClock()), { instanceOf: LogFormatError });
-  // the waiter's "is owner" flag set too: two owners for one lock
+  // the waiter's "is owner" flag set too: two owners for one lock (from the end: the staging
+  // flag, its origin "A", its token, version and ticket)
   const twoOwners = Buffer.from(bytes);
-  twoOwners[bytes.length - 1 - 1 - 8 - 8 - 1] = 1;
+  twoOwners[bytes.length - 1 - 2 - 8 - 8 - 8 - 1] = 1;
   t.throws(() => ReplicaState.decode(twoOwners, new FakeClock()), { instanceOf: LogFormatError, message: /two owners/ });
 });
 
@@ -291,7 +301,7 @@ test('ApplyStep runs before each command and once after the last, each seeing th
 });
 
 function imported(key: string, index: string, owner: string, isOwner: boolean, first = false, priority = 0): LogCommand {
-  return { op: LogOp.Import, key, index, owner, ttl: 30, ttw: 60, priority, isOwner, remainingMs: 5_000, first };
+  return { op: LogOp.Import, key, index, owner, ttl: 30, ttw: 60, priority, isOwner, token: 0, remainingMs: 5_000, first };
 }
 
 test('an import fills an empty table in file order; one whose first entry finds entries is refused whole', (t) => {
@@ -359,8 +369,8 @@ for (const ttl of [30, 0]) {
   });
 }
 
-function staged(importId: number, key: string, index: string, owner: string, isOwner: boolean, first = false): LogCommand {
-  return { op: LogOp.ImportStaged, importId, key, index, owner, ttl: 30, ttw: 60, priority: 0, isOwner, remainingMs: 5_000, first };
+function staged(importId: number, key: string, index: string, owner: string, isOwner: boolean, first = false, token = 0, highestToken = 0): LogCommand {
+  return { op: LogOp.ImportStagedFenced, importId, key, index, owner, ttl: 30, ttw: 60, priority: 0, isOwner, token, highestToken, remainingMs: 5_000, first };
 }
 
 const commit = (importId: number): LogCommand => ({ op: LogOp.ImportCommit, importId });
@@ -409,13 +419,13 @@ test('an import is all or nothing: a write before its commit, a refused first en
   );
 });
 
-test('a snapshot taken in the middle of an import carries its staged entries (format 2), and the commit applies alike after loading it', (t) => {
+test('a snapshot taken in the middle of an import carries its staged entries, and the commit applies alike after loading it', (t) => {
   const clock = new FakeClock();
   const state = new ReplicaState(clock);
   const feed = new Feed();
   feed.apply(state, feed.batch('A', [staged(9, 'k', 'i', 'alice', true, true), staged(9, '\x00\xff', '', '\xfe', true)]));
   const bytes = state.encode();
-  t.is(bytes[1], 2, 'format 2 while entries are staged');
+  t.is(bytes[1], 3, 'format 3');
   const loaded = ReplicaState.decode(bytes, clock);
   t.is(loaded.digest(), state.digest());
   t.is(loaded.stagedImportEntries, 2);
@@ -424,5 +434,211 @@ test('a snapshot taken in the middle of an import carries its staged entries (fo
   t.deepEqual(state.apply(next, at(version)), [2]);
   t.deepEqual(loaded.apply(next, at(version)), [2]);
   t.is(loaded.digest(), state.digest());
-  t.is(state.encode()[1], 1, 'format 1 again once nothing is staged');
+  t.is(state.stagedImportEntries, 0);
+  t.is(state.encode().at(-1), 0, 'nothing staged once committed');
+});
+
+// Fencing tokens: a grant's token is the token base plus the log position of the command that
+// grants; it never goes down for a lock, through renewals, promotions, snapshots and imports.
+
+/** The owner's token on every lock of the small key space, as 0x09 answers it ('' when free). */
+function tokens(state: ReplicaState): string[] {
+  return KEYS.flatMap((k) => INDEXES.map((i) => `${state.table.findOwner(k, i)}:${state.table.fence(k, i, state.table.findOwner(k, i))}`));
+}
+
+test('a grant’s token is the log position of the command that grants: a renewal keeps it, a promotion gets the releasing command’s', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b'), request('k', 'j', 'c')]));
+  t.is(state.table.fence('k', 'i', 'a'), commandPosition(1, 0));
+  t.is(state.table.fence('k', 'j', 'c'), commandPosition(1, 2));
+  t.is(state.table.fence('k', 'i', 'b'), 0, 'a waiter has no token');
+  t.is(state.table.fence('k', 'i', 'nobody'), 0);
+  feed.apply(state, feed.batch('B', [{ op: LogOp.Renew, key: 'k', index: 'i', owner: 'a' }, request('k', 'i', 'a', { ttl: 5 })]));
+  t.is(state.table.fence('k', 'i', 'a'), commandPosition(1, 0), 'renewed twice, the same grant');
+  feed.apply(state, feed.batch('C', [request('x', 'y', 'z'), { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }]));
+  t.is(state.table.fence('k', 'i', 'b'), commandPosition(3, 1), 'promoted by the release');
+  const b = [...state.table.replicaEntries()].find((e) => e.owner === 'b')!;
+  feed.apply(state, feed.batch('L', [{ op: LogOp.Expire, key: 'k', index: 'i', owner: 'b', version: b.version }, request('k', 'i', 'a')]));
+  t.is(state.table.fence('k', 'i', 'a'), commandPosition(4, 1), 'granted again, above every earlier grant');
+  t.true(state.highestToken > commandPosition(4, 65_535));
+  t.true(state.highestToken <= commandPosition(5, 0));
+});
+
+test('tokens never go down for a lock, command by command, and a snapshot at any point carries them and the base', (t) => {
+  const random = mulberry32(23);
+  const state = new ReplicaState(new FakeClock());
+  const seqs = new Map<string, number>();
+  // Start from an import (tokens up to 5e9, high-water 7e9), so the base is not 0.
+  const file = [
+    staged(1, 'k0', 'i0', 'o0', true, true, 4e9, 7e9),
+    staged(1, 'k0', 'i0', 'o1', false, false, 0, 7e9),
+    staged(1, 'k1', '', 'o2', true, false, 5e9, 7e9),
+  ];
+  t.deepEqual(state.apply({ proposer: 'A', incarnation: 1, seq: 1, commands: [...file, commit(1)] }, at(1)), [1, 1, 1, 3]);
+  const highest = new Map<string, { owner: string; token: number }>();
+  let grants = 0;
+  let renewalsSeen = 0;
+  const look = (): void => {
+    for (const k of KEYS) {
+      for (const i of INDEXES) {
+        const owner = state.table.findOwner(k, i);
+        if (owner === '') continue;
+        const token = state.table.fence(k, i, owner);
+        const lock = `${k}/${i}`;
+        const last = highest.get(lock);
+        if (last !== undefined && last.owner === owner && last.token === token) {
+          renewalsSeen++;
+          continue;
+        }
+        if (last !== undefined && token <= last.token) t.fail(`${lock}: ${owner} has token ${token}, not above ${last.owner}'s ${last.token}`);
+        if (token > state.highestToken) t.fail(`${lock}: token ${token} above highestToken ${state.highestToken}`);
+        highest.set(lock, { owner, token });
+        grants++;
+      }
+    }
+  };
+  look();
+  t.is(state.table.fence('k0', 'i0', 'o0'), 4e9, 'an imported owner keeps its token');
+  for (let version = 2; version <= 400; version++) {
+    const batch = randomBatch(random, state, seqs);
+    state.apply(batch, at(version), look);
+    const copy = ReplicaState.decode(state.encode(), new FakeClock());
+    t.is(copy.digest(), state.digest());
+    t.deepEqual(tokens(copy), tokens(state));
+    t.is(copy.highestToken, state.highestToken);
+  }
+  t.true(grants > 100 && renewalsSeen > 100, `${grants} grants, ${renewalsSeen} looks at the same grant`);
+  t.true([...highest.values()].every((h) => h.token > 7e9 || h.token === 4e9 || h.token === 5e9));
+});
+
+test('an import keeps its owners’ tokens and raises the base: every later grant is above the file’s tokens and high-water', (t) => {
+  for (const [label, fileHighest] of [
+    ['high-water above the tokens', 9e12],
+    ['no high-water (0): the highest token', 0],
+  ] as const) {
+    const state = new ReplicaState(new FakeClock());
+    const feed = new Feed();
+    feed.apply(state, feed.batch('A', [request('gone', 'i', 'x')]));
+    feed.apply(state, feed.batch('A', [{ op: LogOp.Release, key: 'gone', index: 'i', owner: 'x' }]));
+    const file = [
+      staged(5, 'k', 'i', 'alice', true, true, 3e12, fileHighest),
+      staged(5, 'k', 'i', 'bob', false, false, 0, fileHighest),
+      staged(5, 'k', 'j', 'carol', false, false, 0, fileHighest), // a waiter whose lock is free: granted now
+      staged(5, 'k', 'm', 'dave', true, false, 0, fileHighest), // an owner saved without a token: granted now
+    ];
+    feed.apply(state, feed.batch('A', file.slice(0, 2)));
+    // A snapshot in the middle of the import carries the staged tokens: the copy commits alike.
+    const middle = ReplicaState.decode(state.encode(), new FakeClock());
+    const rest = feed.batch('A', [...file.slice(2), commit(5)]);
+    const version = ++feed.version;
+    t.deepEqual(state.apply(rest, at(version)), [1, 1, 4], label);
+    t.deepEqual(middle.apply(rest, at(version)), [1, 1, 4], label);
+    t.is(middle.digest(), state.digest(), label);
+    const floor = Math.max(fileHighest, 3e12);
+    t.is(state.table.fence('k', 'i', 'alice'), 3e12, `${label}: alice keeps the token the file gives her`);
+    t.is(state.table.fence('k', 'j', 'carol'), floor + commandPosition(version, 2), label);
+    t.is(state.table.fence('k', 'm', 'dave'), floor + commandPosition(version, 2), label);
+    // From a snapshot after the import (base carried), alice's release promotes bob above the file.
+    const after = ReplicaState.decode(state.encode(), new FakeClock());
+    const release = feed.batch('B', [{ op: LogOp.Release, key: 'k', index: 'i', owner: 'alice' }, request('gone', 'i', 'x')]);
+    const next = ++feed.version;
+    state.apply(release, at(next));
+    after.apply(release, at(next));
+    t.is(after.digest(), state.digest(), label);
+    t.is(state.table.fence('k', 'i', 'bob'), floor + commandPosition(next, 0), label);
+    t.is(state.table.fence('gone', 'i', 'x'), floor + commandPosition(next, 1), `${label}: above its grant before the import`);
+    t.true(state.highestToken >= floor + commandPosition(next, 1), label);
+  }
+});
+
+test('an import refused at its commit leaves the token base as it was', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [staged(1, 'k', 'i', 'alice', true, true, 8e12, 9e12)]));
+  feed.apply(state, feed.batch('B', [request('x', 'y', 'zed')]));
+  t.deepEqual(feed.apply(state, feed.batch('A', [commit(1)])), [0]);
+  feed.apply(state, feed.batch('B', [request('x', 'z', 'zed')]));
+  t.is(state.table.fence('x', 'z', 'zed'), commandPosition(4, 0));
+});
+
+/**
+ * A snapshot as versions before fencing tokens wrote it: format 1 (position, proposers, entries
+ * without tokens), or format 2 when an import's entries (the op without tokens) are staged.
+ */
+function unfencedSnapshot(state: ReplicaState, staging?: { id: number; entries: Array<{ ticket: number; command: ImportStagedCommand }> }): Buffer {
+  const out = new BufferWriter(4096, 0);
+  out.u8(0x53).u8(staging === undefined ? 1 : 2);
+  out.f64(state.position.version).f64(state.position.revision);
+  out.u32(0); // no proposer remembered
+  const entries = [...state.table.replicaEntries()];
+  out.u32(entries.length);
+  for (const e of entries) {
+    for (const name of [e.key, e.index, e.owner]) out.string(name);
+    out
+      .u8(e.priority)
+      .u16(e.ttl)
+      .u16(e.ttw)
+      .u8(e.isOwner ? 1 : 0);
+    out.f64(e.ticket).f64(e.version).string(e.origin);
+  }
+  if (staging !== undefined) {
+    out.u32(staging.id).u32(staging.entries.length);
+    for (const { ticket, command } of staging.entries) writeImportStaged(out.f64(ticket), command);
+  }
+  return out.flush();
+}
+
+test('a snapshot from before tokens (formats 1 and 2) loads: an owner’s token is its phase’s position, and later grants go above it', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b'), request('k', 'j', 'c')]));
+  feed.apply(state, feed.batch('A', [{ op: LogOp.Renew, key: 'k', index: 'j', owner: 'c' }]));
+  const old = ReplicaState.decode(unfencedSnapshot(state), new FakeClock());
+  t.deepEqual(
+    old.table.list('k').map((c) => [c.index, c.owner, c.isOwner]),
+    state.table.list('k').map((c) => [c.index, c.owner, c.isOwner]),
+  );
+  t.is(old.table.fence('k', 'i', 'a'), commandPosition(1, 0));
+  t.is(old.table.fence('k', 'j', 'c'), commandPosition(2, 0), 'its renewal’s position: above its grant’s, below any later grant’s');
+  t.is(old.encode()[1], 3, 'written again in the current format');
+  const release = feed.batch('B', [
+    { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' },
+    { op: LogOp.Release, key: 'k', index: 'j', owner: 'c' },
+    request('k', 'j', 'd'),
+  ]);
+  old.apply(release, at(++feed.version));
+  t.is(old.table.fence('k', 'i', 'b'), commandPosition(3, 0));
+  t.is(old.table.fence('k', 'j', 'd'), commandPosition(3, 2));
+
+  // Format 2: an import staged by a version without tokens commits with tokens granted at the commit.
+  const empty = new ReplicaState(new FakeClock());
+  const unfenced = (owner: string, isOwner: boolean, first: boolean): ImportStagedCommand => ({
+    op: LogOp.ImportStaged,
+    importId: 4,
+    key: 'k',
+    index: 'i',
+    owner,
+    ttl: 30,
+    ttw: 60,
+    priority: 0,
+    isOwner,
+    token: 0,
+    highestToken: 0,
+    remainingMs: 5_000,
+    first,
+  });
+  const stagedOld = ReplicaState.decode(
+    unfencedSnapshot(empty, {
+      id: 4,
+      entries: [
+        { ticket: commandPosition(1, 0), command: unfenced('alice', true, true) },
+        { ticket: commandPosition(1, 1), command: unfenced('bob', false, false) },
+      ],
+    }),
+    new FakeClock(),
+  );
+  t.is(stagedOld.stagedImportEntries, 2);
+  t.deepEqual(stagedOld.apply({ proposer: 'A', incarnation: 1, seq: 1, commands: [commit(4)] }, at(1)), [2]);
+  t.is(stagedOld.table.fence('k', 'i', 'alice'), commandPosition(1, 0), 'saved without a token: granted one at the commit');
 });

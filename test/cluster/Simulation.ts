@@ -26,7 +26,10 @@ import { Ownership, RATE_MARGIN } from './Ownership.js';
  * Clients act like 0.9b ones: holders wait in the request; pollers request with a short TTW and a
  * long TTL, then poll 0x03 / 0x01 / 0x07 until told they own the lock; after a release they ask
  * for the lock again; a closed connection sends them to another node at once (after a node's
- * crash they first wait lateCommitMs: a crash cannot wait for the fence).
+ * crash they first wait lateCommitMs: a crash cannot wait for the fence). Half their requests are
+ * requests with fence (0x0A), and some of their reads ask for the fence (0x09): each token they
+ * are told joins the ownership checks (Ownership.ts: tokens only go up, a renewal keeps its token,
+ * every replica holds the token the client was told).
  *
  * Checks: replicas at the same log version hold the same state; every reply that tells a client
  * it owns a lock opens an ownership interval, and no two clients' intervals on a lock overlap
@@ -124,6 +127,8 @@ export interface SimulationReport {
   readonly pauses: number;
   readonly leaderChanges: number;
   readonly intervals: number;
+  /** Ownership intervals whose grant's fencing token a reply told (0x0A, 0x09). */
+  readonly fencedIntervals: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -323,6 +328,7 @@ class Simulation {
       pauses: this.pauses,
       leaderChanges,
       intervals: this.ownership.count,
+      fencedIntervals: this.ownership.fenced,
     };
   }
 
@@ -416,13 +422,22 @@ class Simulation {
       const committedAt = this.committedAt[version];
       if (version === 0 || committedAt === undefined) continue;
       const lists = new Map<string, Contender[]>();
-      this.ownership.checkReplica(node.name, version, committedAt, (lock, client) => {
-        const [key, index] = lock.split('/') as [string, string];
-        let list = lists.get(key);
-        if (list === undefined) lists.set(key, (list = replica.table.list(key)));
-        const entry = list.find((c) => c.index === index && c.owner === client);
-        return entry === undefined ? undefined : entry.isOwner ? 'owner' : 'waiter';
-      });
+      this.ownership.checkReplica(
+        node.name,
+        version,
+        committedAt,
+        (lock, client) => {
+          const [key, index] = lock.split('/') as [string, string];
+          let list = lists.get(key);
+          if (list === undefined) lists.set(key, (list = replica.table.list(key)));
+          const entry = list.find((c) => c.index === index && c.owner === client);
+          return entry === undefined ? undefined : entry.isOwner ? 'owner' : 'waiter';
+        },
+        (lock, client) => {
+          const [key, index] = lock.split('/') as [string, string];
+          return replica.table.fence(key, index, client);
+        },
+      );
     }
   }
 
@@ -592,22 +607,26 @@ class Simulation {
       const ttl = client.poller ? this.pick([3, 5, 8]) : this.pick([1, 2, 3]);
       const ttw = client.poller ? this.pick([1, 2]) : this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
+      const fenced = this.rng() < 0.5;
       const sent = this.vt.now();
       this.burst = [];
       // Until answered its outcome is unknown: it may already have restarted the phase with its TTL.
       this.ownership.requestSent(client.name, lock, ttl * 1000);
       this.ownership.mayHaveShortened(client.name, lock, sent, ttl * 1000);
       let granted = false;
+      const request = { key, index, owner: client.name, ttl, ttw, priority };
+      const via = fenced ? '0x0A' : '0x02';
       this.send(
         client,
         node,
-        `request ${lock} ttl=${ttl} ttw=${ttw}`,
-        () => service.request({ key, index, owner: client.name, ttl, ttw, priority }, true),
-        (position, sent) => {
+        `${fenced ? 'request-fenced' : 'request'} ${lock} ttl=${ttl} ttw=${ttw}`,
+        () => (fenced ? service.requestFenced(request, true) : service.request(request, true).then((position) => ({ position, token: 0 }))),
+        ({ position, token }, sent) => {
           granted = position === 1;
-          if (granted) this.ownership.renewed(client.name, lock, sent, this.vt.now(), ttl * 1000, '0x02');
+          if (fenced && granted !== token > 0) this.fail(`${client.name}'s request with fence on ${lock} answered position ${position} with token ${token}`);
+          if (granted) this.ownership.renewed(client.name, lock, sent, this.vt.now(), ttl * 1000, via, token);
           else if (position > 1) {
-            this.ownership.observed(client.name, lock, sent, this.vt.now(), false, true, '0x02');
+            this.ownership.observed(client.name, lock, sent, this.vt.now(), false, true, via);
             if (client.poll === undefined) client.poll = { key, index, lock, until: this.vt.now() + 10_000 };
           }
         },
@@ -678,21 +697,30 @@ class Simulation {
     );
   }
 
-  /** 0x01, 0x03 or 0x07: each tells the client whether it owns the lock, and each counts. */
+  /** 0x01, 0x03, 0x07 or 0x09: each tells the client whether it owns the lock, and each counts. */
   private read(client: SimClient, node: SimNode, key: string, index: string, roll: number): void {
     const lock = `${key}/${index}`;
     const service = node.service;
-    const seen = (sent: number, owns: boolean, present: boolean | undefined, via: string): void => {
-      this.ownership.observed(client.name, lock, sent, this.vt.now(), owns, present, via);
+    const seen = (sent: number, owns: boolean, present: boolean | undefined, via: string, token?: number): void => {
+      this.ownership.observed(client.name, lock, sent, this.vt.now(), owns, present, via, token);
       if (client.poll?.lock === lock && (owns || present === false)) client.poll = undefined;
     };
-    if (roll < 0.4) {
+    if (roll < 0.3) {
       this.send(
         client,
         node,
         `location ${lock}`,
         () => service.location(key, index, client.name),
         (where, sent) => seen(sent, where === 1, where > 0, '0x03'),
+      );
+    } else if (roll < 0.5) {
+      // A waiter and an absent client both get 0: the token says nothing of presence.
+      this.send(
+        client,
+        node,
+        `fence ${lock}`,
+        () => service.fence(key, index, client.name),
+        (token, sent) => seen(sent, token > 0, token > 0 ? true : undefined, '0x09', token),
       );
     } else if (roll < 0.75) {
       this.send(

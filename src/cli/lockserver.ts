@@ -152,7 +152,14 @@ function parseCommandLine(): CliOptions {
 
 async function main(): Promise<void> {
   const options = parseCommandLine();
-  const logger = streamLogger((line) => process.stderr.write(line), options.debug);
+  // Once stderr is gone (its reader closed the pipe: EPIPE), the log is lost but serving goes on:
+  // a write error there must not become an uncaught exception, whose fatal event would be written
+  // to the same broken stream, and so on without end.
+  let stderrOpen = true;
+  process.stderr.on('error', () => (stderrOpen = false));
+  const logger = streamLogger((line) => {
+    if (stderrOpen) process.stderr.write(line);
+  }, options.debug);
   try {
     const served =
       options.metricsPort === undefined

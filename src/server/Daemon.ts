@@ -84,6 +84,7 @@ export async function loadAllowList(file: string, logger?: Logger): Promise<Allo
  */
 export class Daemon {
   private dying: Promise<void> | undefined;
+  private fatalSeen = false;
   private saving: Promise<void> = Promise.resolve();
 
   private constructor(
@@ -269,6 +270,9 @@ export class Daemon {
 
   /** A bug or an impossible state: try to save what we hold, then exit non-zero. */
   async fatal(error: unknown): Promise<void> {
+    // Only the first is logged: an error raised by logging it, or while dying, must not start another round.
+    if (this.fatalSeen) return this.dying;
+    this.fatalSeen = true;
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
     this.deps.logger.event('fatal', { error: message });
     await this.nobleDeath('fatal-error', EXIT_INTERNAL_ERROR);

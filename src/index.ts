@@ -26,7 +26,7 @@ export { DEFAULT_PORT } from './defaultPort.js';
 export { asciiBytes, byteString, bytesOf, printable, MAX_STRING_LENGTH } from './bytes.js';
 export type { ByteString } from './bytes.js';
 export * from './protocol/constants.js';
-export type { Contender, Request, StatsReply } from './protocol/messages.js';
+export type { Contender, FencedPosition, Request, StatsReply } from './protocol/messages.js';
 export { STATS_FIELDS } from './protocol/messages.js';
 export { BufferWriter } from './protocol/BufferWriter.js';
 export { encodeRequest } from './protocol/encodeRequest.js';

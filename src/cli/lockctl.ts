@@ -1,20 +1,24 @@
 #!/usr/bin/env node
 import { Command, CommanderError, InvalidArgumentError, Option, type HelpContext } from 'commander';
 import type { ByteString } from '../bytes.js';
+import { FencingUnsupportedError } from '../client/errors.js';
 import { HOST_ORDERS, parseHostList, type HostOrder } from '../client/hosts.js';
 import { DEFAULT_HOST, DEFAULT_PRIORITY, DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, LockClient } from '../client/LockClient.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { formatStats } from '../files/statFile.js';
+import type { LockRequest } from '../locks/LockService.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
 import { ExitCode, exitCodeFor } from './lockctl/exitCodes.js';
 import { runHold } from './lockctl/hold.js';
 import { parseName } from './lockctl/nameArgument.js';
-import { describePosition, jsonBytes, listJson, listTable, shown } from './lockctl/render.js';
+import { describePosition, jsonBytes, listJson, listTable, shown, tokenField, withToken } from './lockctl/render.js';
 import { runWatch } from './lockctl/watch.js';
 import { integerIn } from './options.js';
 
 const DEFAULT_TIMEOUT_SECONDS = 5;
 const DEFAULT_WATCH_INTERVAL_SECONDS = 1;
+/** owner asks 0x01 then 0x09; an owner that let go in between is asked about again, at most this often in all. */
+const OWNER_ATTEMPTS = 3;
 const MAX_SECONDS = 86_400;
 const MS_PER_SECOND = 1000;
 
@@ -84,7 +88,9 @@ Exit codes:
   4    no connection or no reply within --timeout (with several nodes: every one timed out)
 
 Environment: LOCKCTL_HOST and LOCKCTL_PORT stand for --host and --port; the flags win.
-  hold exits with its command's status (128+N if killed by signal N, 127 not found).`;
+  hold exits with its command's status (128+N if killed by signal N, 127 not found).
+  hold gives the command LOCKCTL_KEY, LOCKCTL_INDEX and LOCKCTL_OWNER (as lockctl prints
+  them) and LOCKCTL_TOKEN, the lock's fencing token (unset when the server has none: 0.9b).`;
 
 /**
  * `lockctl` alone is a usage error: one usage line and a hint on stderr, exit 2 — not the whole
@@ -154,25 +160,72 @@ function entryAction(answer: EntryAnswer) {
     execute(command, (client, options) => answer(client, { key, index, owner }, options));
 }
 
-lockSubcommand('owner', 'who owns KEY/INDEX (0x01); exit 1 when nobody does').action((key: ByteString, index: ByteString, _options, command: Command) =>
+/** The owner's fencing token (0x09), or undefined from a server that closed the connection instead (0.9b). */
+async function tokenOf(client: LockClient, key: ByteString, index: ByteString, owner: Buffer): Promise<number | undefined> {
+  try {
+    return await client.fence(key, index, owner);
+  } catch (error) {
+    if (error instanceof FencingUnsupportedError) return undefined;
+    throw error;
+  }
+}
+
+lockSubcommand('owner', 'who owns KEY/INDEX (0x01), and the fencing token of its grant (0x09); exit 1 when nobody does').action(
+  (key: ByteString, index: ByteString, _options, command: Command) =>
+    execute(command, async (client, { json: asJson }) => {
+      let owner: Buffer;
+      let token: number | undefined = 0;
+      for (let attempt = 1; ; attempt++) {
+        owner = await client.findOwner(key, index);
+        if (owner.length === 0) break;
+        token = await tokenOf(client, key, index, owner);
+        if (token !== 0 || attempt === OWNER_ATTEMPTS) break;
+      }
+      const free = owner.length === 0;
+      if (asJson) json({ ...jsonBytes('owner', owner), free, ...tokenField(token) });
+      else if (free) warn(`${shown(key)}/${shown(index)} has no owner`);
+      else out(withToken(shown(owner), token) + '\n');
+      return free ? ExitCode.No : ExitCode.Ok;
+    }),
+);
+
+/** Request with fence (0x0A); from a server that closed the connection on it (0.9b), a request (0x02) through a new connection. */
+async function requestFencedOrPlain(client: LockClient, entry: LockRequest): Promise<{ position: number; token?: number }> {
+  try {
+    return await client.requestFenced(entry.key, entry.index, entry.owner, entry);
+  } catch (error) {
+    if (!(error instanceof FencingUnsupportedError)) throw error;
+  }
+  const plain = await client.reconnect();
+  try {
+    return { position: await plain.request(entry.key, entry.index, entry.owner, entry) };
+  } finally {
+    await plain.close().catch(() => {});
+  }
+}
+
+requestOptions(
+  lockSubcommand(
+    'request',
+    'ask for KEY/INDEX as OWNER, or renew that request (0x0A: 0x02 with the fencing token); exit 0 only when OWNER owns it',
+    'who asks',
+  ),
+).action((key: ByteString, index: ByteString, owner: ByteString, options: RequestOptions, command: Command) =>
   execute(command, async (client, { json: asJson }) => {
-    const owner = await client.findOwner(key, index);
-    const free = owner.length === 0;
-    if (asJson) json({ ...jsonBytes('owner', owner), free });
-    else if (free) warn(`${shown(key)}/${shown(index)} has no owner`);
-    else out(shown(owner) + '\n');
-    return free ? ExitCode.No : ExitCode.Ok;
+    const { position, token } = await requestFencedOrPlain(client, { key, index, owner, ...options });
+    if (asJson) json({ position, isOwner: position === 1, refused: position === 0, ...tokenField(token) });
+    else out(withToken(describePosition(position, 'refused: the server is draining or its table is full'), position === 1 ? token : undefined) + '\n');
+    return position === 1 ? ExitCode.Ok : ExitCode.No;
   }),
 );
 
-requestOptions(lockSubcommand('request', 'ask for KEY/INDEX as OWNER, or renew that request (0x02); exit 0 only when OWNER owns it', 'who asks')).action(
-  (key: ByteString, index: ByteString, owner: ByteString, options: RequestOptions, command: Command) =>
-    execute(command, async (client, { json: asJson }) => {
-      const position = await client.request(key, index, owner, options);
-      if (asJson) json({ position, isOwner: position === 1, refused: position === 0 });
-      else out(describePosition(position, 'refused: the server is draining or its table is full') + '\n');
-      return position === 1 ? ExitCode.Ok : ExitCode.No;
-    }),
+lockSubcommand('fence', "the fencing token of OWNER's grant of KEY/INDEX (0x09); exit 1 (token 0) when OWNER does not own it", 'whose grant').action(
+  entryAction(async (client, { key, index, owner }, { json: asJson }) => {
+    const token = await client.fence(key, index, owner);
+    if (asJson) json({ token, isOwner: token > 0 });
+    else out(token > 0 ? `${token}\n` : '0 not the owner\n');
+    return token > 0 ? ExitCode.Ok : ExitCode.No;
+  }),
 );
 
 lockSubcommand('location', "OWNER's place in the KEY/INDEX queue (0x03); exit 1 when not queued", 'whose place').action(

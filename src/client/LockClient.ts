@@ -6,12 +6,13 @@ import { BufferWriter } from '../protocol/BufferWriter.js';
 import { Command, COMMAND_NAMES, GREETING_ACCEPTED, GREETING_REFUSED, MAX_U16 } from '../protocol/constants.js';
 import { NOT_YET, ReplyDecoder, type ReplyOf } from '../protocol/decodeReply.js';
 import { encodeRequest } from '../protocol/encodeRequest.js';
-import type { Request, StatsReply } from '../protocol/messages.js';
+import type { FencedPosition, Request, StatsReply } from '../protocol/messages.js';
 import {
   AllHostsFailedError,
   ConnectError,
   ConnectionClosedError,
   ConnectTimeoutError,
+  FencingUnsupportedError,
   LockClientError,
   ProtocolError,
   RequestTimeoutError,
@@ -56,7 +57,7 @@ export interface LockClientOptions {
   readonly stringEncoding?: StringEncoding;
 }
 
-/** TTL, TTW (seconds, 0–65535, 0 = never expires) and priority (0–255, higher first) of a request (0x02). */
+/** TTL, TTW (seconds, 0–65535, 0 = never expires) and priority (0–255, higher first) of a request (0x02 or 0x0A). */
 export interface LockRequestOptions {
   readonly ttl?: number;
   readonly ttw?: number;
@@ -102,7 +103,7 @@ function checkRequest(request: Request): void {
   if ('key' in request) checkWireString('key', request.key);
   if ('index' in request) checkWireString('index', request.index);
   if ('owner' in request) checkWireString('owner', request.owner);
-  if (request.command === Command.Request) {
+  if (request.command === Command.Request || request.command === Command.RequestFenced) {
     checkInteger('ttl', request.ttl, MAX_U16);
     checkInteger('ttw', request.ttw, MAX_U16);
     checkInteger('priority', request.priority, MAX_PRIORITY);
@@ -148,8 +149,8 @@ export class LockClient {
     this.encoding = options.stringEncoding ?? 'latin1';
     this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (error) => this.fail(new ConnectionClosedError(`connection to ${address} failed: ${error.message}`, { cause: error })));
-    socket.on('close', () => this.fail(new ConnectionClosedError(`connection to ${address} closed`)));
+    socket.on('error', (error) => this.peerClosed(new ConnectionClosedError(`connection to ${address} failed: ${error.message}`, { cause: error })));
+    socket.on('close', () => this.peerClosed(new ConnectionClosedError(`connection to ${address} closed`)));
   }
 
   /**
@@ -255,15 +256,27 @@ export class LockClient {
    * Resolves to the position: 1 = owner, 2 = first in line, …, 0 = refused (draining or full).
    */
   request(key: LockName, index: LockName, owner: LockName, options: LockRequestOptions = {}): Promise<number> {
-    return this.sendChecked(() => ({
-      command: Command.Request,
-      key: this.bytes(key, 'key'),
-      index: this.bytes(index, 'index'),
-      owner: this.bytes(owner, 'owner'),
-      ttl: checkInteger('ttl', options.ttl ?? DEFAULT_TTL_SECONDS, MAX_U16),
-      ttw: checkInteger('ttw', options.ttw ?? DEFAULT_TTW_SECONDS, MAX_U16),
-      priority: checkInteger('priority', options.priority ?? DEFAULT_PRIORITY, MAX_PRIORITY),
-    }));
+    return this.sendChecked(() => this.lockRequest(Command.Request, key, index, owner, options));
+  }
+
+  /**
+   * Request with fence (0x0A, an extension of 0.9b): request (0x02) that also answers the fencing
+   * token of the grant: `{ position: 1, token }` for the owner (a re-request by the owner renews and
+   * keeps its token), `{ position, token: 0 }` otherwise. A server without the extension
+   * (LockServer 0.9b) closes the connection instead: FencingUnsupportedError.
+   */
+  requestFenced(key: LockName, index: LockName, owner: LockName, options: LockRequestOptions = {}): Promise<FencedPosition> {
+    return this.sendChecked(() => this.lockRequest(Command.RequestFenced, key, index, owner, options));
+  }
+
+  /**
+   * Fence (0x09, an extension of 0.9b): the fencing token of `owner`'s current grant of the lock,
+   * or 0 when it does not own it (waiting, or no entry). Tokens only grow from one grant of a
+   * (key, index) to the next; renewals keep them. A server without the extension closes the
+   * connection instead: FencingUnsupportedError.
+   */
+  fence(key: LockName, index: LockName, owner: LockName): Promise<number> {
+    return this.sendChecked(() => ({ command: Command.Fence, ...this.triple(key, index, owner) }));
   }
 
   /** Find contender location (0x03): the position, or 0 when the owner is not queued. */
@@ -348,6 +361,24 @@ export class LockClient {
     return { key: this.bytes(key, 'key'), index: this.bytes(index, 'index'), owner: this.bytes(owner, 'owner') };
   }
 
+  private lockRequest<C extends typeof Command.Request | typeof Command.RequestFenced>(
+    command: C,
+    key: LockName,
+    index: LockName,
+    owner: LockName,
+    options: LockRequestOptions,
+  ) {
+    return {
+      command,
+      key: this.bytes(key, 'key'),
+      index: this.bytes(index, 'index'),
+      owner: this.bytes(owner, 'owner'),
+      ttl: checkInteger('ttl', options.ttl ?? DEFAULT_TTL_SECONDS, MAX_U16),
+      ttw: checkInteger('ttw', options.ttw ?? DEFAULT_TTW_SECONDS, MAX_U16),
+      priority: checkInteger('priority', options.priority ?? DEFAULT_PRIORITY, MAX_PRIORITY),
+    };
+  }
+
   /** Builds the request (whose checks may throw) and sends it; a failed check becomes a rejection. */
   private sendChecked<R extends Request>(build: () => R): Promise<ReplyOf[R['command']]> {
     let request: R;
@@ -410,7 +441,13 @@ export class LockClient {
     this.decoder.push(chunk);
     while (this.head < this.pending.length) {
       const waiting = this.pending[this.head]!;
-      const reply = this.decoder.next(waiting.command);
+      let reply: ReplyOf[Command] | typeof NOT_YET;
+      try {
+        reply = this.decoder.next(waiting.command);
+      } catch (error) {
+        this.fail(new ProtocolError(`${this.address} sent a reply that cannot be read: ${(error as Error).message}`, { cause: error }));
+        return;
+      }
       if (reply === NOT_YET) break;
       this.pending[this.head++] = undefined;
       waiting.resolve(reply as never);
@@ -422,6 +459,20 @@ export class LockClient {
     } else if (this.head > 1024 && this.head * 2 > this.pending.length) {
       this.pending.splice(0, this.head);
       this.head = 0;
+    }
+  }
+
+  /**
+   * The connection ended from the server's side or the network's. A server without the fencing
+   * extension closes it on 0x09 or 0x0A without a reply, so an extension request that was next
+   * to be answered is rejected with FencingUnsupportedError.
+   */
+  private peerClosed(error: ConnectionClosedError): void {
+    const oldest = this.pending[this.head]?.command;
+    if (oldest === Command.Fence || oldest === Command.RequestFenced) {
+      this.fail(error, new FencingUnsupportedError(this.address, COMMAND_NAMES[oldest]!, error));
+    } else {
+      this.fail(error);
     }
   }
 

@@ -65,6 +65,21 @@ export class ConnectionClosedError extends LockClientError {
   override name = 'ConnectionClosedError';
 }
 
+/**
+ * The server closed the connection instead of answering a fencing command, fence (0x09) or
+ * request with fence (0x0A): what a server without fencing tokens (LockServer 0.9b) does with a
+ * command byte it does not know. (A connection that broke just then for another reason looks the
+ * same.) Requests sent after it on that connection fail with ConnectionClosedError.
+ */
+export class FencingUnsupportedError extends ConnectionClosedError {
+  override name = 'FencingUnsupportedError';
+  constructor(address: string, command: string, cause: Error) {
+    super(`${address} closed the connection instead of answering ${command}: a server without fencing tokens (LockServer 0.9b) does that`, {
+      cause,
+    });
+  }
+}
+
 /** The server sent something the protocol does not allow (a greeting other than 0/1, a reply nobody asked for). */
 export class ProtocolError extends LockClientError {
   override name = 'ProtocolError';

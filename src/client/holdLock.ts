@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { ConnectionClosedError, LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
+import { ConnectionClosedError, FencingUnsupportedError, LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
 import { DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, type LockClient, type LockRequestOptions } from './LockClient.js';
 import type { LockName } from './lockName.js';
 import { pause } from './pause.js';
@@ -29,6 +29,13 @@ export interface HoldLockOptions extends LockRequestOptions {
   readonly onFailover?: (from: string, to: string) => void;
   /** Source of jitter for the poll pauses, in [0, 1); default Math.random. */
   readonly random?: () => number;
+  /**
+   * Poll with request with fence (0x0A), so the lock comes with its fencing token (default true).
+   * false polls with 0x02 and leaves `token` undefined: for a LockServer 0.9b, which closes the
+   * connection on 0x0A (holdLock would notice and carry on without a token through a new
+   * connection, but the connection passed in would be closed).
+   */
+  readonly fencing?: boolean;
 }
 
 /** The longest pause that still beats `seconds` (0 = no expiry, no bound) several times. */
@@ -47,6 +54,8 @@ interface HeldLockInit {
   readonly key: LockName;
   readonly index: LockName;
   readonly owner: LockName;
+  /** The grant's fencing token; undefined when the lock was taken without one. */
+  readonly token: number | undefined;
   readonly ttlMs: number;
   /** performance.now() when the request that made us owner was sent. */
   readonly confirmedAt: number;
@@ -64,13 +73,20 @@ interface HeldLockInit {
  * The lock counts as lost once a TTL has passed since the send time of the last renewal the
  * server confirmed, whatever the reason no later one was confirmed. With a client connected to
  * several `hosts` (nodes of one cluster), a connection that drops or times out is replaced by
- * one to the next node, where the entry is renewed (0x04) and its place checked (0x03): still
- * the owner there, it carries on; no entry, it is lost.
+ * one to the next node, where the entry is renewed (0x04), its place checked (0x03) and its
+ * fencing token (0x09): still the owner there under the same token, it carries on; no entry, or
+ * a grant with another token (the lock expired and was granted again meanwhile), it is lost.
  */
 export class HeldLock {
   readonly key: LockName;
   readonly index: LockName;
   readonly owner: LockName;
+  /**
+   * The fencing token of this grant: pass it with every write the lock protects, to a resource
+   * that refuses tokens lower than the highest it has seen. Renewals keep it. Undefined when the
+   * lock was taken without one (`fencing: false`, or a server without tokens).
+   */
+  readonly token: number | undefined;
   private readonly lostController = new AbortController();
   private current: LockClient;
   private owned: LockClient | undefined;
@@ -88,7 +104,7 @@ export class HeldLock {
 
   /** @internal created by holdLock() */
   constructor(init: HeldLockInit) {
-    ({ key: this.key, index: this.index, owner: this.owner } = init);
+    ({ key: this.key, index: this.index, owner: this.owner, token: this.token } = init);
     this.current = init.client;
     this.owned = init.owned;
     this.ttlMs = init.ttlMs;
@@ -234,8 +250,13 @@ export class HeldLock {
       const sentAt = performance.now();
       let renewed: boolean;
       let position: number;
+      let token: number | undefined;
       try {
-        [renewed, position] = await Promise.all([next.renew(this.key, this.index, this.owner), next.location(this.key, this.index, this.owner)]);
+        [renewed, position, token] = await Promise.all([
+          next.renew(this.key, this.index, this.owner),
+          next.location(this.key, this.index, this.owner),
+          this.token === undefined ? undefined : next.fence(this.key, this.index, this.owner),
+        ]);
       } catch {
         next.destroy();
         last = next;
@@ -250,6 +271,15 @@ export class HeldLock {
         this.lose(
           new LockLostError(
             `after ${from.address} failed, ${next.address} has ${renewed ? `the entry at position ${position}, not as owner` : 'no entry'}: the lock expired or was released by someone else`,
+          ),
+        );
+        return;
+      }
+      if (token !== this.token) {
+        next.destroy();
+        this.lose(
+          new LockLostError(
+            `after ${from.address} failed, ${next.address} has the lock under fencing token ${token}, not ${this.token}: it expired or was released, and was granted again meanwhile`,
           ),
         );
         return;
@@ -275,8 +305,12 @@ export class HeldLock {
 }
 
 /**
- * Waits until `owner` owns (key, index), then keeps it renewed. Polls with request (0x02) —
- * which also keeps the waiting entry alive — pausing with bounded, jittered exponential backoff.
+ * Waits until `owner` owns (key, index), then keeps it renewed. Polls with request with fence
+ * (0x0A), so the grant comes with its fencing token (`lock.token`) — each poll also keeps the
+ * waiting entry alive — pausing with bounded, jittered exponential backoff. A single server that
+ * closes the connection on the first 0x0A without answering (LockServer 0.9b) is asked again
+ * through a new connection with request (0x02), and the lock has no token; `fencing: false` asks
+ * with 0x02 from the start.
  * Rejects with LockRefusedError (server draining or full), LockWaitTimeoutError, the signal's
  * reason, or a connection error; in each case no waiting entry is left behind where the
  * connection still allows removing it. With a client connected to several `hosts`, a
@@ -298,13 +332,27 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
   let current = client;
   let owned: LockClient | undefined;
   let confirmedAt: number;
+  let fencing = options.fencing ?? true;
+  let fencingAnswered = false;
+  let token: number | undefined;
   try {
     for (;;) {
       confirmedAt = performance.now();
       let position: number;
       try {
-        position = await current.request(key, index, owner, { ttl, ttw, priority: options.priority });
+        if (fencing) {
+          ({ position, token } = await current.requestFenced(key, index, owner, { ttl, ttw, priority: options.priority }));
+          fencingAnswered = true;
+        } else {
+          position = await current.request(key, index, owner, { ttl, ttw, priority: options.priority });
+        }
       } catch (error) {
+        // Several hosts are nodes of one cluster, which all know 0x0A: there, a closed connection is a node's failure.
+        if (error instanceof FencingUnsupportedError && !fencingAnswered && current.hosts.length <= 1) {
+          fencing = false;
+          owned = current = await current.reconnect();
+          continue;
+        }
         if (current.isOpen || current.hosts.length <= 1) throw error;
         const next = await current.reconnect();
         owned?.destroy();
@@ -337,6 +385,7 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
     key,
     index,
     owner,
+    token,
     ttlMs: ttl * MS_PER_SECOND,
     confirmedAt,
     renewIntervalMs: options.renewIntervalMs ?? beatWithin(ttl),
@@ -346,18 +395,21 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
   });
 }
 
-/** Runs `work` while holding the lock, and releases it afterwards, whatever happens. */
+/**
+ * Runs `work` while holding the lock, and releases it afterwards, whatever happens. `work` gets
+ * the lock's signal (aborts if the lock is lost) and the lock itself (its fencing token).
+ */
 export async function withLock<T>(
   client: LockClient,
   key: LockName,
   index: LockName,
   owner: LockName,
   options: HoldLockOptions,
-  work: (lost: AbortSignal) => Promise<T>,
+  work: (lost: AbortSignal, lock: HeldLock) => Promise<T>,
 ): Promise<T> {
   const lock = await holdLock(client, key, index, owner, options);
   try {
-    return await work(lock.signal);
+    return await work(lock.signal, lock);
   } finally {
     await lock.release();
   }

@@ -1,8 +1,9 @@
 import test from 'ava';
-import { ConnectionClosedError } from '../../src/client/errors.js';
+import { createServer } from 'node:net';
+import { ConnectionClosedError, FencingUnsupportedError, ProtocolError } from '../../src/client/errors.js';
 import { LockClient } from '../../src/client/LockClient.js';
 import { Command } from '../../src/protocol/constants.js';
-import { connectClient } from '../helpers/lockClient.js';
+import { connectClient, oldServerInFrontOf } from '../helpers/lockClient.js';
 import { startServer } from '../helpers/serverProcess.js';
 
 test('every command, answered as the codec decodes it', async (t) => {
@@ -127,4 +128,83 @@ test('destroy() rejects what is still awaited', async (t) => {
   client.destroy();
   await t.throwsAsync(pending, { instanceOf: ConnectionClosedError });
   await client.closed;
+});
+
+test('fence (0x09) and request with fence (0x0A): a token per grant, growing, kept by renewals, 0 for a non-owner', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+
+  const alice = await client.requestFenced('users', '42', 'alice', { ttl: 30, ttw: 60, priority: 10 });
+  t.is(alice.position, 1);
+  t.true(alice.token > 0);
+  t.deepEqual(await client.requestFenced('users', '42', 'bob'), { position: 2, token: 0 }, 'a waiter has no token');
+  t.is(await client.fence('users', '42', 'alice'), alice.token);
+  t.is(await client.fence('users', '42', 'bob'), 0);
+  t.is(await client.fence('users', '42', 'carol'), 0, 'no entry: 0');
+  t.deepEqual(await client.requestFenced('users', '42', 'alice'), alice, 'a re-request renews and keeps the token');
+  t.true(await client.renew('users', '42', 'alice'));
+  t.is(await client.fence('users', '42', 'alice'), alice.token, 'renewal keeps the token');
+
+  t.is(await client.release('users', '42', 'alice'), 1);
+  const bob = await client.fence('users', '42', 'bob');
+  t.true(bob > alice.token, 'the promoted waiter has a greater token');
+  t.is(await client.fence('users', '42', 'alice'), 0);
+  t.is(await client.release('users', '42', 'bob'), 1);
+  const again = await client.requestFenced('users', '42', 'alice');
+  t.is(again.position, 1);
+  t.true(again.token > bob, 'a new grant has a greater token than every earlier one');
+  // A plain request (0x02) is granted a token too.
+  t.is(await client.request('users', '43', 'dave'), 1);
+  t.true((await client.fence(Buffer.from('users'), Buffer.from('43'), Buffer.from('dave'))) > again.token);
+});
+
+test('fence and request with fence pipeline with the 0.9b commands, and check their arguments before sending', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  await t.throwsAsync(client.requestFenced('k', 'i', 'o', { ttl: 65536 }), { instanceOf: RangeError, message: /ttl/ });
+  await t.throwsAsync(client.requestFenced('k', 'i', 'o', { priority: 256 }), { instanceOf: RangeError, message: /priority/ });
+  await t.throwsAsync(client.fence('k', 'i', 'x'.repeat(256)), { instanceOf: RangeError, message: /255/ });
+  const [first, owner, second, token, location] = await Promise.all([
+    client.requestFenced('k', 'i', 'a'),
+    client.findOwner('k', 'i'),
+    client.requestFenced('k', 'i', 'b'),
+    client.fence('k', 'i', 'a'),
+    client.location('k', 'i', 'b'),
+  ]);
+  t.is(first.position, 1);
+  t.deepEqual(owner, Buffer.from('a'));
+  t.deepEqual(second, { position: 2, token: 0 });
+  t.is(token, first.token);
+  t.is(location, 2);
+  t.is(client.inFlight, 0);
+});
+
+test('a server without the extension (0.9b) closes the connection on 0x09: FencingUnsupportedError; replies before it arrive', async (t) => {
+  const server = await startServer(t);
+  const old = await oldServerInFrontOf(t, server.port);
+  const client = await connectClient(t, old);
+  const [request, fence, after] = await Promise.allSettled([client.request('k', 'i', 'a'), client.fence('k', 'i', 'a'), client.stats()]);
+  t.deepEqual(request, { status: 'fulfilled', value: 1 });
+  t.is(fence.status, 'rejected');
+  const fenceError = (fence as PromiseRejectedResult).reason as Error;
+  t.true(fenceError instanceof FencingUnsupportedError, fenceError.message);
+  t.regex(fenceError.message, /closed the connection instead of answering fence: a server without fencing tokens/);
+  const afterError = (after as PromiseRejectedResult).reason as Error;
+  t.true(afterError instanceof ConnectionClosedError && !(afterError instanceof FencingUnsupportedError), 'the requests after it: closed');
+  const again = await connectClient(t, old);
+  await t.throwsAsync(again.requestFenced('k', 'i', 'a'), { instanceOf: FencingUnsupportedError, message: /request-fenced/ });
+});
+
+test('a token beyond 2^53 fails the connection with ProtocolError', async (t) => {
+  // A stand-in greets, then answers anything with eight 0xff bytes.
+  const listener = createServer((socket) => {
+    socket.on('error', () => {});
+    socket.write(Buffer.from([0x01]));
+    socket.once('data', () => socket.write(Buffer.alloc(8, 0xff)));
+  });
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => void listener.close());
+  const client = await connectClient(t, (listener.address() as { port: number }).port);
+  await t.throwsAsync(client.fence('k', 'i', 'o'), { instanceOf: ProtocolError, message: /beyond 2\^53/ });
+  t.false(client.isOpen);
 });

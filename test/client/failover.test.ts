@@ -3,7 +3,8 @@ import { AllHostsFailedError, ConnectError, ConnectTimeoutError, LockLostError, 
 import { holdLock, type HeldLock } from '../../src/client/holdLock.js';
 import { LockClient } from '../../src/client/LockClient.js';
 import { bounded } from '../helpers/bounded.js';
-import { connectClient } from '../helpers/lockClient.js';
+import type { SavedLock } from '../../src/locks/LockService.js';
+import { connectClient, oldServerInFrontOf, startInProcessServer } from '../helpers/lockClient.js';
 import { pollUntil } from '../helpers/poll.js';
 import { startServer, type ServerProcess } from '../helpers/serverProcess.js';
 import { stalledPort } from '../helpers/stalledListener.js';
@@ -110,7 +111,13 @@ test('hosts and host together, an empty list, a bad port or a bad hostOrder are 
 });
 
 // holdLock over several single-node servers. They share no table, so where the test wants the
-// entry to be "the cluster's", it puts the same entry on the next server itself.
+// entry to be "the cluster's", it puts the same entry, with its token, on the next server itself:
+// a server in this process (startInProcessServer) whose table the test restores it into.
+
+/** The held entry k/i of owner "me" as saved: the owner, with this token. */
+function heldEntry(token: number): SavedLock {
+  return { key: 'k', index: 'i', owner: 'me', priority: 0, ttl: 30, ttw: 30, isOwner: true, token, remainingMs: 30_000 };
+}
 
 async function killed(server: ServerProcess): Promise<void> {
   server.signal('SIGKILL');
@@ -132,13 +139,14 @@ function lost(lock: HeldLock): Promise<LockLostError> {
 
 test('a held lock whose node dies is renewed through the next node that still has the entry', async (t) => {
   const a = await startServer(t);
-  const b = await startServer(t);
+  const b = await startInProcessServer(t);
   const onB = await connectClient(t, b.port);
-  t.is(await onB.request('k', 'i', 'me', { ttl: 30 }), 1, 'the entry as the cluster would have it on b');
   const client = await connectHosts(t, [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
   const failover = failedOver();
   const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 3, onFailover: failover.onFailover });
   t.is(lock.client.address, `127.0.0.1:${a.port}`);
+  await b.service.restore([heldEntry(lock.token!)]);
+  t.is(await onB.fence('k', 'i', 'me'), lock.token!, 'the entry as the cluster would have it on b, token included');
   const renewalsBefore = (await onB.stats()).renewals;
   await killed(a);
   t.deepEqual(await bounded(failover.seen, WAIT_MS, 'the failover'), [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
@@ -162,6 +170,23 @@ test('a held lock whose next node has no entry is lost, and no entry is made the
   t.regex(error.message, new RegExp(`after 127\\.0\\.0\\.1:${a.port} failed, 127\\.0\\.0\\.1:${b.port} has no entry`));
   const onB = await connectClient(t, b.port);
   t.is(await onB.location('k', 'i', 'me'), 0);
+  t.is(await lock.release(), 0);
+});
+
+test('a held lock whose next node has it under another token (lost and granted again meanwhile) is lost', async (t) => {
+  const a = await startServer(t);
+  const b = await startInProcessServer(t);
+  const client = await connectHosts(t, [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
+  const regranted = lock.token! + 1;
+  await b.service.restore([heldEntry(regranted)]);
+  const loss = lost(lock);
+  await killed(a);
+  const error = await bounded(loss, WAIT_MS, 'the loss');
+  t.regex(
+    error.message,
+    new RegExp(`after 127\\.0\\.0\\.1:${a.port} failed, 127\\.0\\.0\\.1:${b.port} has the lock under fencing token ${regranted}, not ${lock.token}`),
+  );
   t.is(await lock.release(), 0);
 });
 
@@ -191,6 +216,7 @@ test('waiting for a lock goes on through the next node when the node waited on d
   t.deepEqual(await failover.seen, [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
   const onB = await connectClient(t, b.port);
   t.deepEqual(await onB.findOwner('k', 'i'), Buffer.from('me'));
+  t.is(await onB.fence('k', 'i', 'me'), lock.token!, "b's token");
   t.is(await lock.release(), 1);
 });
 
@@ -202,4 +228,14 @@ test('with a single host, a dropped connection loses the lock at once, as before
   await killed(a);
   t.regex((await bounded(loss, WAIT_MS, 'the loss')).message, /^renewal failed: connection to 127\.0\.0\.1:\d+ closed/);
   t.is(await lock.release(), 0);
+});
+
+test('with several hosts, a node closing the connection on 0x0A is passed over like a failed one: no fallback to 0x02', async (t) => {
+  const a = await startServer(t);
+  const b = await startServer(t);
+  const client = await connectHosts(t, [`127.0.0.1:${await oldServerInFrontOf(t, a.port)}`, `127.0.0.1:${b.port}`]);
+  const lock = await holdLock(client, 'k', 'i', 'me');
+  t.is(lock.client.address, `127.0.0.1:${b.port}`);
+  t.true(lock.token! > 0);
+  t.is(await lock.release(), 1);
 });

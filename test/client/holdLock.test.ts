@@ -2,7 +2,7 @@ import test from 'ava';
 import { LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
 import { holdLock, withLock } from '../../src/client/holdLock.js';
 import { bounded } from '../helpers/bounded.js';
-import { connectClient } from '../helpers/lockClient.js';
+import { connectClient, oldServerInFrontOf, startCountingServer } from '../helpers/lockClient.js';
 import { pollUntil } from '../helpers/poll.js';
 import { startServer } from '../helpers/serverProcess.js';
 
@@ -14,14 +14,16 @@ test('a free lock is taken at once, and release() gives it back', async (t) => {
   const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
   t.deepEqual(await client.findOwner('k', 'i'), Buffer.from('me'));
   t.false(lock.signal.aborted);
+  t.true(lock.token! > 0);
+  t.is(await client.fence('k', 'i', 'me'), lock.token!, "the grant's fencing token");
   t.is(await lock.release(), 1);
   t.is(await lock.release(), 1, 'a second release() is the same release');
   t.deepEqual(await client.findOwner('k', 'i'), Buffer.alloc(0));
   t.is(lock.lostError, undefined);
 });
 
-test('waits in line by polling with request (0x02), and owns the lock once the owner lets go', async (t) => {
-  const server = await startServer(t);
+test('waits in line by polling with request with fence (0x0A), and owns the lock once the owner lets go', async (t) => {
+  const { server, received } = await startCountingServer(t);
   const other = await connectClient(t, server.port);
   const client = await connectClient(t, server.port);
   t.is(await other.request('k', 'i', 'first'), 1);
@@ -30,7 +32,8 @@ test('waits in line by polling with request (0x02), and owns the lock once the o
   t.is(await other.release('k', 'i', 'first'), 1);
   const lock = await bounded(acquiring, WAIT_MS, 'the lock');
   t.deepEqual(await other.findOwner('k', 'i'), Buffer.from('second'));
-  t.true((await other.stats()).lockRequests >= 3, 'the waiter polled with request');
+  t.true((await received('request-fenced')) >= 2, 'the waiter polled with request with fence');
+  t.is(await other.fence('k', 'i', 'second'), lock.token!, 'the token came with the grant');
   await lock.release();
 });
 
@@ -116,4 +119,56 @@ test('withLock runs the work under the lock and releases it afterwards, even whe
     { message: 'work failed' },
   );
   t.deepEqual(await client.findOwner('k', 'i'), Buffer.alloc(0));
+});
+
+test('withLock passes the lock, with its token, to the work', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const [token, fence] = await withLock(client, 'k', 'i', 'me', {}, async (_lost, lock) => [lock.token, await client.fence('k', 'i', 'me')]);
+  t.true(token! > 0);
+  t.is(token, fence);
+});
+
+test('renewals keep the token; the next grant has a greater one', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const first = await holdLock(client, 'k', 'i', 'me', { ttl: 30, renewIntervalMs: 20 });
+  const token = first.token!;
+  await pollUntil('two renewals', async () => ((await client.stats()).renewals >= 2 ? true : undefined));
+  t.is(first.token, token);
+  t.is(await client.fence('k', 'i', 'me'), token);
+  await first.release();
+  const second = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
+  t.true(second.token! > token);
+  await second.release();
+});
+
+test('fencing: false polls with request (0x02) and the lock has no token', async (t) => {
+  const { server, received } = await startCountingServer(t);
+  const client = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { fencing: false });
+  t.is(lock.token, undefined);
+  t.is(await received('request'), 1);
+  t.is(await received('request-fenced'), 0);
+  await lock.release();
+});
+
+test('a LockServer 0.9b (closes the connection on 0x0A): holdLock carries on with 0x02 through a new connection, without a token', async (t) => {
+  const server = await startServer(t);
+  const old = await oldServerInFrontOf(t, server.port);
+  const client = await connectClient(t, old);
+  const observer = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
+  t.is(lock.token, undefined);
+  t.false(client.isOpen, 'the old server closed the connection passed in');
+  t.true(lock.client !== client && lock.client.isOpen);
+  t.deepEqual(await observer.findOwner('k', 'i'), Buffer.from('me'));
+  t.is(await lock.release(), 1);
+  await bounded(lock.client.closed, WAIT_MS, 'the connection holdLock opened to close with the lock');
+  // With fencing: false the connection passed in is not touched.
+  const plain = await connectClient(t, old);
+  const second = await holdLock(plain, 'k', 'i', 'me', { fencing: false });
+  t.is(second.client, plain);
+  t.is(await second.release(), 1);
+  t.true(plain.isOpen);
 });

@@ -3,12 +3,11 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { holdLock } from '../../src/client/holdLock.js';
 import { bounded } from '../helpers/bounded.js';
-import { connectClient } from '../helpers/lockClient.js';
-import { startServer } from '../helpers/serverProcess.js';
+import { connectClient, startCountingServer } from '../helpers/lockClient.js';
 
 // README: holdLock (and lockctl hold) polls "from 50 ms to at most 1 s and never more than a
 // third of the TTW/TTL", which keeps the waiting entry alive. While another client holds the
-// lock, the server counts every request (0x02) the waiter sends; the documented longest pause
+// lock, the server counts every request with fence (0x0A) the waiter sends; the documented longest pause
 // gives the least number of polls a window of waiting must see.
 
 /** How long the other client keeps the lock while the waiter polls. */
@@ -16,18 +15,18 @@ const WINDOW_MS = 10_000;
 const WAIT_MS = 10_000;
 
 const polling = test.macro(async (t, phase: { ttl: number; ttw: number }) => {
-  const server = await startServer(t);
+  const { server, received } = await startCountingServer(t);
   const holder = await connectClient(t, server.port);
   const waiter = await connectClient(t, server.port);
   t.is(await holder.request('k', 'i', 'holder', { ttl: 0, ttw: 0 }), 1);
-  const requestsBefore = (await holder.stats()).lockRequests;
+  const requestsBefore = await received('request-fenced');
   const longestPauseMs = (Math.min(phase.ttl || Infinity, phase.ttw || Infinity) * 1000) / 3;
   const started = performance.now();
   // pollMaxMs far above the bound, and the slowest jitter: only the TTW/TTL bound keeps polls frequent.
   const acquiring = holdLock(waiter, 'k', 'i', 'waiter', { ...phase, pollMaxMs: 60_000, random: () => 0.999 });
   acquiring.catch(() => {});
   await delay(WINDOW_MS);
-  const polls = (await holder.stats()).lockRequests - requestsBefore;
+  const polls = (await received('request-fenced')) - requestsBefore;
   const waited = performance.now() - started;
   // A poll at the start, then at least one per longest pause.
   const least = Math.floor(waited / longestPauseMs);

@@ -5,7 +5,7 @@ import { LockRefusedError, LockWaitTimeoutError } from '../../client/errors.js';
 import type { LockClient } from '../../client/LockClient.js';
 import type { LockRequest } from '../../locks/LockService.js';
 import { ExitCode } from './exitCodes.js';
-import { shown } from './render.js';
+import { shown, tokenField } from './render.js';
 
 export interface HoldSpec extends LockRequest {
   /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
@@ -17,7 +17,7 @@ export interface HoldSpec extends LockRequest {
 /** Where hold tells what happened: warnings on stderr, and with --json one object per step. */
 export interface HoldOutput {
   readonly warn: (message: string) => void;
-  /** Set with --json: `{"acquired":true}`, then `{"exitCode":N,"lockLost":B}`; or `{"acquired":false,"reason":…}`. */
+  /** Set with --json: `{"acquired":true,"token":N}`, then `{"exitCode":N,"lockLost":B}`; or `{"acquired":false,"reason":…}`. */
   readonly json?: (value: unknown) => void;
 }
 
@@ -42,6 +42,7 @@ class Interrupted extends Error {
  * `lockctl hold`: waits for the lock, runs the command while the lock is renewed in the
  * background, releases the lock when the command ends, and returns the command's exit status
  * (like flock(1) and `etcdctl lock`). If the lock is lost meanwhile, the command gets SIGTERM.
+ * The command finds the lock in its environment (see commandEnvironment).
  */
 export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOutput): Promise<number> {
   const { warn, json } = output;
@@ -63,7 +64,7 @@ export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOu
     json?.({ acquired: false, reason: 'interrupted' });
     return lock;
   }
-  json?.({ acquired: true });
+  json?.({ acquired: true, ...tokenField(lock.token) });
   try {
     const exitCode = await runWhileHeld(lock, spec, warn);
     json?.({ exitCode, lockLost: lock.signal.aborted });
@@ -97,10 +98,22 @@ async function waitForLock(client: LockClient, spec: HoldSpec, onFailover: (from
   }
 }
 
+/**
+ * lockctl's environment, with the lock for the command: LOCKCTL_KEY, LOCKCTL_INDEX, LOCKCTL_OWNER
+ * as lockctl prints them, and LOCKCTL_TOKEN, its fencing token — removed when the lock has none,
+ * so that the token of an outer `lockctl hold` never passes for this lock's.
+ */
+function commandEnvironment(lock: HeldLock, spec: HoldSpec): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, LOCKCTL_KEY: shown(spec.key), LOCKCTL_INDEX: shown(spec.index), LOCKCTL_OWNER: shown(spec.owner) };
+  if (lock.token === undefined) delete env.LOCKCTL_TOKEN;
+  else env.LOCKCTL_TOKEN = String(lock.token);
+  return env;
+}
+
 function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) => void): Promise<number> {
   return new Promise((resolve) => {
     const [file, ...args] = spec.command;
-    const child = spawn(file!, args, { stdio: 'inherit' });
+    const child = spawn(file!, args, { stdio: 'inherit', env: commandEnvironment(lock, spec) });
     const forwards = FORWARDED.map((signal) => {
       const forward = (): void => void child.kill(signal);
       process.on(signal, forward);

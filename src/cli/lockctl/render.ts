@@ -22,6 +22,16 @@ export function describePosition(position: number, zeroMeans: string): string {
   return `${position} waiting (${position - 1} ahead)`;
 }
 
+/** A line of output with the fencing token after it, when there is one. */
+export function withToken(text: string, token: number | undefined): string {
+  return token === undefined ? text : `${text} (token ${token})`;
+}
+
+/** The token for --json: absent when the server gave none (LockServer 0.9b). */
+export function tokenField(token: number | undefined): { token?: number } {
+  return token === undefined ? {} : { token };
+}
+
 const COLUMNS = ['INDEX', 'POS', 'ROLE', 'OWNER', 'PRIORITY', 'TTL', 'TTW'] as const;
 /** Columns of numbers, aligned right. */
 const NUMERIC = new Set<string>(['POS', 'PRIORITY', 'TTL', 'TTW']);

@@ -1,24 +1,36 @@
-import test from 'ava';
-import { lockctl, lockctlJson } from '../../helpers/lockctl.js';
+import test, { type ExecutionContext } from 'ava';
+import { lockctl, lockctlJson, type LockctlResult } from '../../helpers/lockctl.js';
 import { startServer } from '../../helpers/serverProcess.js';
+
+/** The fencing token in a line that ends with `(token N)`; fails the test when there is none. */
+function tokenIn(t: ExecutionContext, run: LockctlResult): number {
+  const match = /\(token (\d+)\)\n$/.exec(run.stdout);
+  t.truthy(match, `a token in ${JSON.stringify(run.stdout)}`);
+  return Number(match?.[1]);
+}
 
 test('request, owner, location, renew, release, release-all: human output and exit codes', async (t) => {
   const server = await startServer(t);
   const run = (...args: string[]) => lockctl(['-p', String(server.port), ...args]);
 
-  t.like(await run('request', 'users', '42', 'alice', '--ttl', '30', '--ttw', '60', '--priority', '10'), {
-    code: 0,
-    stdout: '1 owner\n',
-  });
+  const alice = await run('request', 'users', '42', 'alice', '--ttl', '30', '--ttw', '60', '--priority', '10');
+  t.like(alice, { code: 0 });
+  t.regex(alice.stdout, /^1 owner \(token \d+\)\n$/);
+  const aliceToken = tokenIn(t, alice);
+  t.true(aliceToken > 0);
   t.like(await run('request', 'users', '42', 'bob', '--priority', '5'), { code: 1, stdout: '2 waiting (1 ahead)\n' });
-  t.like(await run('owner', 'users', '42'), { code: 0, stdout: 'alice\n' });
+  t.like(await run('owner', 'users', '42'), { code: 0, stdout: `alice (token ${aliceToken})\n` });
+  t.like(await run('request', 'users', '42', 'alice'), { code: 0, stdout: `1 owner (token ${aliceToken})\n` }, 'a renewal keeps the token');
   t.like(await run('owner', 'users', '43'), { code: 1, stdout: '', stderr: 'lockctl: users/43 has no owner\n' });
   t.like(await run('location', 'users', '42', 'bob'), { code: 0, stdout: '2 waiting (1 ahead)\n' });
   t.like(await run('location', 'users', '42', 'carol'), { code: 1, stdout: '0 not queued\n' });
   t.like(await run('renew', 'users', '42', 'alice'), { code: 0, stdout: 'renewed\n' });
   t.like(await run('renew', 'users', '42', 'carol'), { code: 1, stdout: 'no such entry\n' });
   t.like(await run('release', 'users', '42', 'alice'), { code: 0, stdout: 'released 1\n' });
-  t.like(await run('owner', 'users', '42'), { code: 0, stdout: 'bob\n' });
+  const bob = await run('owner', 'users', '42');
+  t.like(bob, { code: 0 });
+  t.regex(bob.stdout, /^bob \(token \d+\)\n$/);
+  t.true(tokenIn(t, bob) > aliceToken, 'the promoted waiter has a greater token');
   t.like(await run('request', 'users', '7', 'bob'), { code: 0 });
   t.like(await run('release', 'users', '*', 'bob'), { code: 0, stdout: 'released 2\n' });
   t.like(await run('release', 'users', '*', 'bob'), { code: 1, stdout: 'released 0\n' });
@@ -46,7 +58,9 @@ test('list prints an aligned table with each queue in order; non-printable bytes
   });
   t.like(await run('list', 'nothing'), { code: 0, stdout: 'no entries under nothing\n' });
   // What list prints can be typed back: the escaped owner names the same bytes.
-  t.like(await run('owner', 'users', '\\x00\\xff'), { code: 0, stdout: 'caf\\xc3\\xa9\n' });
+  const owner = await run('owner', 'users', '\\x00\\xff');
+  t.is(owner.code, 0);
+  t.regex(owner.stdout, /^caf\\xc3\\xa9 \(token \d+\)\n$/);
   t.like(await run('release', 'users', '\\x00\\xff', 'caf\\xc3\\xa9'), { code: 0 });
 });
 
@@ -54,13 +68,15 @@ test('--json: every subcommand prints one object that scripts can parse', async 
   const server = await startServer(t);
   const json = (...args: string[]) => lockctlJson(server.port, args);
 
-  t.deepEqual(await json('request', 'k', 'i', 'alice', '--priority', '3'), {
-    code: 0,
-    value: { position: 1, isOwner: true, refused: false },
-  });
-  t.deepEqual(await json('request', 'k', 'i', 'b\\x01b'), { code: 1, value: { position: 2, isOwner: false, refused: false } });
-  t.deepEqual(await json('owner', 'k', 'i'), { code: 0, value: { owner: 'alice', ownerHex: '616c696365', free: false } });
-  t.deepEqual(await json('owner', 'k', 'x'), { code: 1, value: { owner: '', ownerHex: '', free: true } });
+  const alice = await json('request', 'k', 'i', 'alice', '--priority', '3');
+  const token = alice.value.token as number;
+  t.true(token > 0);
+  t.deepEqual(alice, { code: 0, value: { position: 1, isOwner: true, refused: false, token } });
+  t.deepEqual(await json('request', 'k', 'i', 'b\\x01b'), { code: 1, value: { position: 2, isOwner: false, refused: false, token: 0 } });
+  t.deepEqual(await json('owner', 'k', 'i'), { code: 0, value: { owner: 'alice', ownerHex: '616c696365', free: false, token } });
+  t.deepEqual(await json('owner', 'k', 'x'), { code: 1, value: { owner: '', ownerHex: '', free: true, token: 0 } });
+  t.deepEqual(await json('fence', 'k', 'i', 'alice'), { code: 0, value: { token, isOwner: true } });
+  t.deepEqual(await json('fence', 'k', 'i', 'b\\x01b'), { code: 1, value: { token: 0, isOwner: false } });
   t.deepEqual(await json('location', 'k', 'i', 'b\\x01b'), { code: 0, value: { position: 2 } });
   t.deepEqual(await json('renew', 'k', 'i', 'alice'), { code: 0, value: { renewed: true } });
   t.deepEqual(await json('list', 'k'), {
@@ -78,9 +94,20 @@ test('--json: every subcommand prints one object that scripts can parse', async 
   t.deepEqual(await json('release-all', 'b\\x01b'), { code: 0, value: { released: 1 } });
   const stats = await json('stats');
   t.is(stats.code, 0);
-  t.like(stats.value, { lockRequests: 2, ownerLookups: 2, contenderLookups: 1, renewals: 1, releases: 1, releaseAlls: 1 });
+  // request went as request with fence (0x0A), which the stats reply does not count (the metrics do).
+  t.like(stats.value, { lockRequests: 0, ownerLookups: 2, contenderLookups: 1, renewals: 1, releases: 1, releaseAlls: 1 });
   t.like(stats.value, { listRequests: 1, statsRequests: 1, owners: 0, contenders: 0, activeConnections: 1 });
   t.is(typeof stats.value.uptimeSeconds, 'number');
+});
+
+test("fence prints the token of the owner's grant (exit 0), or 0 for anyone else (exit 1)", async (t) => {
+  const server = await startServer(t);
+  const run = (...args: string[]) => lockctl(['-p', String(server.port), ...args]);
+  const token = tokenIn(t, await run('request', 'jobs', 'n', 'alice'));
+  await run('request', 'jobs', 'n', 'bob');
+  t.like(await run('fence', 'jobs', 'n', 'alice'), { code: 0, stdout: `${token}\n` });
+  t.like(await run('fence', 'jobs', 'n', 'bob'), { code: 1, stdout: '0 not the owner\n' });
+  t.like(await run('fence', 'jobs', 'other', 'alice'), { code: 1, stdout: '0 not the owner\n' });
 });
 
 test('stats prints the same figures as the stat file', async (t) => {
@@ -105,7 +132,7 @@ test('a request refused by a draining server prints position 0 and exits 1', asy
   });
   t.deepEqual(await lockctlJson(server.port, ['request', 'new', '1', 'y']), {
     code: 1,
-    value: { position: 0, isOwner: false, refused: true },
+    value: { position: 0, isOwner: false, refused: true, token: 0 },
   });
 });
 

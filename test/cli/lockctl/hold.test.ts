@@ -14,7 +14,7 @@ test('hold runs the command while owning the lock, releases it after, and exits 
   const script = `const r = require('child_process').spawnSync(process.execPath, [${JSON.stringify(LOCKCTL_PATH)}, '-p', '${port}', 'owner', 'jobs', 'nightly'], { encoding: 'utf8' }); process.stdout.write('owner seen: ' + r.stdout); process.exit(3);`;
   const run = await lockctl(['-p', port, 'hold', 'jobs', 'nightly', 'worker-1', '--', node, '-e', script]);
   t.is(run.code, 3, run.stderr);
-  t.is(run.stdout, 'owner seen: worker-1\n');
+  t.regex(run.stdout, /^owner seen: worker-1 \(token \d+\)\n$/);
   const client = await connectClient(t, server.port);
   t.deepEqual(await client.findOwner('jobs', 'nightly'), Buffer.alloc(0), 'released after the command');
   t.like(await lockctl(['-p', port, 'hold', 'jobs', 'nightly', 'w', '--', node, '-e', 'process.exit(0)']), { code: 0 });
@@ -45,17 +45,35 @@ test('hold --wait gives up with exit 1 when the lock stays taken, leaving no wai
   t.is(later.stderr, 'lockctl: jobs/n was not ours within --wait 0.3 s\n');
 });
 
-test("hold --json prints that the lock was acquired, then the command's exit status", async (t) => {
+test("hold --json prints that the lock was acquired, with its token, then the command's exit status", async (t) => {
   const server = await startServer(t);
   const run = await lockctl(['-p', String(server.port), '--json', 'hold', 'jobs', 'n', 'me', '--', node, '-e', 'process.exit(5)']);
   t.is(run.code, 5, run.stderr);
-  t.deepEqual(
-    run.stdout
-      .trimEnd()
-      .split('\n')
-      .map((line) => JSON.parse(line) as unknown),
-    [{ acquired: true }, { exitCode: 5, lockLost: false }],
-  );
+  const lines = run.stdout
+    .trimEnd()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  const token = lines[0]!.token as number;
+  t.true(token > 0);
+  t.deepEqual(lines, [
+    { acquired: true, token },
+    { exitCode: 5, lockLost: false },
+  ]);
+});
+
+test('hold gives the command the lock in LOCKCTL_TOKEN, LOCKCTL_KEY, LOCKCTL_INDEX and LOCKCTL_OWNER', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const earlier = await client.requestFenced('jobs', 'n\x00', 'o\\');
+  t.is(await client.release('jobs', 'n\x00', 'o\\'), 1);
+  const script = 'printf "%s\\n" "$LOCKCTL_TOKEN $LOCKCTL_KEY $LOCKCTL_INDEX $LOCKCTL_OWNER"';
+  // Bytes as lockctl prints them: a NUL and the backslash as \xHH.
+  const run = await lockctl(['-p', String(server.port), '--json', 'hold', 'jobs', 'n\\x00', 'o\\x5c', '--', 'sh', '-c', script]);
+  t.is(run.code, 0, run.stderr);
+  const [acquired, echoed] = run.stdout.split('\n');
+  const { token } = JSON.parse(acquired!) as { token: number };
+  t.is(echoed, `${token} jobs n\\x00 o\\x5c`);
+  t.true(token > earlier.token, 'the grant after an earlier one has a greater token');
 });
 
 test('hold --json says why the lock was not acquired', async (t) => {

@@ -11,7 +11,7 @@ test('--host a,b,c: a refusing node and a closed port are passed over, in list o
   const hosts = `${refusing.address},127.0.0.1:${closed},127.0.0.1:${server.port}`;
   const run = await lockctlWithEnv(['--host', hosts, '--host-order', 'as-listed', '--json', 'request', 'k', 'i', 'me']);
   t.is(run.code, 0, run.stderr);
-  t.deepEqual(JSON.parse(run.stdout), { position: 1, isOwner: true, refused: false });
+  t.like(JSON.parse(run.stdout), { position: 1, isOwner: true, refused: false });
   t.is(refusing.connections(), 1);
 });
 

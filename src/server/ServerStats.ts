@@ -25,7 +25,8 @@ export class ServerStats {
     const c = this.commands;
     return {
       uptimeSeconds: this.uptimeSeconds,
-      lockRequests: c[Command.Request]!,
+      // A request with fence (0x0A) is a lock request too: 0.9b's counter keeps meaning what it says.
+      lockRequests: c[Command.Request]! + c[Command.RequestFenced]!,
       ownerLookups: c[Command.FindOwner]!,
       contenderLookups: c[Command.FindLocation]!,
       renewals: c[Command.Renew]!,

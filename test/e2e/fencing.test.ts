@@ -198,7 +198,7 @@ test('a truncated 0x09 or 0x0A frame is a partial frame: the frame timeout close
   t.is(await ask.location(idle, 'k', '1', 'o'), 0, 'the cut one was not');
 });
 
-test('metrics count fence and request-fenced; the stats reply keeps its 0.9b layout and counters', async (t) => {
+test('metrics count fence and request-fenced; the stats reply keeps its 0.9b layout, a request with fence counted as a lock request', async (t) => {
   const server = await startServer(t, { args: ['--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });
   const metricsPort = Number((await server.event('metrics-started')).fields.port);
   const client = await server.accepted();
@@ -209,8 +209,8 @@ test('metrics count fence and request-fenced; the stats reply keeps its 0.9b lay
   client.send([0x08]);
   const stats = decodeReply(Command.Stats, await client.read(STATS_REPLY_LENGTH));
   t.is(client.buffered, 0, `exactly ${STATS_REPLY_LENGTH} bytes`);
-  // Lock requests count 0x02 only, as in 0.9b; the gauges count every entry.
-  t.like(stats, { lockRequests: 1, ownerLookups: 0, contenderLookups: 0, statsRequests: 1, owners: 2, contenders: 1 });
+  // A request with fence is a lock request (0x0A twice, 0x02 once); fence lookups have no 0.9b counter.
+  t.like(stats, { lockRequests: 3, ownerLookups: 0, contenderLookups: 0, statsRequests: 1, owners: 2, contenders: 1 });
 
   const { body } = await get(metricsPort, '/metrics');
   t.is(sample(body, 'lockserver_commands_total{command="request-fenced"}'), 2);

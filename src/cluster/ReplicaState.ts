@@ -47,7 +47,8 @@ export class LogGapError extends Error {
  * Called between the commands of a batch as it is applied: before command i (0 ≤ i < count), and
  * once more with i = count after the last. The node that proposed the batch answers the reads
  * its clients sent between those commands here, so a pipelined read sees exactly the writes the
- * same client sent before it.
+ * same client sent before it; and a request with fence reads its grant's token here, right after
+ * its own command (i − 1), before a later one could release the lock.
  */
 export type ApplyStep = (commandIndex: number) => void;
 

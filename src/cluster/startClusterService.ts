@@ -4,6 +4,7 @@ import type { Logger } from '../runtime/Logger.js';
 import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
 import type { EtcdConnection } from './EtcdLog.js';
 import { realTimers } from '../runtime/Timers.js';
+import { keepingAlive } from '../runtime/keepAlive.js';
 
 /** Cluster mode's settings (`--etcd` and friends). */
 export interface ClusterConfig {
@@ -56,13 +57,7 @@ export async function startClusterService(
     // The incarnation only has to differ between a node's restarts: any random source will do.
     { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
   );
-  // The cluster's timers are unref'd and nothing listens yet: without this handle, a node waiting
-  // for its name or for etcd would find its event loop empty and exit 0 in silence.
-  const keepAlive = setInterval(() => {}, 60_000);
-  try {
-    await service.start();
-  } finally {
-    clearInterval(keepAlive);
-  }
+  // A node waiting for its name or for etcd has nothing else to keep it up.
+  await keepingAlive(service.start());
   return service;
 }

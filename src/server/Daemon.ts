@@ -6,6 +6,7 @@ import { writeStatFile } from '../files/statFile.js';
 import type { Clock } from '../runtime/Clock.js';
 import { LocalLockService, TOKENS_PER_MS } from '../locks/LocalLockService.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
+import { keepingAlive } from '../runtime/keepAlive.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
 import { STALE_INPUT_MS, startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
@@ -123,7 +124,7 @@ export class Daemon {
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
       if (toImport !== undefined) {
         try {
-          restored = await cluster.importLocks(toImport.locks, toImport.highestToken);
+          restored = await keepingAlive(cluster.importLocks(toImport.locks, toImport.highestToken));
         } catch (error) {
           await cluster.close();
           throw new StartupError(`--import-lock-file ${toImport.file}: ${(error as Error).message}`);

@@ -155,15 +155,8 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
   out.u8(c.op);
   switch (c.op) {
     case LogOp.Request:
-      out
-        .string(c.key)
-        .string(c.index)
-        .string(c.owner)
-        .u16(c.ttl)
-        .u16(c.ttw)
-        .u8(c.priority)
-        .u8(c.allowCreate ? 1 : 0)
-        .u32(c.maxEntries);
+      writeLockRequest(out, c);
+      out.u8(c.allowCreate ? 1 : 0).u32(c.maxEntries);
       return;
     case LogOp.Renew:
     case LogOp.Release:
@@ -179,34 +172,31 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       out.string(c.key).string(c.index).string(c.owner).f64(c.version);
       return;
     case LogOp.Import:
-      out
-        .string(c.key)
-        .string(c.index)
-        .string(c.owner)
-        .u16(c.ttl)
-        .u16(c.ttw)
-        .u8(c.priority)
-        .u8(c.isOwner ? 1 : 0);
-      out.u32(c.remainingMs).u8(c.first ? 1 : 0);
+      writeSavedEntry(out, c);
+      out.u8(c.first ? 1 : 0);
       return;
     case LogOp.ImportStaged:
     case LogOp.ImportStagedFenced:
-      out
-        .u32(c.importId)
-        .string(c.key)
-        .string(c.index)
-        .string(c.owner)
-        .u16(c.ttl)
-        .u16(c.ttw)
-        .u8(c.priority)
-        .u8(c.isOwner ? 1 : 0);
-      out.u32(c.remainingMs).u8(c.first ? 1 : 0);
+      out.u32(c.importId);
+      writeSavedEntry(out, c);
+      out.u8(c.first ? 1 : 0);
       if (c.op === LogOp.ImportStagedFenced) out.f64(c.token).f64(c.highestToken);
       return;
     case LogOp.ImportCommit:
       out.u32(c.importId);
       return;
   }
+}
+
+/** The writer's side of readLockRequest: key, index, owner, TTL, TTW, priority. */
+function writeLockRequest(out: BufferWriter, c: LockRequest): void {
+  out.string(c.key).string(c.index).string(c.owner).u16(c.ttl).u16(c.ttw).u8(c.priority);
+}
+
+/** The writer's side of readSavedEntry: the request's fields, the owner flag, the time left. */
+function writeSavedEntry(out: BufferWriter, c: LockRequest & { readonly isOwner: boolean; readonly remainingMs: number }): void {
+  writeLockRequest(out, c);
+  out.u8(c.isOwner ? 1 : 0).u32(c.remainingMs);
 }
 
 /** A log value that is not a batch we can read: the cluster stops rather than guess. */

@@ -1,7 +1,14 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const CLUSTER_SCENARIOS = ['cluster-throughput', 'cluster-etcd-lock', 'cluster-contention', 'cluster-failover', 'cluster-scale'] as const;
+export const CLUSTER_SCENARIOS = [
+  'cluster-throughput',
+  'cluster-etcd-lock',
+  'cluster-etcd-go',
+  'cluster-contention',
+  'cluster-failover',
+  'cluster-scale',
+] as const;
 export const SCENARIOS = [
   'throughput',
   'contention',

@@ -222,3 +222,86 @@ export function checkClusterGoals(results: BenchResults): GoalCheck[] {
   }
   return checks;
 }
+
+/** The cluster targets of issue 20, against etcd driven by its own Go client (benchmarks only; never asserted in tests). */
+export const CLUSTER_GO_GOALS = {
+  minRatioVsGoLockAt48: 3,
+  maxP99MsAt48: 10,
+  minRatioVsGoLockAt480: 10,
+  minPipelinedOpsPerSecond: 100_000,
+  /** At 48 unpipelined, ours must beat raw etcd Puts at 48 writers: more than 1×. */
+  minRatioVsRawPutsAt48: 1,
+} as const;
+
+/** Checks each issue-20 target against what the run measured (same run, same etcd, same windows). */
+export function checkClusterGoGoals(results: BenchResults): GoalCheck[] {
+  const cluster = results.cluster;
+  const checks: GoalCheck[] = [];
+  const notMeasured = (goal: string, why: string): GoalCheck => ({ goal, measured: `not measured (${why})`, met: undefined });
+  const ours = (connections: number, depth: number) => cluster?.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
+  const go = cluster?.etcdGo;
+  const goLock = (lockers: number) => go?.lock.find((r) => r.concurrency === lockers)?.result;
+  const goPut = (writers: number) => go?.put.find((r) => r.concurrency === writers)?.result;
+  const oursWhy = (connections: number, depth: number): string =>
+    cluster?.skipped ?? (cluster?.throughput === undefined ? 'cluster-throughput not run' : `no ${connections}-connection × pipeline ${depth} row in this run`);
+  const goWhy = (connections: number, peerName: string): string =>
+    cluster?.skipped ?? go?.skipped ?? (go === undefined ? 'cluster-etcd-go not run' : `no ${peerName} row at ${connections} in this run`);
+
+  const versus = (
+    goal: string,
+    connections: number,
+    peer: { opsPerSecond: number } | undefined,
+    peerName: string,
+    met: (ratio: number) => boolean,
+  ): GoalCheck => {
+    const a = ours(connections, 1);
+    if (a === undefined) return notMeasured(goal, oursWhy(connections, 1));
+    if (peer === undefined) return notMeasured(goal, goWhy(connections, peerName));
+    if (peer.opsPerSecond === 0) return { goal, measured: `${fmt(a.opsPerSecond)} vs 0 ops/s (no ${peerName} finished in the window)`, met: undefined };
+    const ratio = a.opsPerSecond / peer.opsPerSecond;
+    return { goal, measured: `${fmt(a.opsPerSecond)} vs ${fmt(peer.opsPerSecond)} ops/s = ${fmt(ratio, 2)}×`, met: met(ratio) };
+  };
+
+  checks.push(
+    versus(
+      `48 connections unpipelined: cluster ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt48}× etcd's lock with the Go client (2 ops per cycle)`,
+      48,
+      goLock(48),
+      'Go-client lock',
+      (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt48,
+    ),
+  );
+  const p99Goal = `48 connections unpipelined: cluster p99 ≤ ${CLUSTER_GO_GOALS.maxP99MsAt48} ms`;
+  const at48 = ours(48, 1);
+  checks.push(
+    at48 === undefined
+      ? notMeasured(p99Goal, oursWhy(48, 1))
+      : { goal: p99Goal, measured: `${fmt(at48.latencyMs.p99, 1)} ms`, met: at48.latencyMs.p99 <= CLUSTER_GO_GOALS.maxP99MsAt48 },
+  );
+  checks.push(
+    versus(
+      `480 connections unpipelined: cluster ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt480}× etcd's lock with the Go client`,
+      480,
+      goLock(480),
+      'Go-client lock',
+      (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt480,
+    ),
+  );
+  const pipeGoal = `48 connections × pipeline 16: cluster ≥ ${fmt(CLUSTER_GO_GOALS.minPipelinedOpsPerSecond)} ops/s`;
+  const piped = ours(48, 16);
+  checks.push(
+    piped === undefined
+      ? notMeasured(pipeGoal, oursWhy(48, 16))
+      : { goal: pipeGoal, measured: `${fmt(piped.opsPerSecond)} ops/s`, met: piped.opsPerSecond >= CLUSTER_GO_GOALS.minPipelinedOpsPerSecond },
+  );
+  checks.push(
+    versus(
+      '48 connections unpipelined: cluster ops/s > raw etcd Puts/s with the Go client, 48 writers',
+      48,
+      goPut(48),
+      'Go-client Put',
+      (r) => r > CLUSTER_GO_GOALS.minRatioVsRawPutsAt48,
+    ),
+  );
+  return checks;
+}

@@ -1,7 +1,8 @@
-import { checkClusterGoals, checkGoals } from './goals.js';
+import { checkClusterGoGoals, checkClusterGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
+import type { EtcdGoRow } from './scenarios/clusterThroughput.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
@@ -199,6 +200,15 @@ export function renderMarkdown(results: BenchResults): string {
         checkClusterGoals(results).map((g) => [g.goal, g.measured, met(g)]),
       ),
     );
+    out.push('');
+    out.push("**Cluster targets against etcd's Go client** (issue 20)");
+    out.push('');
+    out.push(
+      table(
+        ['target', 'measured', 'met'],
+        checkClusterGoGoals(results).map((g) => [g.goal, g.measured, met(g)]),
+      ),
+    );
   }
   if (results.errors.length > 0) {
     out.push('', '**Failures**', '');
@@ -357,6 +367,71 @@ function contentionTable(contention: ContentionResult): string {
   );
 }
 
+/** One Go-client row of the cluster throughput table. */
+function goCells(label: string, row: EtcdGoRow): string[] {
+  const r = row.result;
+  const ops = r === undefined ? '–' : r.mode === 'lock' ? `${num(r.opsPerSecond)} (${num(r.cyclesPerSecond)} cycles/s)` : num(r.opsPerSecond);
+  return [
+    label,
+    num(row.concurrency),
+    '1',
+    row.error !== undefined ? `failed: ${row.error.split('\n')[0]}` : ops,
+    num(r?.latencyMs.p50, 2),
+    num(r?.latencyMs.p99, 2),
+    num(r?.latencyMs.p999, 2),
+    '–',
+    cores(r?.etcdCpuCores),
+    cpu(r?.clientCpuCores),
+    num(r?.errors),
+  ];
+}
+
+/** Ours beside etcd's lock and raw Puts with etcd's Go client, and beside the etcd3 npm client, at each count. */
+function renderVersusGo(results: BenchResults): string[] {
+  const c = results.cluster!;
+  const ratio = (a: number | undefined, b: number | undefined): string => (a === undefined || b === undefined || b === 0 ? '–' : `${num(a / b, 2)}×`);
+  const rows: string[][] = [];
+  for (const connections of results.config.clusterConnections) {
+    const lock = c.etcdGo?.lock.find((r) => r.concurrency === connections)?.result;
+    const put = c.etcdGo?.put.find((r) => r.concurrency === connections)?.result;
+    const npm = c.etcdLock?.find((r) => r.lockers === connections)?.result;
+    for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
+      const ours = row.result?.opsPerSecond;
+      rows.push([
+        num(connections),
+        num(row.depth),
+        num(ours),
+        num(row.result?.latencyMs.p99, 2),
+        num(lock?.opsPerSecond),
+        ratio(ours, lock?.opsPerSecond),
+        num(put?.opsPerSecond),
+        ratio(ours, put?.opsPerSecond),
+        num(npm?.opsPerSecond),
+        ratio(ours, npm?.opsPerSecond),
+      ]);
+    }
+  }
+  return [
+    "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer).",
+    '',
+    table(
+      [
+        'conns',
+        'pipeline',
+        'ours ops/s',
+        'ours p99 ms',
+        'etcd lock, Go client, ops/s',
+        'ours / Go lock',
+        'etcd put, Go client, puts/s',
+        'ours / raw put',
+        'etcd lock, etcd3 npm, ops/s',
+        'ours / etcd3 lock',
+      ],
+      rows,
+    ),
+  ];
+}
+
 function cores(values: ReadonlyArray<number | undefined> | undefined): string {
   if (values === undefined || values.length === 0) return '–';
   return values.map((v) => cpu(v)).join(' / ');
@@ -374,10 +449,14 @@ function renderCluster(results: BenchResults): string[] {
     out.push(`Every cluster row: skipped (${c.skipped}).`, '');
     return out;
   }
-  if (c.throughput !== undefined || c.etcdLock !== undefined) {
+  const go = c.etcdGo;
+  if (c.throughput !== undefined || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
-        "etcd's lock: the `etcd3` client's recipe (`client.lock(name).acquire()` then `.release()`) on the same etcd right after, one locker per connection count, each on its own name; 2 ops per cycle. " +
+        'Right after ours at each count, on the same etcd and in the same windows: ' +
+        "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
+        "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +
+        '(`client.lock(name).acquire()` then `.release()`, each locker on its own name; 2 ops per cycle). ' +
         'CPU: share of one core during the window (n1 / n2 / n3, m1 / m2 / m3).',
     );
     out.push('');
@@ -399,11 +478,17 @@ function renderCluster(results: BenchResults): string[] {
           num(r?.errors),
         ]);
       }
+      for (const [label, row] of [
+        ['etcd lock, Go client', go?.lock.find((r) => r.concurrency === connections)],
+        ['etcd put, Go client', go?.put.find((r) => r.concurrency === connections)],
+      ] as const) {
+        if (row !== undefined) rows.push(goCells(label, row));
+      }
       const e = c.etcdLock?.find((r) => r.lockers === connections);
       if (e !== undefined) {
         const r = e.result;
         rows.push([
-          "etcd's lock",
+          'etcd lock, etcd3 npm client',
           num(connections),
           '1',
           e.error !== undefined ? `failed: ${e.error.split('\n')[0]}` : `${num(r?.opsPerSecond)} (${num(r?.cyclesPerSecond)} cycles/s)`,
@@ -420,7 +505,20 @@ function renderCluster(results: BenchResults): string[] {
     out.push(
       table(['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'wrong / failed'], rows),
     );
-    out.push('', "etcd's lock latencies are of a whole cycle (acquire + release).", '');
+    out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
+    if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');
+    const serial = go?.serial;
+    if (serial !== undefined) {
+      const r = serial.result;
+      out.push(
+        serial.error !== undefined || r === undefined
+          ? `etcd's serial commit latency (one writer, Go client): failed: ${(serial.error ?? 'no result').split('\n')[0]}`
+          : `etcd's serial commit latency (one writer, Go client, serial ${num(r.valueBytes)}-byte Puts to one key, before the rows above): ` +
+              `p50 ${num(r.latencyMs.p50, 2)} ms, p99 ${num(r.latencyMs.p99, 2)} ms, p99.9 ${num(r.latencyMs.p999, 2)} ms, ${num(r.opsPerSecond)} Puts/s, ${num(r.errors)} errors.`,
+        '',
+      );
+    }
+    if (go !== undefined && go.skipped === undefined && c.throughput !== undefined) out.push(...renderVersusGo(results), '');
   }
   const contention = c.contention;
   if (contention !== undefined) {

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { BenchCluster, clusterUnavailableReason } from '../cluster/BenchCluster.js';
+import { buildEtcdGo, type EtcdGoBuild } from '../cluster/etcdGo.js';
 import type { BenchConfig, ScenarioName } from '../config.js';
 import type { RunningTarget, Target } from '../targets/Target.js';
 import { runClusterFailover, type FailoverResult } from './clusterFailover.js';
@@ -69,9 +70,16 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     }
   };
 
-  if (has('cluster-throughput') || has('cluster-etcd-lock')) {
+  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go')) {
+    // Built before the cluster starts, so that the compiler's CPU weighs on no row.
+    let etcdGo: EtcdGoBuild | undefined;
+    if (has('cluster-etcd-go')) {
+      etcdGo = await buildEtcdGo(log);
+      if ('skipped' in etcdGo) log(`etcd Go client rows: skipped: ${etcdGo.skipped}`);
+      else log(`etcd Go client: ${etcdGo.cached ? 'reusing' : 'built'} ${etcdGo.binary}`);
+    }
     await onCluster('cluster-throughput', async (cluster) => {
-      Object.assign(result, await runClusterThroughput(cluster, config, { ours: has('cluster-throughput'), etcdLock: has('cluster-etcd-lock') }, log));
+      Object.assign(result, await runClusterThroughput(cluster, config, { ours: has('cluster-throughput'), etcdLock: has('cluster-etcd-lock'), etcdGo }, log));
     });
   }
   if (has('cluster-contention')) {

@@ -1,5 +1,6 @@
 import type { BenchConfig } from '../config.js';
 import type { BenchCluster } from '../cluster/BenchCluster.js';
+import { runEtcdGo, type EtcdGoBuild, type EtcdGoMode, type EtcdGoResult } from '../cluster/etcdGo.js';
 import { runEtcdLock, type EtcdLockResult } from '../cluster/etcdLock.js';
 import { runLoad, type LoadResult } from '../load/runLoad.js';
 
@@ -22,24 +23,85 @@ export interface EtcdLockRow {
   readonly error?: string;
 }
 
+export interface EtcdGoRow {
+  /** Lockers (lock), writers (put), 1 (serial). */
+  readonly concurrency: number;
+  readonly result?: EtcdGoResult;
+  readonly error?: string;
+}
+
+/** etcd driven by etcd's own Go client (scripts/benchmark/etcdgo): the strongest form of the peer. */
+export interface EtcdGoRows {
+  /** Why these rows did not run (Go or etcd's Go sources missing, or the build failed), if so. */
+  skipped?: string;
+  goVersion?: string;
+  /** ms the build took in this run; 0 when an earlier run's binary was reused. */
+  buildMs?: number;
+  /** One writer, serial Puts: etcd's commit latency with nothing else in flight (once per run). */
+  serial?: EtcdGoRow;
+  /** concurrency.Mutex Lock then Unlock, as many lockers as connections, at each count. */
+  lock: EtcdGoRow[];
+  /** Raw Puts, as many writers as connections, at each count: the floor. */
+  put: EtcdGoRow[];
+}
+
 export interface ClusterThroughputResult {
   throughput?: ClusterThroughputRow[];
   etcdLock?: EtcdLockRow[];
+  etcdGo?: EtcdGoRows;
+}
+
+/** The log line of one Go-client row. */
+function describeGo(mode: EtcdGoMode, r: EtcdGoResult): string {
+  const latency = `p50 ${r.latencyMs.p50.toFixed(2)} ms, p99 ${r.latencyMs.p99.toFixed(2)} ms`;
+  const errors = `${r.errors} errors${r.lastError !== undefined ? ` (last: ${r.lastError})` : ''}`;
+  if (mode === 'lock') return `${Math.round(r.cyclesPerSecond)} cycles/s (${Math.round(r.opsPerSecond)} ops/s), cycle ${latency}, ${errors}`;
+  return `${Math.round(r.opsPerSecond)} puts/s, ${latency}, ${errors}`;
 }
 
 /**
  * Request+release cycles on random keys, connections spread over the 3 nodes; and, at each
- * connection count right after ours, etcd's lock recipe with as many lockers on the same etcd.
+ * connection count right after ours, on the same etcd: etcd's lock with etcd's Go client, raw
+ * Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
+ * them, once, etcd's serial commit latency (one writer, Go client).
  */
 export async function runClusterThroughput(
   cluster: BenchCluster,
   config: BenchConfig,
-  want: { readonly ours: boolean; readonly etcdLock: boolean },
+  want: { readonly ours: boolean; readonly etcdLock: boolean; readonly etcdGo?: EtcdGoBuild },
   log: (line: string) => void,
 ): Promise<ClusterThroughputResult> {
   const result: ClusterThroughputResult = {};
   if (want.ours) result.throughput = [];
   if (want.etcdLock) result.etcdLock = [];
+  const goBuild = want.etcdGo;
+  const binary = goBuild !== undefined && 'binary' in goBuild ? goBuild.binary : undefined;
+  if (goBuild !== undefined) {
+    result.etcdGo =
+      'skipped' in goBuild ? { skipped: goBuild.skipped, lock: [], put: [] } : { goVersion: goBuild.goVersion, buildMs: goBuild.buildMs, lock: [], put: [] };
+  }
+  const goRow = async (mode: EtcdGoMode, concurrency: number): Promise<EtcdGoRow> => {
+    const label =
+      mode === 'serial' ? 'etcd serial commit, Go client, 1 writer' : `etcd ${mode}, Go client, ${concurrency} ${mode === 'lock' ? 'lockers' : 'writers'}`;
+    try {
+      // The same windows as our rows.
+      const measured = await runEtcdGo({
+        binary: binary!,
+        endpoints: cluster.etcdEndpoints,
+        mode,
+        concurrency,
+        warmupMs: config.warmupMs,
+        durationMs: config.durationMs,
+        etcdPids: cluster.memberPids(),
+      });
+      log(`${label}: ${describeGo(mode, measured)}`);
+      return { concurrency, result: measured };
+    } catch (error) {
+      log(`${label}: failed: ${(error as Error).message}`);
+      return { concurrency, error: (error as Error).message };
+    }
+  };
+  if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
   for (const connections of config.clusterConnections) {
     if (want.ours) {
       for (const depth of config.pipelines) {
@@ -72,6 +134,10 @@ export async function runClusterThroughput(
           log(`cluster c=${connections} P=${depth}: failed: ${(error as Error).message}`);
         }
       }
+    }
+    if (binary !== undefined) {
+      result.etcdGo!.lock.push(await goRow('lock', connections));
+      result.etcdGo!.put.push(await goRow('put', connections));
     }
     if (want.etcdLock) {
       try {

@@ -84,6 +84,14 @@ func (w *worker) fail(err error) {
 
 const errorPause = 10 * time.Millisecond
 
+// done records one cycle that began at started, if it ended inside the measured window [from, until).
+func (w *worker) done(started, from, until time.Time) {
+	ended := time.Now()
+	if !ended.Before(from) && ended.Before(until) {
+		w.samples = append(w.samples, ended.Sub(started))
+	}
+}
+
 func cpuTime() time.Duration {
 	var usage syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
@@ -293,10 +301,7 @@ func lockLoop(client *clientv3.Client, session *concurrency.Session, name string
 			w.fail(err)
 			continue
 		}
-		ended := time.Now()
-		if !ended.Before(from) && ended.Before(until) {
-			w.samples = append(w.samples, ended.Sub(started))
-		}
+		w.done(started, from, until)
 	}
 }
 
@@ -311,9 +316,6 @@ func putLoop(client *clientv3.Client, key, value string, callTimeout time.Durati
 			w.fail(err)
 			continue
 		}
-		ended := time.Now()
-		if !ended.Before(from) && ended.Before(until) {
-			w.samples = append(w.samples, ended.Sub(started))
-		}
+		w.done(started, from, until)
 	}
 }

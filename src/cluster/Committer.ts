@@ -256,11 +256,10 @@ export class Committer {
       const behind = this.queued.splice(0);
       this.finishRound(round, error);
       for (const queued of behind) queued.fail(new CommitTimeoutError('not sent: the round before it was given up'));
-      return;
     }
-    while (this.queued.length > 1 && this.queued[0]!.deadline <= now) {
-      this.queued.shift()!.fail(new CommitTimeoutError(`not sent within ${this.commitTimeoutMs} ms`));
-    }
+    // Rounds queued past their own deadline wait for the round in flight and go with it (above),
+    // never before it: a connection with commands in both would close while its earlier command
+    // can still commit. The round in flight has the earliest deadline, so they wait no longer.
   }
 
   /**

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { Committer } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
-import { LogOp } from '../../src/cluster/LogCodec.js';
+import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
 import type { LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
@@ -123,4 +123,19 @@ test('rounds queued behind a round that is given up fail unsent: later pipelined
     'nothing of the second round was ever sent',
   );
   t.true(attempts.length >= sentBefore);
+});
+
+test('rounds queued behind a round still within its fence are not failed before it: a connection with commands in both must not close while its earlier one can still commit', async (t) => {
+  const vt = new VirtualTimers();
+  const lateCommitMs = 3_000;
+  const { log } = stalledLog(vt, lateCommitMs);
+  const c = committer(vt, log, []);
+  const inFlight = submitRelease(vt, c);
+  await vt.advance(100); // the first round is out; what follows queues behind it
+  // More than one batch's worth queues: two rounds wait behind the one in flight.
+  const queued = Array.from({ length: MAX_BATCH_COMMANDS + 1 }, () => submitRelease(vt, c));
+  await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
+  t.not(inFlight.givenUpAt, undefined);
+  const earliest = Math.min(...queued.map((q) => q.givenUpAt ?? Number.POSITIVE_INFINITY));
+  t.true(earliest >= inFlight.givenUpAt!, `a queued command was given up at ${earliest}, before the round in flight (${inFlight.givenUpAt})`);
 });

@@ -17,6 +17,12 @@ import { pause } from '../runtime/Timers.js';
 export const STORE_ATTEMPT_MS = 500;
 /** Pause after an attempt that failed at once (a refused connection), before the next one. */
 const ATTEMPT_RETRY_MS = 50;
+/**
+ * Longest a queued round is held for the clients the last round answered (see Committer). The
+ * wait is also never longer than that last round took; 10 ms is far below any client's timeout
+ * and above a loaded machine's turnaround of a reply into the next command.
+ */
+export const RETURN_WAIT_MAX_MS = 10;
 
 /** Who this node is in the batches it writes. */
 export interface ProposerIdentity {
@@ -34,6 +40,16 @@ export interface ProposerIdentity {
  * connections close, but only once none of its append attempts can still commit (the log's
  * `lateCommitMs` after the last one rejected), so a command that got no answer never takes effect
  * after its connection closed, whatever node the client asks next.
+ *
+ * Waiting for the answered: with one round in flight, busy clients split into two cohorts that
+ * take turns (those answered by a round send their next command while the other cohort's round
+ * is already out), so each command waits for two rounds and each round carries half the clients.
+ * So once a round is answered, the round queued behind it is held until as many commands as that
+ * round answered have arrived (its clients came back), or for at most as long as that round took
+ * (and RETURN_WAIT_MAX_MS): the cohorts merge into one round, each round carries about twice the
+ * commands, and on a machine where every round costs CPU in the node, the gRPC client and etcd
+ * that is what lets more commands through. Clients that do not come back cost the queued round
+ * at most one more round's time. A full round (MAX_BATCH_COMMANDS, MAX_BATCH_BYTES) goes at once.
  */
 export class Committer {
   private readonly encoder = new BatchEncoder();
@@ -43,6 +59,11 @@ export class Committer {
   private nextSeq = 1;
   private dispatchScheduled = false;
   private closing = false;
+  /** Commands still expected from the clients the last round answered; 0 = not waiting for them. */
+  private returning = 0;
+  /** Clock time the wait for them ends (see RETURN_WAIT_MAX_MS). */
+  private returnWaitEndsAt = 0;
+  private cancelReturnWait: (() => void) | undefined;
 
   constructor(
     private readonly identity: ProposerIdentity,
@@ -66,6 +87,7 @@ export class Committer {
     if (!round.canTake(command)) round = this.openRound();
     const write: PendingWrite = { command, resolve, reject, applied };
     round.addWrite(write);
+    this.arrived();
   }
 
   /** Queues a read, answered (by `evaluate` against the replica) once every command before it is applied. */
@@ -73,7 +95,42 @@ export class Committer {
     if (this.closing) return Promise.reject(leavingError());
     return new Promise<T>((resolve, reject) => {
       this.gathering().addRead({ answer: () => resolve(evaluate()), reject });
+      this.arrived();
     });
+  }
+
+  /** A command joined the gathering round: if it was the last one the wait expected, the round goes. */
+  private arrived(): void {
+    if (this.returning > 0 && --this.returning === 0) this.scheduleDispatch();
+  }
+
+  /** The last round answered its commands: the next one waits for their clients (see the class comment). */
+  private awaitReturns(round: Round): void {
+    const now = this.deps.clock.now();
+    this.endReturnWait();
+    this.returning = round.size;
+    this.returnWaitEndsAt = now + Math.min(RETURN_WAIT_MAX_MS, now - round.sentAt);
+  }
+
+  /** Whether the queued round is held for returning clients; arms the timer that ends the wait. */
+  private holdingForReturns(): boolean {
+    const left = this.returnWaitEndsAt - this.deps.clock.now();
+    if (this.returning === 0 || this.queued.length !== 1 || left <= 0) {
+      this.endReturnWait();
+      return false;
+    }
+    this.cancelReturnWait ??= this.deps.timers.after(left, () => {
+      this.cancelReturnWait = undefined;
+      this.returning = 0;
+      this.scheduleDispatch();
+    });
+    return true;
+  }
+
+  private endReturnWait(): void {
+    this.returning = 0;
+    this.cancelReturnWait?.();
+    this.cancelReturnWait = undefined;
   }
 
   /** The round taking new commands: the last one queued, or a new one. */
@@ -90,7 +147,7 @@ export class Committer {
   }
 
   private scheduleDispatch(): void {
-    if (this.dispatchScheduled || this.inFlight !== undefined) return;
+    if (this.dispatchScheduled || this.inFlight !== undefined || this.holdingForReturns()) return;
     this.dispatchScheduled = true;
     // Let the rest of this turn's requests (a pipelined burst) join the round first.
     queueMicrotask(() => {
@@ -227,6 +284,7 @@ export class Committer {
     if (error !== undefined) round.fail(error);
     if (this.inFlight === round) {
       this.inFlight = undefined;
+      if (error === undefined) this.awaitReturns(round);
       if (this.queued.length > 0) this.scheduleDispatch();
     }
   }
@@ -268,6 +326,7 @@ export class Committer {
    */
   async close(): Promise<void> {
     this.closing = true;
+    this.endReturnWait();
     const leaving = leavingError();
     for (const round of this.queued.splice(0)) round.fail(leaving);
     const round = this.inFlight;

@@ -59,6 +59,11 @@ export class Round {
     return this.writes.length === 0 && this.reads.length === 0;
   }
 
+  /** Commands in the round, writes and reads. */
+  get size(): number {
+    return this.writes.length + this.reads.length;
+  }
+
   /** Whether one more write would take the batch past the store's request limits. */
   canTake(command: LogCommand): boolean {
     return this.writes.length < MAX_BATCH_COMMANDS && this.bytes + commandSize(command) <= MAX_BATCH_BYTES;

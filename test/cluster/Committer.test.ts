@@ -1,9 +1,9 @@
 import test from 'ava';
-import { Committer } from '../../src/cluster/Committer.js';
+import { Committer, RETURN_WAIT_MAX_MS } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
 import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
-import type { LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
+import type { LogHead, LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
@@ -138,4 +138,72 @@ test('rounds queued behind a round still within its fence are not failed before 
   t.not(inFlight.givenUpAt, undefined);
   const earliest = Math.min(...queued.map((q) => q.givenUpAt ?? Number.POSITIVE_INFINITY));
   t.true(earliest >= inFlight.givenUpAt!, `a queued command was given up at ${earliest}, before the round in flight (${inFlight.givenUpAt})`);
+});
+
+// Waiting for the answered: a round queued behind one that was just answered is held until that
+// round's clients come back (or for as long as that round took, at most RETURN_WAIT_MAX_MS), so
+// the two cohorts of busy clients merge into one round instead of taking turns.
+
+const BARRIER_MS = 4;
+
+/** A store whose read barriers answer `roundMs` after they are sent; records when each was sent. */
+function barrierLog(vt: VirtualTimers, roundMs = BARRIER_MS): { log: ReplicatedLog; sentAt: number[] } {
+  const sentAt: number[] = [];
+  const log = {
+    lateCommitMs: 0,
+    head(): Promise<LogHead> {
+      sentAt.push(vt.now());
+      return new Promise((resolve) => vt.after(roundMs, () => resolve({ version: 0, revision: 0, storeRevision: 1 })));
+    },
+  } as unknown as ReplicatedLog;
+  return { log, sentAt };
+}
+
+/** A committer over barrierLog, and `poll()`: one client's read, answered with the clock time it was answered at. */
+function polled(roundMs = BARRIER_MS): { vt: VirtualTimers; sentAt: number[]; answers: number[]; poll: () => void } {
+  const vt = new VirtualTimers();
+  const { log, sentAt } = barrierLog(vt, roundMs);
+  const c = committer(vt, log, []);
+  const answers: number[] = [];
+  return { vt, sentAt, answers, poll: () => void c.read(() => answers.push(vt.now())) };
+}
+
+test('a round queued behind an answered one waits for the answered clients to come back, then carries them too', async (t) => {
+  const { vt, sentAt, answers, poll } = polled();
+  poll();
+  poll(); // round 1: two clients, sent at 0, answered at 4
+  await vt.advance(1);
+  poll(); // round 2 gathers behind it
+  await vt.advance(BARRIER_MS); // t = 5: round 1 answered 1 ms ago
+  t.deepEqual(sentAt, [0], 'round 2 is held for the two clients round 1 answered');
+  poll();
+  t.deepEqual(sentAt, [0], 'one came back; one more is expected');
+  poll();
+  await vt.advance(0);
+  t.deepEqual(sentAt, [0, 5], 'both came back: round 2 goes at once');
+  await vt.advance(BARRIER_MS);
+  t.deepEqual(answers, [4, 4, 9, 9, 9], 'and answers all three together');
+});
+
+test('the wait for answered clients that do not come back lasts as long as the answered round took, at most RETURN_WAIT_MAX_MS', async (t) => {
+  for (const [roundMs, heldMs] of [
+    [BARRIER_MS, BARRIER_MS],
+    [RETURN_WAIT_MAX_MS * 3, RETURN_WAIT_MAX_MS],
+  ] as const) {
+    const { vt, sentAt, poll } = polled(roundMs);
+    poll();
+    await vt.advance(1);
+    poll(); // queued behind round 1, whose client never comes back
+    await vt.advance(roundMs + RETURN_WAIT_MAX_MS * 2);
+    t.deepEqual(sentAt, [0, roundMs + heldMs], `a ${roundMs} ms round holds the next for ${heldMs} ms`);
+  }
+});
+
+test('a lone client is never held: its next command is the one the wait expected', async (t) => {
+  const { vt, sentAt, poll } = polled();
+  poll();
+  await vt.advance(BARRIER_MS + 2);
+  poll();
+  await vt.advance(0);
+  t.deepEqual(sentAt, [0, BARRIER_MS + 2]);
 });

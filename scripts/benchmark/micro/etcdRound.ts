@@ -13,13 +13,17 @@
  * cluster.
  *
  *   node dist/scripts/benchmark/micro/etcdRound.js --endpoints http://127.0.0.1:2379[,…] \
- *       [--etcd-pids P1,P2,P3] [--appends 2000] [--value-bytes 700]
+ *       [--etcd-pids P1,P2,P3] [--appends 2000] [--value-bytes 700] [--together 1]
+ *
+ * --together 3 sends the appends of three clients at the same moment each time (as three nodes
+ * would if their rounds coincided): etcd then commits them in one Raft round.
  *
  * Against a running etcd (scripts/cluster start, say; --etcd-pids from `pgrep -f 'etcd --name'`).
  * Writes under the cluster name `etcd-round-micro`, which no node uses, and deletes it at the end.
  */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
+import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
@@ -83,20 +87,24 @@ async function main(): Promise<void> {
     .option('--etcd-pids <pids>', "the members' pids, comma-separated, to measure their CPU", '')
     .addOption(new Option('--appends <n>', 'measured appends').default(2_000).argParser(Number))
     .addOption(new Option('--value-bytes <n>', 'bytes per batch (16 commands of the bench: about 700)').default(700).argParser(Number))
+    .addOption(new Option('--together <n>', 'clients whose appends are sent at the same moment').default(1).argParser(Number))
     .addOption(new Option('--watch <from,warmup,expect>').hideHelp())
     .parse()
-    .opts<{ endpoints: string; etcdPids: string; appends: number; valueBytes: number; watch?: string }>();
+    .opts<{ endpoints: string; etcdPids: string; appends: number; valueBytes: number; together: number; watch?: string }>();
   const endpoints = options.endpoints.split(',');
   if (options.watch !== undefined) {
     const [from, warmup, expect] = options.watch.split(',').map(Number) as [number, number, number];
     return watchRole(endpoints, from, warmup, expect);
   }
   const pids = options.etcdPids === '' ? [] : options.etcdPids.split(',').map(Number);
-  const log = new EtcdLog({ endpoints, cluster: CLUSTER });
+  const logs = Array.from({ length: options.together }, () => new EtcdLog({ endpoints, cluster: CLUSTER }));
   const value = new Uint8Array(options.valueBytes).fill(0x61);
-  const from = (await log.head(CALL_TIMEOUT_MS)).storeRevision + 1;
+  const step = (): Promise<unknown> => Promise.all(logs.map((log) => log.append(value, CALL_TIMEOUT_MS)));
+  const steps = Math.ceil(options.appends / options.together);
+  const appends = steps * options.together;
+  const from = (await logs[0]!.head(CALL_TIMEOUT_MS)).storeRevision + 1;
   const watchers = Array.from({ length: WATCHERS }, () =>
-    fork(fileURLToPath(import.meta.url), [...process.argv.slice(2), '--watch', `${from},${WARMUP},${options.appends}`]),
+    fork(fileURLToPath(import.meta.url), [...process.argv.slice(2), '--watch', `${from},${WARMUP * options.together},${appends}`]),
   );
   const reports = watchers.map(
     (watcher) =>
@@ -108,27 +116,28 @@ async function main(): Promise<void> {
       }),
   );
   await Promise.all(watchers.map((watcher) => once(watcher, 'message'))); // 'watching'
-  for (let i = 0; i < WARMUP; i++) await log.append(value, CALL_TIMEOUT_MS);
+  for (let i = 0; i < WARMUP; i++) await step();
   const etcdBefore = await membersCpuUs(pids);
   const cpuBefore = cpuUs();
   const started = performance.now();
-  for (let i = 0; i < options.appends; i++) await log.append(value, CALL_TIMEOUT_MS);
-  const wallUs = ((performance.now() - started) * 1_000) / options.appends;
-  const appendUs = (cpuUs() - cpuBefore) / options.appends;
-  const etcdUs = pids.length === 0 ? undefined : ((await membersCpuUs(pids)) - etcdBefore) / options.appends;
+  for (let i = 0; i < steps; i++) await step();
+  const wallUs = ((performance.now() - started) * 1_000) / steps;
+  const appendUs = (cpuUs() - cpuBefore) / appends;
+  const etcdUs = pids.length === 0 ? undefined : ((await membersCpuUs(pids)) - etcdBefore) / appends;
   const watchUs = (await Promise.all(reports)).reduce((sum, report) => sum + report.cpuUsPerEvent, 0) / WATCHERS;
-  await log.close();
+  await Promise.all(logs.map((log) => log.close()));
   const cleaner = new Etcd3({ hosts: endpoints });
   await cleaner.delete().prefix(`/${CLUSTER}/`);
   cleaner.close();
-  console.log(`${options.appends} serial appends of ${options.valueBytes} B, ${WATCHERS} watchers:`);
-  console.log(`  append, wall                 ${wallUs.toFixed(0)} µs`);
+  const cores = availableParallelism();
+  console.log(`${appends} appends of ${options.valueBytes} B, ${options.together} at a time, ${WATCHERS} watchers:`);
+  console.log(`  append${options.together > 1 ? 's' : ''}, wall                 ${wallUs.toFixed(0)} µs`);
   console.log(`  append, CPU of the appender  ${appendUs.toFixed(0)} µs`);
   console.log(`  watch event, CPU of a node   ${watchUs.toFixed(0)} µs`);
   if (etcdUs !== undefined) {
     console.log(`  commit, CPU of the members   ${etcdUs.toFixed(0)} µs (all ${pids.length}, delivery to the watchers included)`);
     const perRound = etcdUs + appendUs + WATCHERS * watchUs;
-    console.log(`  one round on 3 nodes         ${perRound.toFixed(0)} µs of CPU: at most ${Math.floor(2e6 / perRound)} rounds/s on 2 cores`);
+    console.log(`  one round on 3 nodes         ${perRound.toFixed(0)} µs of CPU: at most ${Math.floor((cores * 1e6) / perRound)} rounds/s on ${cores} cores`);
   }
 }
 

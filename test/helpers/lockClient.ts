@@ -2,10 +2,11 @@ import type { ExecutionContext } from 'ava';
 import { connect, createServer, type Socket } from 'node:net';
 import { LockClient, type LockClientOptions } from '../../src/client/LockClient.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
+import type { LockService } from '../../src/locks/LockService.js';
 import { Command } from '../../src/protocol/constants.js';
 import { requestFrameLength } from '../../src/protocol/decodeRequest.js';
 import { INCOMPLETE } from '../../src/protocol/framing.js';
-import { systemClock } from '../../src/runtime/Clock.js';
+import { systemClock, type Clock } from '../../src/runtime/Clock.js';
 import { silentLogger } from '../../src/runtime/Logger.js';
 import { AllowList } from '../../src/server/AllowList.js';
 import { LockServer } from '../../src/server/LockServer.js';
@@ -87,12 +88,21 @@ export async function oldServerInFrontOf(t: ExecutionContext, port: number): Pro
  */
 export async function startInProcessServer(t: ExecutionContext): Promise<{ port: number; service: LocalLockService }> {
   const service = new LocalLockService(systemClock);
+  const { port } = await listenInProcess(t, service, systemClock);
+  return { port, service };
+}
+
+/**
+ * A LockServer in this process on a loopback port, around `service` (any LockService: a stand-in
+ * that answers later, say); at the test's end it stops serving, closes its connections and the service.
+ */
+export async function listenInProcess(t: ExecutionContext, service: LockService, clock: Clock): Promise<{ port: number; server: LockServer }> {
   const server = new LockServer({
     service,
     allowList: AllowList.parse('127.0.0.1\n', 'test hosts'),
     maxConnections: 16,
     frameTimeoutMs: 10_000,
-    clock: systemClock,
+    clock,
     logger: silentLogger,
   });
   const { port } = await server.listen(0, '127.0.0.1');
@@ -102,5 +112,5 @@ export async function startInProcessServer(t: ExecutionContext): Promise<{ port:
     await server.whenAllClosed(1_000);
     await service.close();
   });
-  return { port, service };
+  return { port, server };
 }

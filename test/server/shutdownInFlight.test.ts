@@ -3,10 +3,8 @@ import { FakeClock } from '../doubles/FakeClock.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import type { LockService } from '../../src/locks/LockService.js';
-import { AllowList } from '../../src/server/AllowList.js';
-import { LockServer } from '../../src/server/LockServer.js';
-import { silentLogger } from '../../src/runtime/Logger.js';
 import { bounded } from '../helpers/bounded.js';
+import { listenInProcess } from '../helpers/lockClient.js';
 import { RawClient } from '../helpers/rawClient.js';
 import { frames, hex, req } from '../helpers/wire.js';
 
@@ -28,20 +26,7 @@ test('shutdown waits for a request in flight, delivers its reply, then ends the 
       return new Promise<number>((resolve) => setTimeout(() => resolve(local.request(r, allowCreate)), ANSWER_DELAY_MS));
     },
   });
-  const server = new LockServer({
-    service,
-    allowList: AllowList.parse('127.0.0.1\n', 'test hosts'),
-    maxConnections: 4,
-    frameTimeoutMs: 10_000,
-    clock: new FakeClock(),
-    logger: silentLogger,
-  });
-  const { port } = await server.listen(0, '127.0.0.1');
-  t.teardown(async () => {
-    await server.stopServing();
-    server.closeConnections();
-    await server.whenAllClosed(1_000);
-  });
+  const { port, server } = await listenInProcess(t, service, new FakeClock());
   const client = await RawClient.connect(t, { port });
   t.is(hex(await client.read(1)), '01', 'greeted');
   client.send(frames(req.request('k', '1', 'alice', { ttl: 30, ttw: 60 })));

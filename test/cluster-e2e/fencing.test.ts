@@ -1,10 +1,8 @@
 import test from 'ava';
-import { copyFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { ByteString } from '../../src/bytes.js';
 import { Command } from '../../src/protocol/constants.js';
 import type { FencedPosition } from '../../src/protocol/messages.js';
-import { EtcdCluster, LockCluster, needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
+import { clusterImporting, needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
 import { pollUntil } from '../helpers/poll.js';
 import type { RawClient } from '../helpers/rawClient.js';
 import { startServer, type ServerProcess } from '../helpers/serverProcess.js';
@@ -124,13 +122,8 @@ etcdTest.serial('an import of a single node’s lock file keeps its owners’ to
   single.signal('SIGTERM');
   t.like(await single.waitForExit(), { code: 0 });
 
-  const etcd = await EtcdCluster.start(t, {});
-  const cluster = new LockCluster(t, etcd);
-  const saved = join(etcd.dir, 'from-single-node.locks');
-  await copyFile(single.lockFile, saved);
-  const importer = await cluster.startNode({ name: 'n1', args: ['--import-lock-file', saved] });
-  t.is((await importer.event('lock-file-imported')).fields.entries, '3');
-  const other = await cluster.startNode({ name: 'n2' });
+  const { importer, other, entries } = await clusterImporting(t, single.lockFile);
+  t.is(entries, '3');
 
   // The imported owners keep their tokens, on every node.
   t.deepEqual(await fenceEverywhere([importer, other], 'jobs', 'a', 'alice'), [alice.token, alice.token]);

@@ -1,7 +1,6 @@
 import test from 'ava';
-import { copyFile, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { EtcdCluster, LockCluster, needsEtcd } from '../helpers/etcdCluster.js';
+import { readFile } from 'node:fs/promises';
+import { clusterImporting, needsEtcd } from '../helpers/etcdCluster.js';
 import { startServer } from '../helpers/serverProcess.js';
 import { ask } from '../helpers/wire.js';
 
@@ -26,15 +25,9 @@ etcdTest.serial(
     single.signal('SIGTERM');
     t.like(await single.waitForExit(), { code: 0 });
 
-    const etcd = await EtcdCluster.start(t, {});
-    const cluster = new LockCluster(t, etcd);
-    const saved = join(etcd.dir, 'from-single-node.locks');
-    await copyFile(single.lockFile, saved);
-    const original = await readFile(saved);
-    const importer = await cluster.startNode({ name: 'n1', args: ['--import-lock-file', saved] });
-    const imported = await importer.event('lock-file-imported');
-    t.is(imported.fields.entries, '5');
-    const other = await cluster.startNode({ name: 'n2' });
+    const original = await readFile(single.lockFile);
+    const { cluster, saved, importer, other, entries } = await clusterImporting(t, single.lockFile);
+    t.is(entries, '5');
 
     // Every entry is there, from every node, in the same queue order, with its priority and TTL/TTW.
     for (const node of [importer, other]) {

@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, openSync, closeSync, statSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -447,6 +447,25 @@ export async function startCluster(
   const etcd = await EtcdCluster.start(t, { fsync });
   const cluster = new LockCluster(t, etcd);
   return { etcd, cluster, nodes: await cluster.startNodes(nodes, args) };
+}
+
+/**
+ * A fresh cluster seeded from a stopped single node's lock file: a copy of it (under the etcd
+ * cluster's dir) imported through n1 with --import-lock-file, then n2 joins. Returns the copy, both
+ * nodes, and the entry count n1's `lock-file-imported` event reports.
+ */
+export async function clusterImporting(
+  t: ExecutionContext,
+  lockFile: string,
+): Promise<{ cluster: LockCluster; saved: string; importer: ServerProcess; other: ServerProcess; entries: string | undefined }> {
+  const etcd = await EtcdCluster.start(t, {});
+  const cluster = new LockCluster(t, etcd);
+  const saved = join(etcd.dir, 'from-single-node.locks');
+  await copyFile(lockFile, saved);
+  const importer = await cluster.startNode({ name: 'n1', args: ['--import-lock-file', saved] });
+  const entries = (await importer.event('lock-file-imported')).fields.entries;
+  const other = await cluster.startNode({ name: 'n2' });
+  return { cluster, saved, importer, other, entries };
 }
 
 /**

@@ -5,6 +5,7 @@ export const CLUSTER_SCENARIOS = [
   'cluster-throughput',
   'cluster-etcd-lock',
   'cluster-etcd-go',
+  'cluster-ceiling',
   'cluster-contention',
   'cluster-failover',
   'cluster-scale',

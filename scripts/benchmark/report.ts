@@ -397,11 +397,14 @@ function renderVersusGo(results: BenchResults): string[] {
     const npm = c.etcdLock?.find((r) => r.lockers === connections)?.result;
     for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
       const ours = row.result?.opsPerSecond;
+      const ceiling = c.ceiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
       rows.push([
         num(connections),
         num(row.depth),
         num(ours),
         num(row.result?.latencyMs.p99, 2),
+        num(ceiling),
+        ratio(ours, ceiling),
         num(lock?.opsPerSecond),
         ratio(ours, lock?.opsPerSecond),
         num(put?.opsPerSecond),
@@ -412,7 +415,8 @@ function renderVersusGo(results: BenchResults): string[] {
     }
   }
   return [
-    "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer).",
+    "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer); " +
+      'beside the same load on three null cluster nodes (a round through etcd without our code: the ceiling of the design on this machine).',
     '',
     table(
       [
@@ -420,6 +424,8 @@ function renderVersusGo(results: BenchResults): string[] {
         'pipeline',
         'ours ops/s',
         'ours p99 ms',
+        'null nodes (ceiling) ops/s',
+        'ours / ceiling',
         'etcd lock, Go client, ops/s',
         'ours / Go lock',
         'etcd put, Go client, puts/s',
@@ -450,9 +456,12 @@ function renderCluster(results: BenchResults): string[] {
     return out;
   }
   const go = c.etcdGo;
-  if (c.throughput !== undefined || c.etcdLock !== undefined || go !== undefined) {
+  if (c.throughput !== undefined || c.ceiling !== undefined || c.ceilingError !== undefined || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
+        'Right after ours at each shape, the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
+        'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
+        'the ceiling of the design on this machine. ' +
         'Right after ours at each count, on the same etcd and in the same windows: ' +
         "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
         "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +
@@ -462,21 +471,28 @@ function renderCluster(results: BenchResults): string[] {
     out.push('');
     const rows: string[][] = [];
     for (const connections of results.config.clusterConnections) {
-      for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
-        const r = row.result;
-        rows.push([
-          'cluster',
-          num(connections),
-          num(row.depth),
-          row.error !== undefined ? `failed: ${row.error.split('\n')[0]}` : num(r?.opsPerSecond),
-          num(r?.latencyMs.p50, 2),
-          num(r?.latencyMs.p99, 2),
-          num(r?.latencyMs.p999, 2),
-          cores(row.nodeCpuCores),
-          cores(row.etcdCpuCores),
-          cpu(r?.generatorCpuCores),
-          num(r?.errors),
-        ]);
+      const shapes = [...(c.throughput ?? []), ...(c.ceiling ?? [])].filter((r) => r.connections === connections).map((r) => r.depth);
+      for (const depth of [...new Set(shapes)]) {
+        for (const [label, row] of [
+          ['cluster', c.throughput?.find((r) => r.connections === connections && r.depth === depth)],
+          ['null cluster nodes (ceiling)', c.ceiling?.find((r) => r.connections === connections && r.depth === depth)],
+        ] as const) {
+          if (row === undefined) continue;
+          const r = row.result;
+          rows.push([
+            label,
+            num(connections),
+            num(row.depth),
+            row.error !== undefined ? `failed: ${row.error.split('\n')[0]}` : num(r?.opsPerSecond),
+            num(r?.latencyMs.p50, 2),
+            num(r?.latencyMs.p99, 2),
+            num(r?.latencyMs.p999, 2),
+            cores(row.nodeCpuCores),
+            cores(row.etcdCpuCores),
+            cpu(r?.generatorCpuCores),
+            num(r?.errors),
+          ]);
+        }
       }
       for (const [label, row] of [
         ['etcd lock, Go client', go?.lock.find((r) => r.concurrency === connections)],
@@ -507,6 +523,7 @@ function renderCluster(results: BenchResults): string[] {
     );
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
     if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');
+    if (c.ceilingError !== undefined) out.push(`Null cluster nodes (ceiling): failed to start: ${c.ceilingError.split('\n')[0]}.`, '');
     const serial = go?.serial;
     if (serial !== undefined) {
       const r = serial.result;

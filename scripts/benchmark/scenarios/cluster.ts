@@ -70,7 +70,7 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     }
   };
 
-  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go')) {
+  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go') || has('cluster-ceiling')) {
     // Built before the cluster starts, so that the compiler's CPU weighs on no row.
     let etcdGo: EtcdGoBuild | undefined;
     if (has('cluster-etcd-go')) {
@@ -79,7 +79,15 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
       else log(`etcd Go client: ${etcdGo.cached ? 'reusing' : 'built'} ${etcdGo.binary}`);
     }
     await onCluster('cluster-throughput', async (cluster) => {
-      Object.assign(result, await runClusterThroughput(cluster, config, { ours: has('cluster-throughput'), etcdLock: has('cluster-etcd-lock'), etcdGo }, log));
+      Object.assign(
+        result,
+        await runClusterThroughput(
+          cluster,
+          config,
+          { ours: has('cluster-throughput'), ceiling: has('cluster-ceiling'), etcdLock: has('cluster-etcd-lock'), etcdGo },
+          log,
+        ),
+      );
     });
   }
   if (has('cluster-contention')) {

@@ -2,7 +2,9 @@ import type { BenchConfig } from '../config.js';
 import type { BenchCluster } from '../cluster/BenchCluster.js';
 import { runEtcdGo, type EtcdGoBuild, type EtcdGoMode, type EtcdGoResult } from '../cluster/etcdGo.js';
 import { runEtcdLock, type EtcdLockResult } from '../cluster/etcdLock.js';
+import type { Endpoint } from '../load/messages.js';
 import { runLoad, type LoadResult } from '../load/runLoad.js';
+import { startNullCluster, type NullCluster } from '../cluster/NullCluster.js';
 
 const ETCD_LOCK_MIN_WARMUP_MS = 1_000;
 const ETCD_LOCK_MIN_DURATION_MS = 3_000;
@@ -47,6 +49,14 @@ export interface EtcdGoRows {
 
 export interface ClusterThroughputResult {
   throughput?: ClusterThroughputRow[];
+  /**
+   * The same loads against three null cluster nodes on the same etcd (targets/nullClusterNode.ts):
+   * a round's platform work without our code, the ceiling each of our rows is read against.
+   * Their CPU is in nodeCpuCores.
+   */
+  ceiling?: ClusterThroughputRow[];
+  /** Why the ceiling rows did not run, if they were asked for and could not. */
+  ceilingError?: string;
   etcdLock?: EtcdLockRow[];
   etcdGo?: EtcdGoRows;
 }
@@ -60,15 +70,16 @@ function describeGo(mode: EtcdGoMode, r: EtcdGoResult): string {
 }
 
 /**
- * Request+release cycles on random keys, connections spread over the 3 nodes; and, at each
- * connection count right after ours, on the same etcd: etcd's lock with etcd's Go client, raw
+ * Request+release cycles on random keys, connections spread over the 3 nodes, each shape right
+ * away against three null cluster nodes too (the ceiling); and, at each connection count right
+ * after ours, on the same etcd: etcd's lock with etcd's Go client, raw
  * Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
  * them, once, etcd's serial commit latency (one writer, Go client).
  */
 export async function runClusterThroughput(
   cluster: BenchCluster,
   config: BenchConfig,
-  want: { readonly ours: boolean; readonly etcdLock: boolean; readonly etcdGo?: EtcdGoBuild },
+  want: { readonly ours: boolean; readonly ceiling: boolean; readonly etcdLock: boolean; readonly etcdGo?: EtcdGoBuild },
   log: (line: string) => void,
 ): Promise<ClusterThroughputResult> {
   const result: ClusterThroughputResult = {};
@@ -101,63 +112,74 @@ export async function runClusterThroughput(
       return { concurrency, error: (error as Error).message };
     }
   };
-  if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
-  for (const connections of config.clusterConnections) {
-    if (want.ours) {
+  /** One load on `nodes` (ours or the null ones), with the CPU of each node and member in its window. */
+  const loadRow = async (label: string, nodes: readonly Endpoint[], nodePids: ReadonlyArray<number | undefined>, connections: number, depth: number) => {
+    try {
+      const memberPids = cluster.memberPids();
+      const measured = await runLoad({
+        endpoints: [...nodes],
+        protocol: 'lockserver',
+        connections,
+        depth,
+        workers: config.workers,
+        warmupMs: config.warmupMs,
+        durationMs: config.durationMs,
+        cpuPids: [...nodePids, ...memberPids],
+      });
+      const cpu = measured.pidCpuCores ?? [];
+      log(
+        `${label} c=${connections} P=${depth}: ${Math.round(measured.opsPerSecond)} ops/s, p99 ${measured.latencyMs.p99.toFixed(2)} ms, ${measured.errors} errors`,
+      );
+      return { connections, depth, result: measured, nodeCpuCores: cpu.slice(0, nodePids.length), etcdCpuCores: cpu.slice(nodePids.length) };
+    } catch (error) {
+      log(`${label} c=${connections} P=${depth}: failed: ${(error as Error).message}`);
+      return { connections, depth, error: (error as Error).message };
+    }
+  };
+  let nullCluster: NullCluster | undefined;
+  if (want.ceiling) {
+    try {
+      nullCluster = await startNullCluster(cluster.etcdEndpoints);
+      result.ceiling = [];
+    } catch (error) {
+      result.ceilingError = (error as Error).message;
+      log(`null cluster nodes: failed to start: ${result.ceilingError.split('\n')[0]}`);
+    }
+  }
+  try {
+    if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
+    for (const connections of config.clusterConnections) {
       for (const depth of config.pipelines) {
+        // Ours, then the null nodes right after, at each shape.
+        if (want.ours) result.throughput!.push(await loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth));
+        if (nullCluster !== undefined) result.ceiling!.push(await loadRow('null cluster nodes', nullCluster.endpoints, nullCluster.pids, connections, depth));
+      }
+      if (binary !== undefined) {
+        result.etcdGo!.lock.push(await goRow('lock', connections));
+        result.etcdGo!.put.push(await goRow('put', connections));
+      }
+      if (want.etcdLock) {
         try {
-          const nodePids = cluster.nodePids();
-          const memberPids = cluster.memberPids();
-          const measured = await runLoad({
-            endpoints: cluster.endpoints,
-            protocol: 'lockserver',
-            connections,
-            depth,
-            workers: config.workers,
-            warmupMs: config.warmupMs,
-            durationMs: config.durationMs,
-            cpuPids: [...nodePids, ...memberPids],
+          const measured = await runEtcdLock({
+            endpoints: cluster.etcdEndpoints,
+            lockers: connections,
+            // A cycle of etcd's recipe takes hundreds of ms at 480 lockers: a 1 s window would hold almost none.
+            warmupMs: Math.max(config.warmupMs, ETCD_LOCK_MIN_WARMUP_MS),
+            durationMs: Math.max(config.durationMs, ETCD_LOCK_MIN_DURATION_MS),
+            etcdPids: cluster.memberPids(),
           });
-          const cpu = measured.pidCpuCores ?? [];
-          result.throughput!.push({
-            connections,
-            depth,
-            result: measured,
-            nodeCpuCores: cpu.slice(0, nodePids.length),
-            etcdCpuCores: cpu.slice(nodePids.length),
-          });
+          result.etcdLock!.push({ lockers: connections, result: measured });
           log(
-            `cluster c=${connections} P=${depth}: ${Math.round(measured.opsPerSecond)} ops/s, p99 ${measured.latencyMs.p99.toFixed(2)} ms, ${measured.errors} errors`,
+            `etcd lock recipe, ${connections} lockers: ${Math.round(measured.cyclesPerSecond)} cycles/s (${Math.round(measured.opsPerSecond)} ops/s), ${measured.failures} failures`,
           );
         } catch (error) {
-          result.throughput!.push({ connections, depth, error: (error as Error).message });
-          log(`cluster c=${connections} P=${depth}: failed: ${(error as Error).message}`);
+          result.etcdLock!.push({ lockers: connections, error: (error as Error).message });
+          log(`etcd lock recipe, ${connections} lockers: failed: ${(error as Error).message}`);
         }
       }
     }
-    if (binary !== undefined) {
-      result.etcdGo!.lock.push(await goRow('lock', connections));
-      result.etcdGo!.put.push(await goRow('put', connections));
-    }
-    if (want.etcdLock) {
-      try {
-        const measured = await runEtcdLock({
-          endpoints: cluster.etcdEndpoints,
-          lockers: connections,
-          // A cycle of etcd's recipe takes hundreds of ms at 480 lockers: a 1 s window would hold almost none.
-          warmupMs: Math.max(config.warmupMs, ETCD_LOCK_MIN_WARMUP_MS),
-          durationMs: Math.max(config.durationMs, ETCD_LOCK_MIN_DURATION_MS),
-          etcdPids: cluster.memberPids(),
-        });
-        result.etcdLock!.push({ lockers: connections, result: measured });
-        log(
-          `etcd lock recipe, ${connections} lockers: ${Math.round(measured.cyclesPerSecond)} cycles/s (${Math.round(measured.opsPerSecond)} ops/s), ${measured.failures} failures`,
-        );
-      } catch (error) {
-        result.etcdLock!.push({ lockers: connections, error: (error as Error).message });
-        log(`etcd lock recipe, ${connections} lockers: failed: ${(error as Error).message}`);
-      }
-    }
+  } finally {
+    await nullCluster?.stop();
   }
   return result;
 }

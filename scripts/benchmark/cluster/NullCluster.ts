@@ -1,0 +1,42 @@
+/**
+ * Three null cluster nodes (targets/nullClusterNode.ts) on the bench cluster's etcd, under a key
+ * prefix of their own: the ceiling every cluster row is read against (see that file).
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
+import type { Endpoint } from '../load/messages.js';
+import { spawnServer, stopServer } from '../processes.js';
+
+const NULL_CLUSTER_NODE = join(PACKAGE_ROOT, 'dist', 'scripts', 'benchmark', 'targets', 'nullClusterNode.js');
+const LOOPBACK = '127.0.0.1';
+const READY_MS = 30_000;
+const SIZE = 3;
+
+export interface NullCluster {
+  readonly endpoints: Endpoint[];
+  readonly pids: number[];
+  stop(): Promise<void>;
+}
+
+export async function startNullCluster(etcdEndpoints: readonly string[]): Promise<NullCluster> {
+  const cluster = `null${randomBytes(4).toString('hex')}`;
+  const started = await Promise.allSettled(
+    Array.from({ length: SIZE }, (_, i) =>
+      spawnServer(process.execPath, [NULL_CLUSTER_NODE, '--etcd', etcdEndpoints.join(','), '--cluster', cluster, '--name', `x${i + 1}`], {
+        readyPattern: /event=ready .*\bport=(\d+)/,
+        readyTimeoutMs: READY_MS,
+      }),
+    ),
+  );
+  const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const stop = async (): Promise<void> => {
+    await Promise.all(servers.map((s) => stopServer(s, 0)));
+  };
+  const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed !== undefined) {
+    await stop();
+    throw failed.reason;
+  }
+  return { endpoints: servers.map((s) => ({ host: LOOPBACK, port: Number(s.ready[1]) })), pids: servers.map((s) => s.pid), stop };
+}

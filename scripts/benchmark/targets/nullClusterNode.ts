@@ -1,0 +1,133 @@
+/**
+ * The cluster's ceiling on this machine: a node that does the work of a cluster round outside our
+ * lock code, and nothing else. Like the null server it cuts each connection's bytes into request
+ * frames and answers them with canned replies; but it answers only once the frames have been
+ * through etcd as a real node's batch goes:
+ *
+ * - the frames of all its connections gather into one batch at a time, sent by `EtcdLog.append`
+ *   (the same transaction as a node's: the log key, the retained copy, the writer-lease fence,
+ *   the version read back);
+ * - it follows the log with `EtcdLog.watch`, so it receives every node's batches, and answers a
+ *   batch's connections when that batch comes back on the watch, one write per connection;
+ * - a batch queued behind an answered one waits, as the Committer's return wait does, until as
+ *   many commands as that one answered have arrived, at most that round's time and
+ *   RETURN_WAIT_MAX_MS (the bench's loads stay below the Committer's 4,096-command round).
+ *
+ * Nothing is decoded past the frame length, no table is kept, no batch is applied, no snapshot is
+ * written: a load reaching N ops/s against three of these is what the platform (sockets, grpc-js,
+ * the etcd members, the generator) leaves for any code of ours, on this machine, in that run.
+ *
+ *   node dist/scripts/benchmark/targets/nullClusterNode.js --etcd URLS --cluster NAME --name N [--port P]
+ */
+import { createServer, type Socket } from 'node:net';
+import { Command as Cli, Option } from 'commander';
+import { RETURN_WAIT_MAX_MS } from '../../../src/cluster/Committer.js';
+import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
+import type { LogRecord } from '../../../src/cluster/ReplicatedLog.js';
+import { CANNED_REPLIES, FrameCutter, GREETING } from './cannedReplies.js';
+
+const LOOPBACK = '127.0.0.1';
+const CALL_TIMEOUT_MS = 5_000;
+
+/** One batch: its frames, and the replies owed on each connection once it is committed and seen. */
+interface Round {
+  readonly frames: Buffer[];
+  readonly replies: Map<Socket, Buffer[]>;
+  count: number;
+  /** The batch's first bytes, by which the watch recognises it: node name and sequence number. */
+  tag: Buffer | undefined;
+  sentAt: number;
+}
+
+const newRound = (): Round => ({ frames: [], replies: new Map(), count: 0, tag: undefined, sentAt: 0 });
+
+const options = new Cli()
+  .requiredOption('--etcd <urls>', 'etcd client URLs, comma-separated')
+  .requiredOption('--cluster <name>', 'key prefix (a name no real node uses)')
+  .requiredOption('--name <name>', "this node's name (tags its batches)")
+  .addOption(new Option('--port <port>', 'TCP port (0: any)').default(0).argParser(Number))
+  .parse()
+  .opts<{ etcd: string; cluster: string; name: string; port: number }>();
+
+const log = new EtcdLog({ endpoints: options.etcd.split(','), cluster: options.cluster });
+const name = Buffer.from(options.name);
+let seq = 0;
+let open = newRound();
+let inFlight: Round | undefined;
+/** The return wait: commands still expected after the last answer before the queued batch goes, and until when at most. */
+let returning = 0;
+let holdUntil = 0;
+let holdTimer: NodeJS.Timeout | undefined;
+
+function fail(message: string): never {
+  process.stderr.write(`event=failed detail=${JSON.stringify(message)}\n`);
+  process.exit(1);
+}
+
+function maybeDispatch(): void {
+  if (inFlight !== undefined || open.count === 0) return;
+  const now = performance.now();
+  if (returning > 0 && now < holdUntil) {
+    holdTimer ??= setTimeout(() => {
+      holdTimer = undefined;
+      returning = 0;
+      maybeDispatch();
+    }, holdUntil - now);
+    return;
+  }
+  returning = 0;
+  if (holdTimer !== undefined) clearTimeout(holdTimer);
+  holdTimer = undefined;
+  const round = open;
+  open = newRound();
+  inFlight = round;
+  round.tag = Buffer.alloc(1 + name.length + 4);
+  round.tag[0] = name.length;
+  name.copy(round.tag, 1);
+  round.tag.writeUInt32BE(++seq, 1 + name.length);
+  round.sentAt = now;
+  log.append(Buffer.concat([round.tag, ...round.frames]), CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
+}
+
+function onRecords(records: readonly LogRecord[]): void {
+  const round = inFlight;
+  if (round === undefined) return;
+  for (const record of records) {
+    const value = record.value;
+    const tag = round.tag!;
+    if (value.length < tag.length || Buffer.compare(tag, value.subarray(0, tag.length)) !== 0) continue;
+    inFlight = undefined;
+    for (const [socket, replies] of round.replies) if (!socket.destroyed) socket.write(Buffer.concat(replies));
+    const now = performance.now();
+    returning = round.count;
+    holdUntil = now + Math.min(now - round.sentAt, RETURN_WAIT_MAX_MS);
+    maybeDispatch();
+    return;
+  }
+}
+
+const server = createServer({ noDelay: true }, (socket) => {
+  socket.on('error', () => {});
+  socket.write(GREETING);
+  const frames = new FrameCutter();
+  const onFrame = (input: Buffer, offset: number, length: number): void => {
+    open.frames.push(input.subarray(offset, offset + length));
+    open.count++;
+    if (returning > 0) returning--;
+    let replies = open.replies.get(socket);
+    if (replies === undefined) open.replies.set(socket, (replies = []));
+    replies.push(CANNED_REPLIES[input[offset]!]!);
+  };
+  socket.on('data', (chunk: Buffer) => {
+    if (!frames.feed(chunk, onFrame)) socket.destroy();
+    maybeDispatch();
+  });
+});
+
+const head = await log.head(CALL_TIMEOUT_MS);
+log.watch(head.storeRevision + 1, { onRecords, onEnd: (why, detail) => fail(`watch ended (${why}): ${detail}`) });
+server.listen({ port: options.port, host: LOOPBACK }, () => {
+  const { port } = server.address() as { port: number };
+  process.stderr.write(`event=ready server=null-cluster-node name=${options.name} port=${port} pid=${process.pid}\n`);
+});
+process.on('SIGTERM', () => process.exit(0));

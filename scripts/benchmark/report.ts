@@ -459,7 +459,7 @@ function renderCluster(results: BenchResults): string[] {
   if (c.throughput !== undefined || c.ceiling !== undefined || c.ceilingError !== undefined || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
-        'Right after ours at each shape, the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
+        'Beside ours at each shape (taking turns to go first), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
         'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
         'the ceiling of the design on this machine. ' +
         'Right after ours at each count, on the same etcd and in the same windows: ' +

@@ -4,18 +4,28 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
 import type { Endpoint } from '../load/messages.js';
-import { spawnServer, stopServer } from '../processes.js';
+import { spawnServer, stopServer, type ServerProcess } from '../processes.js';
 
 const NULL_CLUSTER_NODE = join(PACKAGE_ROOT, 'dist', 'scripts', 'benchmark', 'targets', 'nullClusterNode.js');
 const LOOPBACK = '127.0.0.1';
 const READY_MS = 30_000;
+const CALL_DEADLINE_MS = 10_000;
 const SIZE = 3;
 
 export interface NullCluster {
   readonly endpoints: Endpoint[];
   readonly pids: number[];
+  /** Why a null node is gone (it exits at the first append or watch that fails), if one is. */
+  failure(): string | undefined;
+  /**
+   * Deletes every key the null nodes wrote (their log, retained batches and fences) and compacts
+   * etcd's history up to then, so that the rows after one of theirs do not run on an etcd holding
+   * its batches. Our nodes are idle meanwhile and their watches live, which compaction leaves be.
+   */
+  clear(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -38,5 +48,23 @@ export async function startNullCluster(etcdEndpoints: readonly string[]): Promis
     await stop();
     throw failed.reason;
   }
-  return { endpoints: servers.map((s) => ({ host: LOOPBACK, port: Number(s.ready[1]) })), pids: servers.map((s) => s.pid), stop };
+  const exited = (s: ServerProcess): boolean => s.child.exitCode !== null || s.child.signalCode !== null;
+  return {
+    endpoints: servers.map((s) => ({ host: LOOPBACK, port: Number(s.ready[1]) })),
+    pids: servers.map((s) => s.pid),
+    failure: () => {
+      const gone = servers.filter(exited);
+      return gone.length === 0 ? undefined : gone.map((s) => `null cluster node ${s.pid} exited: ${s.tail().split('\n').slice(-3).join(' | ')}`).join('; ');
+    },
+    clear: async () => {
+      const client = new Etcd3({ hosts: [...etcdEndpoints], defaultCallOptions: () => ({ deadline: Date.now() + CALL_DEADLINE_MS }) });
+      try {
+        const deleted = await client.delete().prefix(`/${cluster}/`).exec();
+        await client.kv.compact({ revision: deleted.header.revision });
+      } finally {
+        client.close();
+      }
+    },
+    stop,
+  };
 }

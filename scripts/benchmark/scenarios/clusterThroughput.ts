@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import type { BenchConfig } from '../config.js';
 import type { BenchCluster } from '../cluster/BenchCluster.js';
 import { runEtcdGo, type EtcdGoBuild, type EtcdGoMode, type EtcdGoResult } from '../cluster/etcdGo.js';
@@ -136,6 +137,16 @@ export async function runClusterThroughput(
       return { connections, depth, error: (error as Error).message };
     }
   };
+  /** A null-node row; failed if a null node died in it (a lower rate would otherwise pass for the ceiling). */
+  const ceilingRow = async (nulls: NullCluster, connections: number, depth: number): Promise<ClusterThroughputRow> => {
+    const row = await loadRow('null cluster nodes', nulls.endpoints, nulls.pids, connections, depth);
+    const failure = nulls.failure();
+    await nulls.clear().catch((error: unknown) => log(`null cluster nodes: clearing their keys failed: ${(error as Error).message}`));
+    if (failure === undefined) return row;
+    log(`null cluster nodes c=${connections} P=${depth}: ${failure}`);
+    return { connections, depth, error: failure };
+  };
+  let shape = randomInt(2);
   let nullCluster: NullCluster | undefined;
   if (want.ceiling) {
     try {
@@ -150,9 +161,12 @@ export async function runClusterThroughput(
     if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
     for (const connections of config.clusterConnections) {
       for (const depth of config.pipelines) {
-        // Ours, then the null nodes right after, at each shape.
+        // Ours and the null nodes one right after the other, taking turns to go first (from a
+        // start that differs from run to run), so that neither always runs on what the other left.
+        const ceilingFirst = nullCluster !== undefined && shape++ % 2 === 1;
+        if (ceilingFirst) result.ceiling!.push(await ceilingRow(nullCluster!, connections, depth));
         if (want.ours) result.throughput!.push(await loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth));
-        if (nullCluster !== undefined) result.ceiling!.push(await loadRow('null cluster nodes', nullCluster.endpoints, nullCluster.pids, connections, depth));
+        if (nullCluster !== undefined && !ceilingFirst) result.ceiling!.push(await ceilingRow(nullCluster, connections, depth));
       }
       if (binary !== undefined) {
         result.etcdGo!.lock.push(await goRow('lock', connections));

@@ -17,6 +17,9 @@ export const CANNED_REPLIES: ReadonlyArray<Buffer | undefined> = (() => {
   replies[Command.ReleaseAll] = Buffer.from([0, 0]);
   replies[Command.List] = Buffer.from([0, 0]);
   replies[Command.Stats] = Buffer.alloc(STATS_REPLY_LENGTH);
+  // Fencing: token 1 (u64); a fenced request "you own it" with that token.
+  replies[Command.Fence] = Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]);
+  replies[Command.RequestFenced] = Buffer.from([0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
   return replies;
 })();
 

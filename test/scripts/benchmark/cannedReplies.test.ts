@@ -1,5 +1,5 @@
 import test from 'ava';
-import { FrameCutter } from '../../../scripts/benchmark/targets/cannedReplies.js';
+import { CANNED_REPLIES, FrameCutter } from '../../../scripts/benchmark/targets/cannedReplies.js';
 import { BufferWriter } from '../../../src/protocol/BufferWriter.js';
 import { Command } from '../../../src/protocol/constants.js';
 import { encodeRequest } from '../../../src/protocol/encodeRequest.js';
@@ -42,4 +42,8 @@ test('an unfinished frame waits for its bytes; an unknown command ends the conne
   const afterGood = cut([Buffer.concat([STREAM, Buffer.from([0xee])])]);
   t.false(afterGood.ok);
   t.is(afterGood.frames.length, 4, 'the frames before it were still cut');
+});
+
+test('every command has a canned reply (a frame without one would crash the null servers)', (t) => {
+  for (const [name, command] of Object.entries(Command)) t.true(CANNED_REPLIES[command] instanceof Buffer, name);
 });

@@ -93,7 +93,9 @@ etcdTest.serial(
       }),
     );
     const restarted = await Promise.all([a, b, c].map((n) => cluster.restart(n)));
-    for (const node of restarted) t.is(node.eventsNamed('snapshot-loaded').length, 1, 'loaded the snapshot');
+    // At least once: a node that joins while a new leader snapshots and compacts (here n1, held back
+    // by its old name lease) finds its watch position compacted and loads the newer snapshot too.
+    for (const node of restarted) t.true(node.eventsNamed('snapshot-loaded').length >= 1, 'loaded the snapshot');
     t.deepEqual(await fenceEverywhere(restarted, 'fence', '1', 'bob'), [bob.token, bob.token, bob.token]);
     const [a2, b2, c2] = restarted as [ServerProcess, ServerProcess, ServerProcess];
     const carol = await untilAnswered(a2, (client) => requestFenced(client, 'fence', '1', 'carol', { ttw: 120 }));

@@ -15,7 +15,8 @@
  *
  * Nothing is decoded past the frame length, no table is kept, no batch is applied, no snapshot is
  * written: a load reaching N ops/s against three of these is what the platform (sockets, grpc-js,
- * the etcd members, the generator) leaves for any code of ours, on this machine, in that run.
+ * the etcd members, the generator) leaves, on this machine in that run, for lock code built this
+ * way (one batch in flight per node, appended and watched through etcd).
  *
  *   node dist/scripts/benchmark/targets/nullClusterNode.js --etcd URLS --cluster NAME --name N [--port P]
  */

@@ -13,15 +13,11 @@
  *       (count at 300k ops - count at 100k) / 200k is reproducible to about 0.1%
  */
 import { idleTimers } from '../../../test/doubles/idleTimers.js';
-import { EventEmitter } from 'node:events';
-import type { Socket } from 'node:net';
 import { FakeClock } from '../../../test/doubles/FakeClock.js';
 import { LocalLockService } from '../../../src/locks/LocalLockService.js';
 import type { LockService } from '../../../src/locks/LockService.js';
-import { Connection, type ConnectionHost } from '../../../src/server/Connection.js';
-import { silentLogger } from '../../../src/runtime/Logger.js';
-import { ServerStats } from '../../../src/server/ServerStats.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
+import { StandInSocket, standInConnection, standInHost } from './standIns.js';
 
 const CONNECTIONS = 50;
 /** Batches made ahead per connection (enough that random keys do not come round too soon). */
@@ -38,21 +34,6 @@ const depth = Number(depthArg);
 if (!(depth >= 1) || !(keySpace >= 0) || (kind !== 'table' && kind !== 'stub')) {
   console.error('usage: connection.js [keySpace|own] [depth] [table|stub] [--ops N]');
   process.exit(2);
-}
-
-/** What Connection uses of a net.Socket; every write is taken. */
-class StandInSocket extends EventEmitter {
-  write(): boolean {
-    return true;
-  }
-  pause(): this {
-    return this;
-  }
-  resume(): this {
-    return this;
-  }
-  end(): void {}
-  destroySoon(): void {}
 }
 
 const stub: LockService = {
@@ -76,23 +57,7 @@ const stub: LockService = {
 
 const clock = new FakeClock(1_000);
 const service = kind === 'stub' ? stub : new LocalLockService(clock, idleTimers);
-const stats = new ServerStats(clock);
-const host: ConnectionHost = {
-  service,
-  logger: silentLogger,
-  draining: false,
-  commandObserver: undefined,
-  countCommand: (command) => {
-    stats.commands[command]!++;
-  },
-  statsSnapshot: (locks) => stats.snapshot(locks),
-  afterRemoval: () => {},
-  now: () => clock.now(),
-  inputIsStale: () => false,
-  staleInputRefused: () => {},
-  onPartialFrame: () => {},
-  onClosed: () => {},
-};
+const host = standInHost(service, clock);
 
 const batchesAhead = Math.max(64, Math.ceil(BATCH_BYTES_AHEAD / depth));
 const batches = Array.from({ length: CONNECTIONS }, (_, n): Buffer[] => {
@@ -104,7 +69,7 @@ const batches = Array.from({ length: CONNECTIONS }, (_, n): Buffer[] => {
   return Array.from({ length: batchesAhead }, () => Buffer.from(cycles.next()));
 });
 const sockets = batches.map(() => new StandInSocket());
-for (const socket of sockets) new Connection(socket as unknown as Socket, '127.0.0.1', host);
+for (const socket of sockets) standInConnection(socket, host);
 
 let ops = 0;
 let round = 0;

@@ -1,0 +1,107 @@
+/**
+ * A cluster node's own work per command, without etcd, gRPC or the kernel: three
+ * ClusterLockService nodes on the simulation's in-memory etcd (test/doubles/MemoryLog.ts: no
+ * faults, HOP_MS a hop, in virtual time), each serving 16 real Connections on stand-in sockets
+ * that run the cluster bench's 48 × 16 load closed-loop (a connection sends its next 16 requests
+ * once the replies to its last 16 have come). Everything a node's code does for a command is here:
+ * decoding the request, the service and its promise, the round, encoding the batch, decoding and
+ * applying every node's batches, the reply. That is what the null cluster nodes
+ * (targets/nullClusterNode.ts) do not do; the in-memory store and the virtual timers add their own
+ * cost per round (not per command), the same for any build.
+ *
+ *   node dist/scripts/benchmark/micro/clusterNode.js [seconds]
+ *       prints CPU ns per command (median and best of 5 rounds) and commands per batch
+ *   node dist/scripts/benchmark/micro/clusterNode.js --ops N
+ *       runs N commands and exits (for callgrind, as micro/connection.ts says)
+ */
+import { ClusterLockService } from '../../../src/cluster/ClusterLockService.js';
+import { mulberry32 } from '../../../src/runtime/Random.js';
+import { silentLogger } from '../../../src/runtime/Logger.js';
+import { MemoryStore } from '../../../test/doubles/MemoryLog.js';
+import { VirtualTimers } from '../../../test/doubles/VirtualTimers.js';
+import { buildCycleRing } from '../load/cycles.js';
+import { StandInSocket, standInConnection, standInHost } from './standIns.js';
+
+const NODES = 3;
+const CONNECTIONS_PER_NODE = 16;
+const DEPTH = 16;
+/** Every reply of this load (a position, a count) is a u16. */
+const REPLY_BYTES = 2;
+/** One hop to or from the in-memory etcd. */
+const HOP_MS = 1;
+/** Virtual time each step of the run loop lets pass. */
+const STEP_MS = 1;
+/** Virtual time the nodes get to join and catch up. */
+const START_LIMIT_MS = 60_000;
+
+const args = process.argv.slice(2);
+const opsAt = args.indexOf('--ops');
+const fixedOps = opsAt >= 0 ? Number(args[opsAt + 1]) : undefined;
+const seconds = opsAt >= 0 ? 0 : Number(args[0] ?? 5);
+
+const vt = new VirtualTimers(0);
+const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(1), latencyMs: [HOP_MS, HOP_MS], members: NODES });
+const nodes = Array.from(
+  { length: NODES },
+  (_, i) =>
+    new ClusterLockService(
+      { nodeName: `n${i}`, candidatePriority: i + 1, commitTimeoutMs: 5_000, maxEntries: 10_000_000 },
+      { log: store.client(`n${i}`, vt), clock: vt, timers: vt, random: mulberry32(100 + i), logger: silentLogger },
+    ),
+);
+
+let started = 0;
+for (const node of nodes) void node.start().then(() => started++);
+while (started < NODES) {
+  if (vt.now() > START_LIMIT_MS) throw new Error(`the nodes did not start within ${START_LIMIT_MS} ms of virtual time`);
+  await vt.advance(STEP_MS);
+}
+
+let ops = 0;
+/** One closed-loop client: the bench's own traffic, its next burst sent once every reply of the last has come. */
+function client(node: number, c: number): void {
+  const { batches } = buildCycleRing('lockserver', `bench:9ix.0:w${node}:c${c}`, `w${node}c${c}`, DEPTH);
+  let next = 0;
+  let awaited = 0;
+  const send = (): void => {
+    awaited = DEPTH * REPLY_BYTES;
+    socket.emit('data', batches[next++ % batches.length]);
+  };
+  const socket = new StandInSocket((bytes) => {
+    awaited -= bytes.length;
+    ops += bytes.length / REPLY_BYTES;
+    if (awaited === 0) queueMicrotask(send);
+  });
+  standInConnection(socket, standInHost(nodes[node]!, vt));
+  send();
+}
+for (let node = 0; node < NODES; node++) for (let c = 0; c < CONNECTIONS_PER_NODE; c++) client(node, c);
+
+const batchesBefore = store.logHead.version;
+if (fixedOps !== undefined) {
+  while (ops < fixedOps) await vt.advance(STEP_MS);
+} else {
+  /** CPU ns per command over about `ms` of CPU time. */
+  const run = async (ms: number): Promise<number> => {
+    const from = process.cpuUsage();
+    const cpuNs = (): number => {
+      const used = process.cpuUsage(from);
+      return (used.user + used.system) * 1000;
+    };
+    const opsFrom = ops;
+    while (cpuNs() < ms * 1e6) await vt.advance(STEP_MS);
+    return cpuNs() / (ops - opsFrom);
+  };
+  await run(1500); // warm-up: JIT, tables at their steady size
+  const rounds: number[] = [];
+  for (let r = 0; r < 5; r++) rounds.push(await run((seconds * 1000) / 5));
+  rounds.sort((a, b) => a - b);
+  console.log(
+    JSON.stringify({
+      nsPerOp: Math.round(rounds[2]!),
+      nsPerOpBest: Math.round(rounds[0]!),
+      commandsPerBatch: Math.round(ops / (store.logHead.version - batchesBefore)),
+    }),
+  );
+}
+process.exit(0);

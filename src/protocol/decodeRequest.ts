@@ -4,7 +4,7 @@
  * the server's hot path, so frames are read by hand (RequestDecoder says why and how);
  * decodeReply.ts is the client's mirror of this file.
  */
-import { byteString, type ByteString } from '../bytes.js';
+import { sameOrNew, type ByteString } from '../bytes.js';
 import { Command, COMMAND_BYTE_LENGTH, PRIORITY_LENGTH, REQUEST_LAYOUTS, STRING_LENGTH_PREFIX, TTL_LENGTH, TTW_LENGTH } from './constants.js';
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import type { Request } from './messages.js';
@@ -159,17 +159,6 @@ export class RequestDecoder {
 
 /** Fixed bytes after a request's (0x02) strings: TTL, TTW, priority. */
 const REQUEST_TAIL_LENGTH = TTL_LENGTH + TTW_LENGTH + PRIORITY_LENGTH;
-
-/** `last` when b[from, to) holds its bytes (compared from the end, where generated names differ), else a new byte string. */
-function sameOrNew(last: ByteString, b: Buffer, from: number, to: number): ByteString {
-  const length = to - from;
-  if (last.length === length) {
-    let i = length - 1;
-    while (i >= 0 && last.charCodeAt(i) === b[from + i]) i--;
-    if (i < 0) return last;
-  }
-  return byteString(b, from, to);
-}
 
 /** Decodes one whole frame (as measured by requestFrameLength) that starts at frame[0]. */
 export function decodeRequest(frame: Buffer): Request {

@@ -53,6 +53,7 @@ export class ClusterLockService implements LockService {
     );
     this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, {
       applyBatch: (state, batch, record) => this.committer.applyBatch(state, batch, record),
+      ownCommands: (header) => this.committer.ownCommands(header),
       noteApplied: (bytes) => this.leadership.noteApplied(bytes),
       stateReplaced: (state, bytes) => {
         this.leadership.stateReplaced(state);

@@ -1,6 +1,6 @@
 import type { ClusterDeps } from './ClusterOptions.js';
 import { CommitTimeoutError, Round, type PendingWrite } from './GroupCommit.js';
-import { BatchEncoder, type Batch, type LogCommand } from './LogCodec.js';
+import { BatchEncoder, type Batch, type BatchHeader, type LogCommand } from './LogCodec.js';
 import type { ReplicaState } from './ReplicaState.js';
 import type { LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -168,7 +168,7 @@ export class Committer {
         proposer: this.identity.nodeName,
         incarnation: this.identity.incarnation,
         seq: round.seq,
-        commands: round.commands,
+        commands: round.seal(),
       });
       void this.append(round, bytes);
     } else {
@@ -237,19 +237,34 @@ export class Committer {
     await pause(this.deps.timers, Math.min(ATTEMPT_RETRY_MS, Math.max(0, round.deadline - now)));
   }
 
+  /** The round in flight, if `header` is its batch's. */
+  private inFlightWith(header: BatchHeader): Round | undefined {
+    const round = this.inFlight;
+    const mine =
+      round !== undefined &&
+      round.seq > 0 &&
+      header.seq === round.seq &&
+      header.incarnation === this.identity.incarnation &&
+      header.proposer === this.identity.nodeName;
+    return mine ? round : undefined;
+  }
+
+  /**
+   * The commands of the batch in flight, when `header` is its: the follower need not decode the
+   * bytes this node encoded from them (every attempt sends those same bytes; a restarted process
+   * has another incarnation).
+   */
+  ownCommands(header: BatchHeader): readonly LogCommand[] | undefined {
+    return this.inFlightWith(header)?.commands;
+  }
+
   /**
    * The follower applies `batch`: if it is the one in flight here, its commands get their results
    * and the reads sent between them their answers, as they apply.
    */
   applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void {
-    const round = this.inFlight;
-    const mine =
-      round !== undefined &&
-      round.seq > 0 &&
-      batch.seq === round.seq &&
-      batch.incarnation === this.identity.incarnation &&
-      batch.proposer === this.identity.nodeName;
-    if (!mine) {
+    const round = this.inFlightWith(batch);
+    if (round === undefined) {
       state.apply(batch, record);
       return;
     }

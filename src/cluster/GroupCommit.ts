@@ -79,8 +79,12 @@ export class Round {
     this.readsAfter.push(this.writes.length);
   }
 
-  get commands(): LogCommand[] {
-    return this.writes.map((w) => w.command);
+  /** The writes' commands, as the batch carries them; set when it is sent (see seal). */
+  commands: readonly LogCommand[] | undefined;
+
+  /** The round is being sent: its writes' commands, as its batch carries them. */
+  seal(): readonly LogCommand[] {
+    return (this.commands = this.writes.map((w) => w.command));
   }
 
   /**

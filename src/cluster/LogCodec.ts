@@ -1,4 +1,4 @@
-import { asBuffer, byteString, type ByteString } from '../bytes.js';
+import { asBuffer, sameOrNew, type ByteString } from '../bytes.js';
 import type { LockRequest, SavedLock } from '../locks/LockService.js';
 import type { ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
@@ -247,18 +247,52 @@ export class CheckedReader {
     return v;
   }
 
-  string(): ByteString {
+  /** A length-prefixed byte string; `last` itself when it has the same bytes (see sameOrNew). */
+  string(last: ByteString = ''): ByteString {
     const length = this.u8();
     this.need(length);
-    const s = byteString(this.buffer, this.offset, this.offset + length);
+    const s = sameOrNew(last, this.buffer, this.offset, this.offset + length);
     this.offset += length;
     return s;
   }
 }
 
-/** Reads a batch's header and commands; throws LogFormatError on anything malformed. */
-export function decodeBatch(bytes: Uint8Array): Batch {
-  const r = new CheckedReader(bytes);
+/**
+ * Reads a batch's commands. A key, index or owner with the bytes of the last one of its kind is
+ * that same string: a batch holds each client's commands in a row, and a client names the same
+ * owner and index again and again and releases the key it just requested.
+ */
+class BatchReader extends CheckedReader {
+  private lastKey = '';
+  private lastIndex = '';
+  private lastOwner = '';
+
+  key(): ByteString {
+    return (this.lastKey = this.string(this.lastKey));
+  }
+
+  index(): ByteString {
+    return (this.lastIndex = this.string(this.lastIndex));
+  }
+
+  owner(): ByteString {
+    return (this.lastOwner = this.string(this.lastOwner));
+  }
+}
+
+/**
+ * The commands of a batch the caller wrote itself, given its header, or undefined when it is
+ * not one of them. Its node sent those very bytes, so it can skip decoding them (see decodeBatch).
+ */
+export type OwnCommands = (header: BatchHeader) => readonly LogCommand[] | undefined;
+
+/**
+ * Reads a batch's header and commands; throws LogFormatError on anything malformed. When `own`
+ * knows the batch (its header names the node's own proposer, incarnation and seq: bytes that node
+ * encoded from those commands and no other), its commands are taken from there, not decoded again.
+ */
+export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
+  const r = new BatchReader(bytes);
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
   if (format !== FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
@@ -267,36 +301,45 @@ export function decodeBatch(bytes: Uint8Array): Batch {
   r.u32(); // reserved
   const seq = r.u32();
   const count = r.u16();
+  const known = own?.({ proposer, incarnation, seq });
+  if (known !== undefined && known.length === count) return { proposer, incarnation, seq, commands: known };
   const commands: LogCommand[] = [];
   for (let i = 0; i < count; i++) commands.push(readCommand(r));
   if (!r.done) throw new LogFormatError('bytes after the last command');
   return { proposer, incarnation, seq, commands };
 }
 
-function readCommand(r: CheckedReader): LogCommand {
+function readCommand(r: BatchReader): LogCommand {
   const op = r.u8();
+  // Each command is one object literal, its fields in the order the node that proposed it built
+  // them (ClusterLockService), so apply sees one shape per op on every node.
   switch (op) {
     case LogOp.Request: {
-      const request = readLockRequest(r);
+      const key = r.key();
+      const index = r.index();
+      const owner = r.owner();
+      const ttl = r.u16();
+      const ttw = r.u16();
+      const priority = r.u8();
       const allowCreate = r.u8() !== 0;
-      return { op, ...request, allowCreate, maxEntries: r.u32() };
+      return { op, key, index, owner, ttl, ttw, priority, allowCreate, maxEntries: r.u32() };
     }
     case LogOp.Renew:
     case LogOp.Release: {
-      const key = r.string();
-      const index = r.string();
-      return { op, key, index, owner: r.string() };
+      const key = r.key();
+      const index = r.index();
+      return { op, key, index, owner: r.owner() };
     }
     case LogOp.ReleaseKey: {
-      const key = r.string();
-      return { op, key, owner: r.string() };
+      const key = r.key();
+      return { op, key, owner: r.owner() };
     }
     case LogOp.ReleaseAll:
-      return { op, owner: r.string() };
+      return { op, owner: r.owner() };
     case LogOp.Expire: {
-      const key = r.string();
-      const index = r.string();
-      const owner = r.string();
+      const key = r.key();
+      const index = r.index();
+      const owner = r.owner();
       return { op, key, index, owner, version: r.f64() };
     }
     case LogOp.Import: {

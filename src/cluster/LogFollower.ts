@@ -1,5 +1,5 @@
 import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
-import { decodeBatch, type Batch } from './LogCodec.js';
+import { decodeBatch, type Batch, type OwnCommands } from './LogCodec.js';
 import { LogGapError, ReplicaState } from './ReplicaState.js';
 import type { LogRecord, LogWatch, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -17,6 +17,8 @@ const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
 export interface FollowerHost {
   /** Applies one batch to `state` (the committer answers its own batches' commands as they apply). */
   applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void;
+  /** The commands of the host's own batch in flight, so they are not decoded again (see decodeBatch). */
+  readonly ownCommands: OwnCommands;
   /** A batch of `bytes` was applied (the leader's snapshot rule counts log volume). */
   noteApplied(bytes: number): void;
   /** A snapshot of `bytes` replaced the replica. */
@@ -187,7 +189,7 @@ export class LogFollower {
   private applyRecords(records: readonly LogRecord[]): string | undefined {
     for (const record of records) {
       if (record.version <= this.current.position.version) continue; // delivered again after a restart
-      const batch = decodeBatch(record.value);
+      const batch = decodeBatch(record.value, this.host.ownCommands);
       try {
         this.host.applyBatch(this.current, batch, record);
       } catch (error) {

@@ -207,3 +207,24 @@ test('a lone client is never held: its next command is the one the wait expected
   await vt.advance(0);
   t.deepEqual(sentAt, [0, BARRIER_MS + 2]);
 });
+
+test('the batch in flight, and only it, is known by its header: the follower takes its commands instead of decoding them', async (t) => {
+  const vt = new VirtualTimers();
+  const { log } = stalledLog(vt, 0);
+  const c = committer(vt, log, []);
+  const first = { op: LogOp.Release, key: 'k', index: 'i', owner: 'x' } as const;
+  const second = { op: LogOp.Renew, key: 'k', index: 'i', owner: 'y' } as const;
+  c.submit(first, () => {});
+  c.submit(second, () => {});
+  t.is(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), undefined, 'nothing is in flight before the round is sent');
+  await vt.advance(0);
+  t.deepEqual(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), [first, second]);
+  c.submit(first, () => {}); // the next round gathers meanwhile
+  for (const other of [
+    { proposer: 'n1', incarnation: 1, seq: 2 },
+    { proposer: 'n1', incarnation: 2, seq: 1 },
+    { proposer: 'n2', incarnation: 1, seq: 1 },
+  ]) {
+    t.is(c.ownCommands(other), undefined, JSON.stringify(other));
+  }
+});

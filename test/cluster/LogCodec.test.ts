@@ -208,3 +208,39 @@ test('an encode that threw leaves nothing behind for the next batch', (t) => {
   const next: Batch = { proposer: 'n', incarnation: 1, seq: 2, commands: [] };
   t.deepEqual(decodeOrFormatError(encoder.encode(next)), next);
 });
+
+test('names that share their length, or differ in one byte only, decode as themselves (a repeated name is reused, never a near one)', (t) => {
+  const encoder = new BatchEncoder();
+  const names = ['k:1', 'k:2', 'k:2', 'x:2', 'k:2', '', '', 'k:22', 'k:2', '\xff\x00\x80', '\xff\x00\x81', '\xfe\x00\x81'];
+  const commands: LogCommand[] = [];
+  for (const [i, name] of names.entries()) {
+    const other = names[names.length - 1 - i]!;
+    commands.push({ op: LogOp.Release, key: name, index: other, owner: name });
+    commands.push({ op: LogOp.ReleaseKey, key: other, owner: name });
+    commands.push({ op: LogOp.Expire, key: name, index: name, owner: other, version: i });
+  }
+  const b: Batch = { proposer: 'n1', incarnation: 7, seq: 9, commands };
+  t.deepEqual(decodeBatch(encoder.encode(b)), b);
+});
+
+test("a node's own batch takes its commands from the node, not from decoding; any other batch is decoded", (t) => {
+  const random = mulberry32(3);
+  const encoder = new BatchEncoder();
+  const mine = batch(random, 6);
+  const bytes = encoder.encode(mine);
+  const held = mine.commands.map((c) => ({ ...c }));
+  const asked: unknown[] = [];
+  const own = (header: { proposer: string; incarnation: number; seq: number }) => {
+    asked.push(header);
+    return header.seq === mine.seq ? held : undefined;
+  };
+  const decoded = decodeBatch(bytes, own);
+  t.is(decoded.commands, held, 'the commands the node holds, as they are');
+  t.deepEqual(asked, [{ proposer: mine.proposer, incarnation: mine.incarnation, seq: mine.seq }]);
+  const other = decodeBatch(encoder.encode({ ...mine, seq: mine.seq + 1 }), own);
+  t.not(other.commands, held);
+  t.deepEqual(other.commands, mine.commands);
+  // Commands that do not match the batch's count are not taken: the bytes are decoded.
+  const fewer = decodeBatch(bytes, () => held.slice(1));
+  t.deepEqual(fewer, mine);
+});

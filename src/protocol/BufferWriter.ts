@@ -6,6 +6,12 @@ const INITIAL_CAPACITY = 16 * 1024;
 const DEFAULT_RETAINED_CAPACITY = 256 * 1024;
 /** Flushes up to this long are copied in a loop rather than by a native call. */
 const SHORT_COPY = 64;
+/**
+ * Strings up to this long are written a byte at a time rather than by a latin1 encode: measured
+ * on this project's VM, 15 ns against 100–135 ns for 5 bytes, 42 against 79 for 22; the native
+ * call wins from about 40 bytes. (Every code unit of a byte string is one byte: see bytes.ts.)
+ */
+const SHORT_STRING = 32;
 
 /**
  * Appends big-endian integers and length-prefixed byte strings to one reusable buffer, tracking
@@ -80,9 +86,16 @@ export class BufferWriter {
     if (value.length > MAX_STRING_LENGTH) {
       throw new RangeError(`string of ${value.length} bytes exceeds the ${MAX_STRING_LENGTH}-byte wire limit`);
     }
-    this.ensure(1 + value.length);
-    this.buffer[this.offset++] = value.length;
-    this.offset += this.buffer.write(value, this.offset, 'latin1');
+    const length = value.length;
+    this.ensure(1 + length);
+    const buffer = this.buffer;
+    buffer[this.offset++] = length;
+    if (length <= SHORT_STRING) {
+      for (let i = 0, at = this.offset; i < length; i++) buffer[at + i] = value.charCodeAt(i);
+      this.offset += length;
+    } else {
+      this.offset += buffer.write(value, this.offset, 'latin1');
+    }
     return this;
   }
 

@@ -252,6 +252,29 @@ test('entries are counted per origin node through requests, releases, expiries a
   t.is(state.table.size, 1);
 });
 
+test('per-origin counts stay right for a node that goes 0, 1, 0 again and again, and for thousands of nodes that come and go', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('keep', [request('held', 'i', 'h')]));
+  for (let round = 0; round < 3; round++) {
+    feed.apply(state, feed.batch('A', [request('k', 'i', 'a'), { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }, request('k', 'i', 'a')]));
+    t.is(state.entriesFrom('A'), 1);
+    feed.apply(state, feed.batch('B', [{ op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }]));
+    t.is(state.entriesFrom('A'), 0);
+  }
+  // More nodes than counters are kept for, each leaving no entry but every tenth: the emptied
+  // counters go, the others stay exact.
+  for (let n = 0; n < 2_500; n++) {
+    const node = `node${n}`;
+    const commands: LogCommand[] = [request(node, 'i', 'o')];
+    if (n % 10 !== 0) commands.push({ op: LogOp.Release, key: node, index: 'i', owner: 'o' });
+    feed.apply(state, feed.batch(node, commands));
+  }
+  for (let n = 0; n < 2_500; n++) t.is(state.entriesFrom(`node${n}`), n % 10 === 0 ? 1 : 0, `node${n}`);
+  t.is(state.entriesFrom('keep'), 1);
+  t.deepEqual(state.countsFrom('keep'), { owners: 1, waiters: 0 });
+});
+
 test('allowCreate=false refuses a new entry (0) but renews an existing one', (t) => {
   const state = new ReplicaState(new FakeClock());
   const feed = new Feed();

@@ -85,8 +85,12 @@ export class ReplicaState {
    */
   private staging: ImportStaging | undefined;
 
+  /** The table's clock: read once per batch while one is applied (see BatchClock). */
+  private readonly clock: BatchClock;
+
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
+    this.clock = new BatchClock(clock);
     this.rules = new ReplicaRules({
       added: (origin) => {
         (this.byOrigin.get(origin) ?? this.newOriginCounter(origin)).entries++;
@@ -96,7 +100,7 @@ export class ReplicaState {
         if (counter !== undefined && counter.entries > 0) counter.entries--;
       },
     });
-    this.table = new LockTable<ReplicatedRequest, ReplicaRules>(clock, this.rules, { hashSeed });
+    this.table = new LockTable<ReplicatedRequest, ReplicaRules>(this.clock, this.rules, { hashSeed });
   }
 
   /** A counter for an origin that has none, after dropping those at 0 if there are too many. */
@@ -143,13 +147,18 @@ export class ReplicaState {
     const commands = batch.commands;
     // An import whose first entry finds the table in use is refused whole (every result 0).
     const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;
-    for (let i = 0; i < commands.length; i++) {
-      step?.(i);
-      const position = commandPosition(at.version, i);
-      this.rules.beginCommand(position, batch.proposer);
-      results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch.proposer);
+    this.clock.freeze();
+    try {
+      for (let i = 0; i < commands.length; i++) {
+        step?.(i);
+        const position = commandPosition(at.version, i);
+        this.rules.beginCommand(position, batch.proposer);
+        results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch.proposer);
+      }
+      step?.(commands.length);
+    } finally {
+      this.clock.thaw();
     }
-    step?.(commands.length);
     // Changes nothing apply decides (see compactIfSparse), so replicas stay alike whenever each compacts.
     this.table.compactIfSparse();
     return results;
@@ -338,6 +347,30 @@ export class ReplicaState {
   /** A short fingerprint of the whole replicated state (tests compare replicas with it). */
   digest(): string {
     return createHash('sha256').update(this.encode()).digest('hex').slice(0, 16);
+  }
+}
+
+/**
+ * The replica table's clock. Apply dates the phase of every entry it touches (for this node's
+ * deadline watch only); a batch is applied in one go, so one reading serves all its commands
+ * instead of one per command. Outside apply (the leader's deadline watch) it reads the clock.
+ */
+class BatchClock implements Clock {
+  private frozen: number | undefined;
+
+  constructor(private readonly clock: Clock) {}
+
+  now(): number {
+    return this.frozen ?? this.clock.now();
+  }
+
+  /** From now until thaw(), now() is this moment. */
+  freeze(): void {
+    this.frozen = this.clock.now();
+  }
+
+  thaw(): void {
+    this.frozen = undefined;
   }
 }
 

@@ -275,6 +275,27 @@ test('per-origin counts stay right for a node that goes 0, 1, 0 again and again,
   t.deepEqual(state.countsFrom('keep'), { owners: 1, waiters: 0 });
 });
 
+test('apply reads the clock once per batch: every phase a batch begins is dated alike; outside apply the clock is live', (t) => {
+  let reads = 0;
+  let time = 1_000;
+  const clock = { now: () => (reads++, time++) }; // a clock that moves 1 ms at every reading
+  const state = new ReplicaState(clock);
+  const feed = new Feed();
+  feed.apply(state, feed.batch('A', [request('k1', 'i', 'a', { ttl: 1 }), request('k2', 'i', 'a', { ttl: 1 }), request('k3', 'i', 'a', { ttl: 2 })]));
+  t.is(reads, 1, 'one reading for the three commands');
+  time = 3_500;
+  const due = [state.table.takeDue(), state.table.takeDue(), state.table.takeDue()];
+  t.deepEqual(
+    due.map((d) => d && [d.key, d.deadline]),
+    [
+      ['k1', 2_000],
+      ['k2', 2_000],
+      ['k3', 3_000],
+    ],
+  );
+  t.true(reads > 1, 'the deadline watch reads the live clock');
+});
+
 test('allowCreate=false refuses a new entry (0) but renews an existing one', (t) => {
   const state = new ReplicaState(new FakeClock());
   const feed = new Feed();

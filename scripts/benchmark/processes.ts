@@ -105,6 +105,9 @@ export function spawnServer(command: string, args: readonly string[], options: S
   });
 }
 
+/** Time a server run with extra node flags (a profiler, say) gets to exit by itself and write what they asked for. */
+export const PROFILED_STOP_GRACE_MS = 60_000;
+
 /** Ends a server: SIGTERM and a grace period when asked to be gentle (profiles get written), then SIGKILL. */
 export async function stopServer(server: ServerProcess, graceMs: number): Promise<void> {
   if (server.child.exitCode !== null || server.child.signalCode !== null) return;

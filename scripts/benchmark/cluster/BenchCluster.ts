@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
 import type { Endpoint } from '../load/messages.js';
-import { spawnServer, stopServer, which, type ServerProcess } from '../processes.js';
+import { PROFILED_STOP_GRACE_MS, spawnServer, stopServer, which, type ServerProcess } from '../processes.js';
 
 const CLI = join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
 const LOOPBACK = '127.0.0.1';
@@ -22,8 +22,6 @@ const ETCD_READY_MS = 30_000;
 /** Ready means "loaded the snapshot and caught up": with a million locks that takes a while. */
 const NODE_READY_MS = 120_000;
 const POLL_MS = 50;
-/** Time a profiled node gets to exit by itself and write its profile. */
-const PROFILED_STOP_GRACE_MS = 60_000;
 /** Enough for the 480-connection loads and the 200 contenders. */
 const NODE_MAX_CONNECTIONS = 4_096;
 /** Room for the scale scenario's million held locks and the loads beside them. */

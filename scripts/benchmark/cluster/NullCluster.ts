@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
 import type { Endpoint } from '../load/messages.js';
-import { spawnServer, stopServer, type ServerProcess } from '../processes.js';
+import { PROFILED_STOP_GRACE_MS, spawnServer, stopServer, type ServerProcess } from '../processes.js';
 
 const NULL_CLUSTER_NODE = join(PACKAGE_ROOT, 'dist', 'scripts', 'benchmark', 'targets', 'nullClusterNode.js');
 const LOOPBACK = '127.0.0.1';
@@ -29,11 +29,12 @@ export interface NullCluster {
   stop(): Promise<void>;
 }
 
-export async function startNullCluster(etcdEndpoints: readonly string[]): Promise<NullCluster> {
+/** @param nodeFlags extra flags for each null node's node, as our nodes get them (--server-node-flags: a profiler, say). */
+export async function startNullCluster(etcdEndpoints: readonly string[], nodeFlags: readonly string[] = []): Promise<NullCluster> {
   const cluster = `null${randomBytes(4).toString('hex')}`;
   const started = await Promise.allSettled(
     Array.from({ length: SIZE }, (_, i) =>
-      spawnServer(process.execPath, [NULL_CLUSTER_NODE, '--etcd', etcdEndpoints.join(','), '--cluster', cluster, '--name', `x${i + 1}`], {
+      spawnServer(process.execPath, [...nodeFlags, NULL_CLUSTER_NODE, '--etcd', etcdEndpoints.join(','), '--cluster', cluster, '--name', `x${i + 1}`], {
         readyPattern: /event=ready .*\bport=(\d+)/,
         readyTimeoutMs: READY_MS,
       }),
@@ -41,7 +42,7 @@ export async function startNullCluster(etcdEndpoints: readonly string[]): Promis
   );
   const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const stop = async (): Promise<void> => {
-    await Promise.all(servers.map((s) => stopServer(s, 0)));
+    await Promise.all(servers.map((s) => stopServer(s, nodeFlags.length > 0 ? PROFILED_STOP_GRACE_MS : 0)));
   };
   const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed !== undefined) {

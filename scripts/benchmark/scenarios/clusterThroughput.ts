@@ -150,7 +150,7 @@ export async function runClusterThroughput(
   let nullCluster: NullCluster | undefined;
   if (want.ceiling) {
     try {
-      nullCluster = await startNullCluster(cluster.etcdEndpoints);
+      nullCluster = await startNullCluster(cluster.etcdEndpoints, config.serverNodeFlags);
       result.ceiling = [];
     } catch (error) {
       result.ceilingError = (error as Error).message;

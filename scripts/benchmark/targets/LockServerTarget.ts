@@ -2,7 +2,7 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
-import { spawnServer, stopServer } from '../processes.js';
+import { PROFILED_STOP_GRACE_MS, spawnServer, stopServer } from '../processes.js';
 import type { RunningTarget, StartOptions, Target } from './Target.js';
 
 const CLI = join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
@@ -11,8 +11,6 @@ const STARTED = /event=started .*\bport=(\d+)/;
 const DEFAULT_READY_TIMEOUT_MS = 30_000;
 /** Enough connections for every scenario's clients; the idle scenario asks for more. */
 const DEFAULT_MAX_CONNECTIONS = 4_096;
-/** Time a profiled server gets to save, exit and write its profile. */
-const PROFILED_STOP_GRACE_MS = 60_000;
 
 /** Our single node: `node dist/src/cli/lockserver.js` on a free loopback port, files in a temp dir. */
 export class LockServerTarget implements Target {

@@ -1,4 +1,5 @@
 import type { ByteString } from '../bytes.js';
+import { Later } from '../locks/Later.js';
 import type { LockCounts, LockRequest, LockService, SavedLock } from '../locks/LockService.js';
 import type { Contender, FencedPosition } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
@@ -63,7 +64,7 @@ export class ClusterLockService implements LockService {
       progressed: () => this.committer.progressed(),
     });
     this.leadership = new Leadership(options, deps, this.contact, {
-      submitExpiry: (command, failed) => this.committer.submit(command, failed),
+      submitExpiry: (command, failed) => this.committer.submit(command, { resolve: () => {}, reject: failed }),
       state: () => this.follower.state,
     });
   }
@@ -138,21 +139,24 @@ export class ClusterLockService implements LockService {
     if (this.ready) this.leadership.tick();
   }
 
-  private submit(command: LogCommand): Promise<number> {
-    return new Promise<number>((resolve, reject) => this.committer.submit(command, reject, resolve));
+  /** A mutating command, answered once its batch is applied here (a Later: no promise per command). */
+  private submit(command: LogCommand): Later<number> {
+    const answer = new Later<number>();
+    this.committer.submit(command, answer);
+    return answer;
   }
 
-  private read<T>(evaluate: (state: ReplicaState) => T): Promise<T> {
+  private read<T>(evaluate: (state: ReplicaState) => T): Later<T> {
     return this.committer.read(() => evaluate(this.follower.state));
   }
 
   // LockService
 
-  findOwner(key: ByteString, index: ByteString): Promise<ByteString> {
+  findOwner(key: ByteString, index: ByteString): Later<ByteString> {
     return this.read((state) => state.table.findOwner(key, index));
   }
 
-  request(r: LockRequest, allowCreate: boolean): Promise<number> {
+  request(r: LockRequest, allowCreate: boolean): Later<number> {
     return this.submit(this.requestCommand(r, allowCreate));
   }
 
@@ -161,18 +165,17 @@ export class ClusterLockService implements LockService {
    * with the token read from this node's table right after the command applied, before any later
    * command of its batch could release or expire the lock: the token of the grant it answers.
    */
-  requestFenced(r: LockRequest, allowCreate: boolean): Promise<FencedPosition> {
-    return new Promise<FencedPosition>((resolve, reject) => {
-      let token = 0;
-      this.committer.submit(
-        this.requestCommand(r, allowCreate),
-        reject,
-        (position) => resolve({ position, token: position === 1 ? token : 0 }),
-        () => {
-          token = this.follower.state.table.fence(r.key, r.index, r.owner);
-        },
-      );
-    });
+  requestFenced(r: LockRequest, allowCreate: boolean): Later<FencedPosition> {
+    const answer = new Later<FencedPosition>();
+    let token = 0;
+    this.committer.submit(
+      this.requestCommand(r, allowCreate),
+      { resolve: (position) => answer.resolve({ position, token: position === 1 ? token : 0 }), reject: (error) => answer.reject(error) },
+      () => {
+        token = this.follower.state.table.fence(r.key, r.index, r.owner);
+      },
+    );
+    return answer;
   }
 
   private requestCommand(r: LockRequest, allowCreate: boolean): LogCommand {
@@ -189,41 +192,46 @@ export class ClusterLockService implements LockService {
     };
   }
 
-  fence(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+  fence(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
     return this.read((state) => state.table.fence(key, index, owner));
   }
 
-  location(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+  location(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
     return this.read((state) => state.table.location(key, index, owner));
   }
 
-  async renew(key: ByteString, index: ByteString, owner: ByteString): Promise<boolean> {
-    return (await this.submit({ op: LogOp.Renew, key, index, owner })) === 1;
+  renew(key: ByteString, index: ByteString, owner: ByteString): Later<boolean> {
+    const answer = new Later<boolean>();
+    this.committer.submit(
+      { op: LogOp.Renew, key, index, owner },
+      { resolve: (renewed) => answer.resolve(renewed === 1), reject: (error) => answer.reject(error) },
+    );
+    return answer;
   }
 
-  release(key: ByteString, index: ByteString, owner: ByteString): Promise<number> {
+  release(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
     return this.submit({ op: LogOp.Release, key, index, owner });
   }
 
-  releaseKey(key: ByteString, owner: ByteString): Promise<number> {
+  releaseKey(key: ByteString, owner: ByteString): Later<number> {
     return this.submit({ op: LogOp.ReleaseKey, key, owner });
   }
 
-  releaseAll(owner: ByteString): Promise<number> {
+  releaseAll(owner: ByteString): Later<number> {
     return this.submit({ op: LogOp.ReleaseAll, owner });
   }
 
-  list(key: ByteString, limit: number): Promise<Contender[]> {
+  list(key: ByteString, limit: number): Later<Contender[]> {
     return this.read((state) => state.table.list(key, limit));
   }
 
-  counts(): Promise<LockCounts> {
-    return this.read((state) => state.counts());
+  async counts(): Promise<LockCounts> {
+    return await this.read((state) => state.counts());
   }
 
   /** Drain of this node waits for the entries requested through it, wherever they are released. */
-  drainCounts(): Promise<LockCounts> {
-    return this.read((state) => state.countsFrom(this.options.nodeName));
+  async drainCounts(): Promise<LockCounts> {
+    return await this.read((state) => state.countsFrom(this.options.nodeName));
   }
 
   /**

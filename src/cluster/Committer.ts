@@ -1,5 +1,6 @@
 import type { ClusterDeps } from './ClusterOptions.js';
-import { CommitTimeoutError, Round, type PendingWrite } from './GroupCommit.js';
+import type { Later } from '../locks/Later.js';
+import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
 import { BatchEncoder, type Batch, type BatchHeader, type LogCommand } from './LogCodec.js';
 import type { ReplicaState } from './ReplicaState.js';
 import type { LogRecord } from './ReplicatedLog.js';
@@ -75,28 +76,32 @@ export class Committer {
   ) {}
 
   /**
-   * Queues a mutating command for the next batch. `applied`, if given, runs right after the
-   * command is applied here, before any later command of its batch (see PendingWrite.applied).
+   * Queues a mutating command for the next batch; its result goes to `answer`. `applied`, if
+   * given, runs right after the command is applied here, before any later command of its batch
+   * (see Round.addWrite).
    */
-  submit(command: LogCommand, reject: (error: Error) => void, resolve: (result: number) => void = () => {}, applied?: () => void): void {
+  submit(command: LogCommand, answer: WriteAnswer, applied?: () => void): void {
     if (this.closing) {
-      reject(leavingError());
+      answer.reject(leavingError());
       return;
     }
-    let round = this.gathering();
-    if (!round.canTake(command)) round = this.openRound();
-    const write: PendingWrite = { command, resolve, reject, applied };
-    round.addWrite(write);
+    if (!this.gathering().addWrite(command, answer, applied) && !this.openRound().addWrite(command, answer, applied)) {
+      answer.reject(new Error('a command larger than a whole batch')); // never: a command is at most a few hundred bytes
+      return;
+    }
     this.arrived();
   }
 
   /** Queues a read, answered (by `evaluate` against the replica) once every command before it is applied. */
-  read<T>(evaluate: () => T): Promise<T> {
-    if (this.closing) return Promise.reject(leavingError());
-    return new Promise<T>((resolve, reject) => {
-      this.gathering().addRead({ answer: () => resolve(evaluate()), reject });
-      this.arrived();
-    });
+  read<T>(evaluate: () => T): Later<T> {
+    const answer = new ReadAnswer(evaluate);
+    if (this.closing) {
+      answer.reject(leavingError());
+      return answer;
+    }
+    this.gathering().addRead(answer);
+    this.arrived();
+    return answer;
   }
 
   /** A command joined the gathering round: if it was the last one the wait expected, the round goes. */
@@ -162,13 +167,13 @@ export class Committer {
     if (round === undefined) return;
     this.inFlight = round;
     round.sentAt = this.deps.clock.now();
-    if (round.writes.length > 0) {
+    if (round.writes > 0) {
       round.seq = this.nextSeq++;
       const bytes = this.encoder.encode({
         proposer: this.identity.nodeName,
         incarnation: this.identity.incarnation,
         seq: round.seq,
-        commands: round.seal(),
+        commands: round.commands,
       });
       void this.append(round, bytes);
     } else {
@@ -273,7 +278,7 @@ export class Committer {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {
       round.settle(results);
-      this.deps.observer?.batchCommitted(this.deps.clock.now() - round.sentAt, round.writes.length);
+      this.deps.observer?.batchCommitted(this.deps.clock.now() - round.sentAt, round.writes);
       this.finishRound(round);
     }
   }
@@ -320,7 +325,7 @@ export class Committer {
     if (round !== undefined && round.deadline <= now && this.mayGiveUp(round, now)) {
       this.deps.logger.event('commit-timeout', {
         seq: round.seq,
-        commands: round.writes.length,
+        commands: round.writes,
         waited_ms: Math.round(now - round.sentAt),
       });
       // The rounds queued behind it go too, unsent: they may hold later pipelined commands of the

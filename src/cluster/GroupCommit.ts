@@ -1,3 +1,4 @@
+import { Later } from '../locks/Later.js';
 import { commandSize, MAX_BATCH_BYTES, MAX_BATCH_COMMANDS, type LogCommand } from './LogCodec.js';
 
 /** A command whose commit (or read barrier) did not complete within --commit-timeout. */
@@ -5,22 +6,27 @@ export class CommitTimeoutError extends Error {
   override name = 'CommitTimeoutError';
 }
 
-/** A mutating command waiting for its batch to be applied here. */
-export interface PendingWrite {
-  readonly command: LogCommand;
+/** Where a mutating command's result goes once its batch is applied here (a Later, for a client's command). */
+export interface WriteAnswer {
   resolve(result: number): void;
   reject(error: Error): void;
-  /**
-   * Called as soon as its command is applied here, before the next command of the batch: what it
-   * reads of the table then is what its own command left (a request with fence reads its token).
-   */
-  readonly applied: (() => void) | undefined;
 }
 
 /** A read waiting for its barrier; `answer` evaluates it against the local table and settles it. */
 export interface PendingRead {
   answer(): void;
   reject(error: Error): void;
+}
+
+/** A read's answer: `evaluate` run against the local table when its turn comes, as a Later. */
+export class ReadAnswer<T> extends Later<T> implements PendingRead {
+  constructor(private readonly evaluate: () => T) {
+    super();
+  }
+
+  answer(): void {
+    this.resolve(this.evaluate());
+  }
 }
 
 /**
@@ -31,7 +37,10 @@ export interface PendingRead {
  * of reads only needs one linearizable read of the log head.
  */
 export class Round {
-  readonly writes: PendingWrite[] = [];
+  /** The writes in arrival order: their commands (the batch, as sent), where each result goes, and what runs right after each applies. */
+  readonly commands: LogCommand[] = [];
+  private readonly answers: WriteAnswer[] = [];
+  private readonly afterApplied: Array<(() => void) | undefined> = [];
   /** Reads in arrival order, each with the number of writes that arrived before it. */
   private readonly reads: PendingRead[] = [];
   private readonly readsAfter: number[] = [];
@@ -56,43 +65,46 @@ export class Round {
   ) {}
 
   get isEmpty(): boolean {
-    return this.writes.length === 0 && this.reads.length === 0;
+    return this.commands.length === 0 && this.reads.length === 0;
+  }
+
+  /** Mutating commands in the round. */
+  get writes(): number {
+    return this.commands.length;
   }
 
   /** Commands in the round, writes and reads. */
   get size(): number {
-    return this.writes.length + this.reads.length;
+    return this.commands.length + this.reads.length;
   }
 
-  /** Whether one more write would take the batch past the store's request limits. */
-  canTake(command: LogCommand): boolean {
-    return this.writes.length < MAX_BATCH_COMMANDS && this.bytes + commandSize(command) <= MAX_BATCH_BYTES;
-  }
-
-  addWrite(write: PendingWrite): void {
-    this.writes.push(write);
-    this.bytes += commandSize(write.command);
+  /**
+   * Adds a write if the batch can take it within the store's request limits; false (nothing
+   * added) when it cannot. `applied`, if given, runs as soon as its command is applied here,
+   * before the next command of the batch: what it reads of the table then is what its own command
+   * left (a request with fence reads its token).
+   */
+  addWrite(command: LogCommand, answer: WriteAnswer, applied?: () => void): boolean {
+    const size = commandSize(command);
+    if (this.commands.length >= MAX_BATCH_COMMANDS || this.bytes + size > MAX_BATCH_BYTES) return false;
+    this.commands.push(command);
+    this.answers.push(answer);
+    this.afterApplied.push(applied);
+    this.bytes += size;
+    return true;
   }
 
   addRead(read: PendingRead): void {
     this.reads.push(read);
-    this.readsAfter.push(this.writes.length);
-  }
-
-  /** The writes' commands, as the batch carries them; set when it is sent (see seal). */
-  commands: readonly LogCommand[] | undefined;
-
-  /** The round is being sent: its writes' commands, as its batch carries them. */
-  seal(): readonly LogCommand[] {
-    return (this.commands = this.writes.map((w) => w.command));
+    this.readsAfter.push(this.commands.length);
   }
 
   /**
-   * Apply of the batch reached write `index` (`writes.length` after the last): the write before it
-   * has just been applied, and the reads that arrived before it are due.
+   * Apply of the batch reached write `index` (`writes` after the last): the write before it has
+   * just been applied, and the reads that arrived before it are due.
    */
   reached(index: number): void {
-    if (index > 0) this.writes[index - 1]!.applied?.();
+    if (index > 0) this.afterApplied[index - 1]?.();
     this.answerReadsBefore(index);
   }
 
@@ -105,13 +117,14 @@ export class Round {
 
   /** The batch was applied here: each write gets the result apply produced for it. */
   settle(results: readonly number[]): void {
-    for (let i = 0; i < this.writes.length; i++) this.writes[i]!.resolve(results[i]!);
-    this.answerReadsBefore(this.writes.length);
+    const answers = this.answers;
+    for (let i = 0; i < answers.length; i++) answers[i]!.resolve(results[i]!);
+    this.answerReadsBefore(answers.length);
   }
 
   /** Nothing of the round is answered: its connections close (see Connection). */
   fail(error: Error): void {
-    for (const w of this.writes) w.reject(error);
+    for (const answer of this.answers) answer.reject(error);
     for (let i = this.nextRead; i < this.reads.length; i++) this.reads[i]!.reject(error);
     this.nextRead = this.reads.length;
   }

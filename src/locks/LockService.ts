@@ -1,5 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender, FencedPosition } from '../protocol/messages.js';
+import type { Later } from './Later.js';
 
 /** One entry as written to and read from the lock file. */
 export interface SavedLock {
@@ -31,12 +32,13 @@ export interface LockRequest {
 }
 
 /**
- * A command's answer: the value itself when the service knows it at once (the local table), or a
- * promise of it (a replicated core that must ask its peers). Callers `await` it either way, or
- * test for a promise; a promise per command cost the single node a third of its pipelined
- * throughput (measured 556k against 739k ops/s), so the local service answers directly.
+ * A command's answer: the value itself when the service knows it at once (the local table), or,
+ * when it comes later (a replicated core that must ask its peers), a Later, or a promise of it.
+ * Callers `await` it in any case (a Later is a thenable), or tell them apart; a promise per
+ * command cost the single node a third of its pipelined throughput (measured 556k against 739k
+ * ops/s), so the local service answers directly, and a cluster node answers with Laters.
  */
-export type Answer<T> = T | Promise<T>;
+export type Answer<T> = T | Later<T> | Promise<T>;
 
 /**
  * The one interface between the protocol layer and lock state. The single-node table and the

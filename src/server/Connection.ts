@@ -1,5 +1,6 @@
 import type { Socket } from 'node:net';
 import { printable } from '../bytes.js';
+import { Later, type LaterListener } from '../locks/Later.js';
 import type { Answer, LockCounts, LockService } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16 } from '../protocol/constants.js';
@@ -402,24 +403,32 @@ export class Connection {
 
   /** Encodes an answer given at once with nothing outstanding before it; otherwise queues its reply. */
   private reply<T>(command: number, answer: Answer<T>, encode: Encode<T>): boolean {
-    const now = !(answer instanceof Promise);
+    const now = !(answer instanceof Later) && !(answer instanceof Promise);
     if (now && this.outstanding === 0) {
       encode(this.replies, answer);
       return true;
     }
     const pending = new PendingReply(command, encode, this.host.commandObserver === undefined ? undefined : this.submittedAt);
     this.pending.push(pending);
-    if (now) {
-      pending.state = ANSWERED;
-      pending.value = answer;
-    } else {
+    if (answer instanceof Later) {
+      answer.listen(this.settlements, pending);
+    } else if (answer instanceof Promise) {
       answer.then(
         (value) => this.answered(pending, value),
         (error: unknown) => this.rejected(pending, error),
       );
+    } else {
+      pending.state = ANSWERED;
+      pending.value = answer;
     }
     return now;
   }
+
+  /** Hears every Later answer of this connection, each with its pending reply (one object per connection, not per command). */
+  private readonly settlements: LaterListener<unknown, PendingReply> = {
+    resolved: (pending, value) => this.answered(pending, value),
+    rejected: (pending, error) => this.rejected(pending, error),
+  };
 
   private answered(pending: PendingReply, value: unknown): void {
     if (this.phase >= Phase.Closing) return;

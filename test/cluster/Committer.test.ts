@@ -50,8 +50,10 @@ function submitRelease(vt: VirtualTimers, c: Committer): { givenUpAt: number | u
   const outcome: { givenUpAt: number | undefined; answered: boolean } = { givenUpAt: undefined, answered: false };
   c.submit(
     { op: LogOp.Release, key: 'k', index: 'i', owner: 'x' },
-    () => (outcome.givenUpAt = vt.now()),
-    () => (outcome.answered = true),
+    {
+      reject: () => (outcome.givenUpAt = vt.now()),
+      resolve: () => (outcome.answered = true),
+    },
   );
   return outcome;
 }
@@ -208,18 +210,20 @@ test('a lone client is never held: its next command is the one the wait expected
   t.deepEqual(sentAt, [0, BARRIER_MS + 2]);
 });
 
+const IGNORED = { resolve: () => {}, reject: () => {} };
+
 test('the batch in flight, and only it, is known by its header: the follower takes its commands instead of decoding them', async (t) => {
   const vt = new VirtualTimers();
   const { log } = stalledLog(vt, 0);
   const c = committer(vt, log, []);
   const first = { op: LogOp.Release, key: 'k', index: 'i', owner: 'x' } as const;
   const second = { op: LogOp.Renew, key: 'k', index: 'i', owner: 'y' } as const;
-  c.submit(first, () => {});
-  c.submit(second, () => {});
+  c.submit(first, IGNORED);
+  c.submit(second, IGNORED);
   t.is(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), undefined, 'nothing is in flight before the round is sent');
   await vt.advance(0);
   t.deepEqual(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), [first, second]);
-  c.submit(first, () => {}); // the next round gathers meanwhile
+  c.submit(first, IGNORED); // the next round gathers meanwhile
   for (const other of [
     { proposer: 'n1', incarnation: 1, seq: 2 },
     { proposer: 'n1', incarnation: 2, seq: 1 },

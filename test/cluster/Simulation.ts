@@ -532,7 +532,7 @@ class Simulation {
     client: SimClient,
     node: SimNode,
     what: string,
-    issue: () => Promise<T>,
+    issue: () => PromiseLike<T>,
     onAnswer: (value: T, sent: number) => void,
     onLost?: () => void,
   ): void {
@@ -563,7 +563,7 @@ class Simulation {
             this.hungUp(c);
           },
         )
-        .catch(() => {}); // a failure found in a callback is kept in this.failure; advance() throws it
+        .then(undefined, () => {}); // a failure found in a callback is kept in this.failure; advance() throws it
     };
     // Commands sent together reach the node in one read, as a pipelined burst does over TCP.
     if (this.burst !== undefined) this.burst.push(task);

@@ -19,7 +19,7 @@ function node(store: MemoryStore, vt: VirtualTimers, name: string): ClusterLockS
 }
 
 /** Moves virtual time on until every promise has settled (bounded), and gives their values. */
-async function settle<T extends readonly unknown[]>(vt: VirtualTimers, ...promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+async function settle<T extends readonly unknown[]>(vt: VirtualTimers, ...promises: { [K in keyof T]: PromiseLike<T[K]> }): Promise<T> {
   let values: T | undefined;
   let failure: unknown;
   Promise.all(promises).then(

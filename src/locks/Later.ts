@@ -1,0 +1,60 @@
+/** Told once, when a Later settles, with the key it was listened to with. */
+export interface LaterListener<T, K> {
+  resolved(key: K, value: T): void;
+  rejected(key: K, error: unknown): void;
+}
+
+const PENDING = 0;
+const RESOLVED = 1;
+const REJECTED = 2;
+
+/**
+ * An answer that comes later, without a promise per command: whoever computes it settles it once,
+ * and its one listener is told at once, in that same turn. A cluster node answers every command
+ * with one; the server's connection listens to each with itself and the command's place in line,
+ * so a command costs this one object where a promise cost the promise, its resolving functions,
+ * two reaction closures and a microtask (see the seam in src/README.md).
+ *
+ * It is a thenable too, so code that awaits an answer (tests, tools, the daemon) works unchanged:
+ * `then` listens once, through a promise it keeps.
+ */
+export class Later<T> implements PromiseLike<T> {
+  private state = PENDING;
+  private value: T | undefined;
+  private error: unknown;
+  private listener: LaterListener<T, unknown> | undefined;
+  private key: unknown;
+  private promise: Promise<T> | undefined;
+
+  /** Settles with `value`; a Later already settled stays as it is. */
+  resolve(value: T): void {
+    if (this.state !== PENDING) return;
+    this.state = RESOLVED;
+    this.value = value;
+    this.listener?.resolved(this.key, value);
+  }
+
+  /** Settles with `error`; a Later already settled stays as it is. Nobody listening is not an error. */
+  reject(error: unknown): void {
+    if (this.state !== PENDING) return;
+    this.state = REJECTED;
+    this.error = error;
+    this.listener?.rejected(this.key, error);
+  }
+
+  /** Tells `listener` of the outcome, with `key`: when it settles, or now if it has. Only one listener. */
+  listen<K>(listener: LaterListener<T, K>, key: K): void {
+    if (this.listener !== undefined) throw new Error('a Later has one listener');
+    this.listener = listener;
+    this.key = key;
+    if (this.state === RESOLVED) listener.resolved(key, this.value as T);
+    else if (this.state === REJECTED) listener.rejected(key, this.error);
+  }
+
+  then<A = T, B = never>(onResolved?: ((value: T) => A | PromiseLike<A>) | null, onRejected?: ((error: unknown) => B | PromiseLike<B>) | null): Promise<A | B> {
+    this.promise ??= new Promise<T>((resolve, reject) =>
+      this.listen({ resolved: (_, value: T) => resolve(value), rejected: (_, error) => reject(error) }, undefined),
+    );
+    return this.promise.then(onResolved, onRejected);
+  }
+}

@@ -1,62 +1,17 @@
 import test from 'ava';
-import { EventEmitter } from 'node:events';
-import type { Socket } from 'node:net';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
 import type { LockService } from '../../src/locks/LockService.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import { Command } from '../../src/protocol/constants.js';
-import { Connection, MAX_COMMANDS_PER_TURN, MAX_REPLY_BYTES_PER_TURN, type ConnectionHost } from '../../src/server/Connection.js';
-import { silentLogger } from '../../src/runtime/Logger.js';
-import { ServerStats } from '../../src/server/ServerStats.js';
+import { MAX_COMMANDS_PER_TURN, MAX_REPLY_BYTES_PER_TURN, type Connection } from '../../src/server/Connection.js';
+import { StandInSocket, standInConnection, standInHost } from '../doubles/standIns.js';
 import { frames, req } from '../helpers/wire.js';
 
 // One Connection on a stand-in socket whose writes the test accepts or refuses, and whose turns of
 // the event loop the test counts: the per-turn bounds, the frame timer and the connection's
 // phases (reading, quiescing, halted, closing, closed), exactly.
-
-/** Just what Connection uses of a net.Socket; write() answers as told (false = backpressure). */
-class StandInSocket extends EventEmitter {
-  readonly written: Buffer[] = [];
-  takesWrites = true;
-  paused = false;
-  /** How often each way of closing was asked for. */
-  ends = 0;
-  destroySoons = 0;
-  destroys = 0;
-
-  write(bytes: Buffer): boolean {
-    this.written.push(bytes);
-    return this.takesWrites;
-  }
-
-  get bytesWritten(): number {
-    return this.written.reduce((sum, b) => sum + b.length, 0);
-  }
-
-  pause(): this {
-    this.paused = true;
-    return this;
-  }
-
-  resume(): this {
-    this.paused = false;
-    return this;
-  }
-
-  end(): void {
-    this.ends++;
-  }
-
-  destroySoon(): void {
-    this.destroySoons++;
-  }
-
-  destroy(): void {
-    this.destroys++;
-  }
-}
 
 interface Harness {
   socket: StandInSocket;
@@ -72,32 +27,16 @@ function connection(setUp: (service: LocalLockService) => void = () => {}, repla
   const clock = new FakeClock(1_000);
   const local = new LocalLockService(clock, idleTimers);
   setUp(local);
-  const stats = new ServerStats(clock);
   let closedReports = 0;
-  const host: ConnectionHost = {
-    service: replaceService ?? local,
-    logger: silentLogger,
-    draining: false,
-    commandObserver: undefined,
-    countCommand: (command) => {
-      stats.commands[command]!++;
-    },
-    statsSnapshot: (locks) => stats.snapshot(locks),
-    afterRemoval: () => {},
-    now: () => clock.now(),
-    inputIsStale: () => false,
-    staleInputRefused: () => {},
-    onPartialFrame: () => {},
-    onClosed: () => {
-      closedReports++;
-    },
-  };
+  const host = standInHost(replaceService ?? local, clock, () => {
+    closedReports++;
+  });
   const socket = new StandInSocket();
   return {
     socket,
-    connection: new Connection(socket as unknown as Socket, '127.0.0.1', host),
+    connection: standInConnection(socket, host),
     clock,
-    commandsRun: () => stats.commands.reduce((sum, n) => sum + n, 0),
+    commandsRun: () => host.stats.commands.reduce((sum, n) => sum + n, 0),
     closedReports: () => closedReports,
   };
 }

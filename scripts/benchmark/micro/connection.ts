@@ -17,7 +17,7 @@ import { FakeClock } from '../../../test/doubles/FakeClock.js';
 import { LocalLockService } from '../../../src/locks/LocalLockService.js';
 import type { LockService } from '../../../src/locks/LockService.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
-import { StandInSocket, standInConnection, standInHost } from './standIns.js';
+import { StandInSocket, standInConnection, standInHost } from '../../../test/doubles/standIns.js';
 
 const CONNECTIONS = 50;
 /** Batches made ahead per connection (enough that random keys do not come round too soon). */
@@ -68,7 +68,7 @@ const batches = Array.from({ length: CONNECTIONS }, (_, n): Buffer[] => {
   const cycles = new RandomCycles('lockserver', 'k:', `client${n}`, keySpace, depth, n + 1);
   return Array.from({ length: batchesAhead }, () => Buffer.from(cycles.next()));
 });
-const sockets = batches.map(() => new StandInSocket());
+const sockets = batches.map(() => new StandInSocket(() => {})); // replies are dropped, not kept
 for (const socket of sockets) standInConnection(socket, host);
 
 let ops = 0;

@@ -4,6 +4,7 @@ import type { LockCounts, LockRequest, LockService, SavedLock } from '../locks/L
 import type { Contender, FencedPosition } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
+import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
 import { LogOp, NO_REMAINING, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
@@ -170,7 +171,7 @@ export class ClusterLockService implements LockService {
     let token = 0;
     this.committer.submit(
       this.requestCommand(r, allowCreate),
-      { resolve: (position) => answer.resolve({ position, token: position === 1 ? token : 0 }), reject: (error) => answer.reject(error) },
+      answerWith(answer, (position) => ({ position, token: position === 1 ? token : 0 })),
       () => {
         token = this.follower.state.table.fence(r.key, r.index, r.owner);
       },
@@ -204,7 +205,7 @@ export class ClusterLockService implements LockService {
     const answer = new Later<boolean>();
     this.committer.submit(
       { op: LogOp.Renew, key, index, owner },
-      { resolve: (renewed) => answer.resolve(renewed === 1), reject: (error) => answer.reject(error) },
+      answerWith(answer, (renewed) => renewed === 1),
     );
     return answer;
   }
@@ -318,4 +319,9 @@ export class ClusterLockService implements LockService {
     })();
     return this.closing;
   }
+}
+
+/** Where a write's result goes when its answer is not the result itself: `answer`, settled with what `from` makes of it. */
+function answerWith<T>(answer: Later<T>, from: (result: number) => T): WriteAnswer {
+  return { resolve: (result) => answer.resolve(from(result)), reject: (error) => answer.reject(error) };
 }

@@ -21,6 +21,7 @@ import { MemoryStore } from '../../../test/doubles/MemoryLog.js';
 import { VirtualTimers } from '../../../test/doubles/VirtualTimers.js';
 import { buildCycleRing } from '../load/cycles.js';
 import { StandInSocket, standInConnection, standInHost } from '../../../test/doubles/standIns.js';
+import { cpuNsPerOp, opsArgument } from './cpuPerOp.js';
 
 const NODES = 3;
 const CONNECTIONS_PER_NODE = 16;
@@ -34,10 +35,8 @@ const STEP_MS = 1;
 /** Virtual time the nodes get to join and catch up. */
 const START_LIMIT_MS = 60_000;
 
-const args = process.argv.slice(2);
-const opsAt = args.indexOf('--ops');
-const fixedOps = opsAt >= 0 ? Number(args[opsAt + 1]) : undefined;
-const seconds = opsAt >= 0 ? 0 : Number(args[0] ?? 5);
+const { fixedOps, rest } = opsArgument(process.argv.slice(2));
+const seconds = Number(rest[0] ?? 5);
 
 const vt = new VirtualTimers(0);
 const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(1), latencyMs: [HOP_MS, HOP_MS], members: NODES });
@@ -81,27 +80,14 @@ const batchesBefore = store.logHead.version;
 if (fixedOps !== undefined) {
   while (ops < fixedOps) await vt.advance(STEP_MS);
 } else {
-  /** CPU ns per command over about `ms` of CPU time. */
-  const run = async (ms: number): Promise<number> => {
-    const from = process.cpuUsage();
-    const cpuNs = (): number => {
-      const used = process.cpuUsage(from);
-      return (used.user + used.system) * 1000;
-    };
-    const opsFrom = ops;
-    while (cpuNs() < ms * 1e6) for (let i = 0; i < 16; i++) await vt.advance(STEP_MS);
-    return cpuNs() / (ops - opsFrom);
-  };
-  await run(1500); // warm-up: JIT, tables at their steady size
-  const rounds: number[] = [];
-  for (let r = 0; r < 5; r++) rounds.push(await run((seconds * 1000) / 5));
-  rounds.sort((a, b) => a - b);
-  console.log(
-    JSON.stringify({
-      nsPerOp: Math.round(rounds[2]!),
-      nsPerOpBest: Math.round(rounds[0]!),
-      commandsPerBatch: Math.round(ops / (store.logHead.version - batchesBefore)),
-    }),
+  const measured = await cpuNsPerOp(
+    async () => {
+      for (let i = 0; i < 16; i++) await vt.advance(STEP_MS);
+    },
+    () => ops,
+    1500,
+    (seconds * 1000) / 5,
   );
+  console.log(JSON.stringify({ ...measured, commandsPerBatch: Math.round(ops / (store.logHead.version - batchesBefore)) }));
 }
 process.exit(0);

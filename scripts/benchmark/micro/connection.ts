@@ -18,6 +18,7 @@ import { LocalLockService } from '../../../src/locks/LocalLockService.js';
 import type { LockService } from '../../../src/locks/LockService.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
 import { StandInSocket, standInConnection, standInHost } from '../../../test/doubles/standIns.js';
+import { cpuNsPerOp, opsArgument } from './cpuPerOp.js';
 
 const CONNECTIONS = 50;
 /** Batches made ahead per connection (enough that random keys do not come round too soon). */
@@ -25,10 +26,8 @@ const BATCH_BYTES_AHEAD = 8_192;
 /** The fake clock moves 1 ms per this many ops. */
 const OPS_PER_MS = 512;
 
-const args = process.argv.slice(2);
-const opsAt = args.indexOf('--ops');
-const fixedOps = opsAt >= 0 ? Number(args[opsAt + 1]) : undefined;
-const [keySpaceArg = '100000', depthArg = '16', kind = 'table'] = opsAt >= 0 ? args.slice(0, opsAt) : args;
+const { fixedOps, rest } = opsArgument(process.argv.slice(2));
+const [keySpaceArg = '100000', depthArg = '16', kind = 'table'] = rest;
 const keySpace = keySpaceArg === 'own' ? 0 : Number(keySpaceArg);
 const depth = Number(depthArg);
 if (!(depth >= 1) || !(keySpace >= 0) || (kind !== 'table' && kind !== 'stub')) {
@@ -86,20 +85,13 @@ function pass(): void {
 if (fixedOps !== undefined) {
   while (ops < fixedOps) pass();
 } else {
-  /** CPU ns per op over about `ms` of CPU time (CPU, not wall time: the machine may be shared). */
-  const run = (ms: number): number => {
-    const started = process.cpuUsage();
-    const cpuNs = (): number => {
-      const used = process.cpuUsage(started);
-      return (used.user + used.system) * 1000;
-    };
-    const from = ops;
-    while (cpuNs() < ms * 1e6) for (let i = 0; i < 16; i++) pass();
-    return cpuNs() / (ops - from);
-  };
-  run(800);
-  const rounds: number[] = [];
-  for (let r = 0; r < 5; r++) rounds.push(run(400));
-  rounds.sort((a, b) => a - b);
-  console.log(JSON.stringify({ keySpace: keySpaceArg, depth, service: kind, nsPerOp: Math.round(rounds[2]!), nsPerOpBest: Math.round(rounds[0]!) }));
+  const measured = await cpuNsPerOp(
+    () => {
+      for (let i = 0; i < 16; i++) pass();
+    },
+    () => ops,
+    800,
+    400,
+  );
+  console.log(JSON.stringify({ keySpace: keySpaceArg, depth, service: kind, ...measured }));
 }

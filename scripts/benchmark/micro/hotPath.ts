@@ -16,6 +16,7 @@ import { ANY_INDEX, Command } from '../../../src/protocol/constants.js';
 import { RequestDecoder } from '../../../src/protocol/decodeRequest.js';
 import { encodeCountReply, encodePositionReply } from '../../../src/protocol/encodeReply.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
+import { cpuNsPerOp } from './cpuPerOp.js';
 
 /** A number: random keys from that many; "own": each connection cycles over its own 32 keys (the bench's throughput rows). */
 const keySpaceArg = process.argv[2] ?? '100000';
@@ -67,28 +68,18 @@ function batch(n: number): void {
   out.flush();
 }
 
-/** CPU ns per op over about `ms` of CPU time (CPU, not wall time: the machine may be shared). */
-function run(ms: number): number {
-  const started = process.cpuUsage();
-  const cpuNs = (): number => {
-    const used = process.cpuUsage(started);
-    return (used.user + used.system) * 1000;
-  };
-  const from = ops;
-  let n = 0;
-  while (cpuNs() < ms * 1e6) {
+let next = 0;
+const measured = await cpuNsPerOp(
+  () => {
     for (let i = 0; i < 1024; i++) {
-      batch(n);
-      n = n + 1 === CONNECTIONS ? 0 : n + 1;
+      batch(next);
+      next = next + 1 === CONNECTIONS ? 0 : next + 1;
     }
-  }
-  return cpuNs() / (ops - from);
-}
-
-run(1000); // warm-up: JIT, table filled to its steady state
-const rounds: number[] = [];
-for (let r = 0; r < 5; r++) rounds.push(run((seconds * 1000) / 5));
-rounds.sort((a, b) => a - b);
+  },
+  () => ops,
+  1000,
+  (seconds * 1000) / 5,
+);
 
 let collections = 0;
 const observer = new PerformanceObserver((list) => void (collections += list.getEntries().length));
@@ -103,8 +94,7 @@ setImmediate(() => {
   console.log(
     JSON.stringify({
       keySpace: keySpaceArg,
-      nsPerOp: Math.round(rounds[2]!),
-      nsPerOpBest: Math.round(rounds[0]!),
+      ...measured,
       bytesPerOp: collections === 0 ? Math.round(allocated) : `unknown (${collections} GCs in the sample)`,
     }),
   );

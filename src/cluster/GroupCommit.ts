@@ -64,10 +64,6 @@ export class Round {
     readonly deadline: number,
   ) {}
 
-  get isEmpty(): boolean {
-    return this.commands.length === 0 && this.reads.length === 0;
-  }
-
   /** Mutating commands in the round. */
   get writes(): number {
     return this.commands.length;

@@ -3,6 +3,13 @@ export const NO_ID = -1;
 
 /** Smallest table, in slots; a power of two. */
 const MIN_SLOTS = 16;
+/**
+ * The table never shrinks to this many slots or fewer (4 KiB). A small table whose count swings
+ * by a few times over (a few dozen locks taken and given back by unpipelined clients, a table
+ * emptied between batches) would otherwise be made again every few commands: each resize is a
+ * new array and a rehash, and together they were 2% of a cluster node's CPU at 48 × 1.
+ */
+export const SHRINK_FLOOR = 1024;
 /** Bits of each slot that hold the top of the hash (the tag); the rest hold id + 1. */
 const TAG_BITS = 5;
 const TAG_MASK = (1 << TAG_BITS) - 1;
@@ -24,7 +31,7 @@ export const MAX_ID = 2 ** (32 - TAG_BITS) - 2;
  * of its probe run back (no tombstones), so an index that sees a million adds and removes is as
  * fast as a fresh one; that, and growing, need a record's whole hash, which `hashOf` reads back
  * from the record. The table holds at most half its slots, grows by doubling and halves once an
- * eighth full, so after a burst it gives its memory back.
+ * eighth full (down to SHRINK_FLOOR), so after a burst it gives its memory back.
  */
 export class HashIndex {
   /** Per slot: (id + 1) << TAG_BITS | tag, or 0 when empty. */
@@ -107,7 +114,7 @@ export class HashIndex {
     }
     table[hole] = 0;
     this.count--;
-    if (this.count * 8 < this.mask + 1 && this.mask + 1 > MIN_SLOTS) this.resize((this.mask + 1) / 2);
+    if (this.count * 8 < this.mask + 1 && this.mask + 1 > SHRINK_FLOOR) this.resize((this.mask + 1) / 2);
   }
 
   private place(hash: number, id: number): void {

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { HashIndex, NO_ID } from '../../src/locks/HashIndex.js';
+import { HashIndex, NO_ID, SHRINK_FLOOR } from '../../src/locks/HashIndex.js';
 import { mulberry32 } from '../helpers/random.js';
 
 /** The candidates first()/next() yield for `hash`: every id filed under it, and maybe others sharing its tag. */
@@ -59,7 +59,7 @@ test('random adds and removes agree with a Map, through growth and shrinking, ev
       }
     }
     t.true(index.capacity >= model.size * 2, 'never more than half full');
-    t.true(index.capacity < peak || peak === 16, `seed ${seed}: shrank after the removals (peak ${peak}, now ${index.capacity})`);
+    t.true(index.capacity < peak || peak <= SHRINK_FLOOR, `seed ${seed}: shrank after the removals (peak ${peak}, now ${index.capacity})`);
   }
 });
 
@@ -72,14 +72,31 @@ test('removing an id that is not filed throws and changes nothing', (t) => {
   t.is(index.size, 1);
 });
 
-test('an index emptied after a million adds is back to its smallest size', (t) => {
+test('an index emptied after a million adds is back to the size it shrinks to at most', (t) => {
   const hashOf = (id: number): number => Math.imul(id, 0x9e3779b1);
   const index = new HashIndex(hashOf);
   for (let id = 0; id < 1_000_000; id++) index.add(hashOf(id), id);
   t.true(index.capacity >= 2_000_000);
   for (let id = 0; id < 1_000_000; id++) index.remove(hashOf(id), id);
   t.is(index.size, 0);
-  t.is(index.capacity, 16);
+  t.is(index.capacity, SHRINK_FLOOR);
+});
+
+test('a small index whose count swings up and down keeps its table: no resize per swing', (t) => {
+  const hashOf = (id: number): number => Math.imul(id + 1, 0x9e3779b1) | 0;
+  const index = new HashIndex(hashOf);
+  for (let id = 0; id < 40; id++) index.add(hashOf(id), id);
+  const grown = index.capacity;
+  for (let swing = 0; swing < 100; swing++) {
+    for (let id = 0; id < 38; id++) index.remove(hashOf(id), id);
+    t.is(index.capacity, grown, 'not shrunk with 2 of 40 left');
+    for (let id = 0; id < 38; id++) index.add(hashOf(id), id);
+    t.is(index.capacity, grown);
+  }
+  t.deepEqual(
+    candidates(index, hashOf(7)).filter((id) => hashOf(id) === hashOf(7)),
+    [7],
+  );
 });
 
 test('a candidate whose hash only shares the tag is rare: lookups pass over most other records unread', (t) => {

@@ -8,6 +8,15 @@ import { pause } from '../runtime/Timers.js';
 /** A watch that delivers nothing this long while etcd holds batches we lack is restarted. */
 export const WATCH_STALL_MS = 1_000;
 /**
+ * Longest the follower goes without any store answer naming the log's head before it asks for
+ * the head itself. The watchdog (checkProgress) needs a head to compare with: on a node with
+ * clients, appends and read barriers name one all the time, but a node without clients whose
+ * watch stalls silently hears of none, and would stay behind unnoticed, ready all along, until a
+ * client came and waited for the catch-up. One read of the head per node every few quiet
+ * seconds costs etcd nothing.
+ */
+export const HEAD_PROBE_MS = 3_000;
+/**
  * Longest one store call of a snapshot load may take (the pointer, or one chunk of at most 1 MiB)
  * before the load starts over: a call lost to a partition must not hold a starting node for long.
  */
@@ -45,6 +54,10 @@ export class LogFollower {
   private readonly waitingForApply: Array<{ version: number; resolve: () => void }> = [];
   /** When the replica last applied a batch, last had nothing to apply, or its watch started (the watch watchdog). */
   private progressAt = 0;
+  /** StoreContact.headReports as the watchdog last saw it, and since when it has not changed. */
+  private headReportsSeen = -1;
+  private headQuietSince = 0;
+  private probingHead = false;
 
   constructor(
     private readonly commitTimeoutMs: number,
@@ -218,6 +231,7 @@ export class LogFollower {
    */
   checkProgress(now: number): void {
     if (this.reloading || this.watch === undefined) return;
+    this.probeHeadIfQuiet(now);
     const behind = this.contact.knownHead - this.current.position.version;
     if (behind <= 0) {
       this.progressAt = now;
@@ -227,6 +241,29 @@ export class LogFollower {
     if (now - this.progressAt < stall) return;
     this.progressAt = now;
     this.restartWatch('broken', `no batch arrived for ${stall} ms while ${behind} are known`);
+  }
+
+  /** Reads the log's head when no answer has named it for HEAD_PROBE_MS (see there). */
+  private probeHeadIfQuiet(now: number): void {
+    if (this.contact.headReports !== this.headReportsSeen) {
+      this.headReportsSeen = this.contact.headReports;
+      this.headQuietSince = now;
+      return;
+    }
+    if (this.probingHead || now - this.headQuietSince < HEAD_PROBE_MS) return;
+    this.probingHead = true;
+    this.headQuietSince = now;
+    this.deps.log.head(Math.min(this.commitTimeoutMs, HEAD_PROBE_MS)).then(
+      (head) => {
+        this.probingHead = false;
+        this.contact.heard(true, head.version);
+      },
+      (error: unknown) => {
+        this.probingHead = false;
+        this.contact.heard(false);
+        this.deps.logger.debug?.(`reading the log's head failed: ${(error as Error).message}`);
+      },
+    );
   }
 
   private releaseApplyWaiters(): void {

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
+import { silentLogger } from '../../src/runtime/Logger.js';
 import { MemoryStore } from '../doubles/MemoryLog.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
@@ -35,4 +36,43 @@ test('a node that just became ready on an empty log does not take its first batc
   void service.close().then(() => (closed = true));
   for (let waited = 0; !closed && waited < 10_000; waited += 10) await vt.advance(10);
   t.true(closed);
+});
+
+test('a node without clients whose watch stalls silently still catches up: it reads the head itself when nothing names it', async (t) => {
+  const vt = new VirtualTimers(3_600_000);
+  const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(7) });
+  const nodes = ['n1', 'n2'].map(
+    (name, i) =>
+      new ClusterLockService(
+        { nodeName: name, candidatePriority: i + 1, commitTimeoutMs: 2_000, maxEntries: 100, leaseSeconds: 2 },
+        { log: store.client(name), clock: vt, timers: vt, random: mulberry32(i + 1), logger: silentLogger },
+      ),
+  );
+  const [busy, idle] = nodes as [ClusterLockService, ClusterLockService];
+  let ready = 0;
+  for (const node of nodes) void node.start().then(() => ready++);
+  for (let waited = 0; ready < 2 && waited < 10_000; waited += 10) await vt.advance(10);
+  t.is(ready, 2);
+
+  // The next delivery to each watch stalls it for good: open, silent, no error.
+  store.faults.watchStall = 1;
+  let granted: number | undefined;
+  void busy.request({ key: 'k', index: 'i', owner: 'o', ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
+  const idleStalled = (): boolean => store.trace.some((line) => line.includes(`watch n2 stalls`));
+  for (let waited = 0; !idleStalled() && waited < 10_000; waited += 1) await vt.advance(1);
+  t.true(idleStalled(), "the idle node's watch stalled");
+  store.faults.watchStall = 0;
+
+  // The busy node learns the head from its own append and restarts its watch; the idle node has
+  // no client, so nothing it sends names the head: only its own reading of it shows it is behind.
+  const head = store.logHead.version;
+  for (let waited = 0; (idle.replica.position.version < head || granted === undefined) && waited < 60_000; waited += 10) await vt.advance(10);
+  t.is(granted, 1);
+  t.is(idle.replica.position.version, head, 'the idle node applied the batch its stalled watch never delivered');
+  t.is(idle.replica.table.findOwner('k', 'i'), 'o');
+
+  let closed = 0;
+  for (const node of nodes) void node.close().then(() => closed++);
+  for (let waited = 0; closed < 2 && waited < 10_000; waited += 10) await vt.advance(10);
+  t.is(closed, 2);
 });

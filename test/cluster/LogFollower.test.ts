@@ -49,30 +49,26 @@ test('a node without clients whose watch stalls silently still catches up: it re
       ),
   );
   const [busy, idle] = nodes as [ClusterLockService, ClusterLockService];
-  let ready = 0;
-  for (const node of nodes) void node.start().then(() => ready++);
-  for (let waited = 0; ready < 2 && waited < 10_000; waited += 10) await vt.advance(10);
-  t.is(ready, 2);
+  for (const node of nodes) void node.start();
+  t.true(await vt.until(10_000, () => nodes.every((node) => node.isReady)));
 
   // The next delivery to each watch stalls it for good: open, silent, no error.
   store.faults.watchStall = 1;
   let granted: number | undefined;
   void busy.request({ key: 'k', index: 'i', owner: 'o', ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
   const idleStalled = (): boolean => store.trace.some((line) => line.includes(`watch n2 stalls`));
-  for (let waited = 0; !idleStalled() && waited < 10_000; waited += 1) await vt.advance(1);
-  t.true(idleStalled(), "the idle node's watch stalled");
+  t.true(await vt.until(10_000, idleStalled), "the idle node's watch stalled");
   store.faults.watchStall = 0;
 
   // The busy node learns the head from its own append and restarts its watch; the idle node has
   // no client, so nothing it sends names the head: only its own reading of it shows it is behind.
   const head = store.logHead.version;
-  for (let waited = 0; (idle.replica.position.version < head || granted === undefined) && waited < 60_000; waited += 10) await vt.advance(10);
+  await vt.until(60_000, () => idle.replica.position.version >= head && granted !== undefined);
   t.is(granted, 1);
   t.is(idle.replica.position.version, head, 'the idle node applied the batch its stalled watch never delivered');
   t.is(idle.replica.table.findOwner('k', 'i'), 'o');
 
   let closed = 0;
   for (const node of nodes) void node.close().then(() => closed++);
-  for (let waited = 0; closed < 2 && waited < 10_000; waited += 10) await vt.advance(10);
-  t.is(closed, 2);
+  t.true(await vt.until(10_000, () => closed === 2));
 });

@@ -18,31 +18,24 @@ function node(store: MemoryStore, vt: VirtualTimers, name: string, events: strin
   );
 }
 
-/** Moves virtual time on until `done` says so, within `ms` of it. */
-async function until(vt: VirtualTimers, ms: number, done: () => boolean): Promise<boolean> {
-  const end = vt.now() + ms;
-  while (!done() && vt.now() < end) await vt.advance(10);
-  return done();
-}
-
 test('a fresh node whose batches were all compacted away by someone else catches up from one read of the retained batches, with no snapshot to wait for', async (t) => {
   const vt = new VirtualTimers();
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(7) });
   const events: string[] = [];
   const first = node(store, vt, 'a', events);
   void first.start();
-  t.true(await until(vt, 10_000, () => first.isReady));
+  t.true(await vt.until(10_000, () => first.isReady));
   for (const owner of ['alice', 'bob', 'carol']) {
     let granted: number | undefined;
     void first.request({ key: 'k', index: 'i', owner, ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
-    t.true(await until(vt, 5_000, () => granted !== undefined));
+    t.true(await vt.until(5_000, () => granted !== undefined));
   }
   t.is(store.logHead.version, 3, 'three batches, no snapshot');
   // Another cluster's leader compacts the whole store; no snapshot of ours exists.
   store.compactTo(store.revision);
   const second = node(store, vt, 'b', events);
   void second.start();
-  t.true(await until(vt, 10_000, () => second.isReady), `b never became ready:\n${events.join('\n')}`);
+  t.true(await vt.until(10_000, () => second.isReady), `b never became ready:\n${events.join('\n')}`);
   t.deepEqual(
     second.replica.table.list('k').map((c) => c.owner),
     ['alice', 'bob', 'carol'],
@@ -52,5 +45,5 @@ test('a fresh node whose batches were all compacted away by someone else catches
   t.true(restarts.length <= 1, `one compacted watch, then one read: ${restarts.join('\n')}`);
   let closed = false;
   void Promise.all([first.close(), second.close()]).then(() => (closed = true));
-  t.true(await until(vt, 10_000, () => closed));
+  t.true(await vt.until(10_000, () => closed));
 });

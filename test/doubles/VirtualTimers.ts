@@ -118,4 +118,11 @@ export class VirtualTimers implements Timers, Clock {
   advance(ms: number, maxSteps = this.maxTasks): Promise<number> {
     return this.advanceTo(this.time + ms, maxSteps);
   }
+
+  /** Moves time on, 10 ms at a time, until `done` says so or `ms` have passed; whether it did. */
+  async until(ms: number, done: () => boolean): Promise<boolean> {
+    const end = this.time + ms;
+    while (!done() && this.time < end) await this.advance(10);
+    return done();
+  }
 }

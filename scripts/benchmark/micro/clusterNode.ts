@@ -4,16 +4,16 @@
  * faults, HOP_MS a hop, in virtual time), each serving 16 real Connections on stand-in sockets
  * that run the cluster bench's 48 × 16 load closed-loop (a connection sends its next 16 requests
  * once the replies to its last 16 have come). Everything a node's code does for a command is here:
- * decoding the request, the service and its promise, the round, encoding the batch, decoding and
+ * decoding the request, the service and its answer, the round, encoding the batch, decoding and
  * applying every node's batches, the reply. That is what the null cluster nodes
  * (targets/nullClusterNode.ts) do not do; the in-memory store and the virtual timers add their own
  * cost per round (not per command), the same for any build.
  *
- *   node dist/scripts/benchmark/micro/clusterNode.js [seconds] [--depth N]
- *       prints CPU ns per command (median and best of 5 rounds) and commands per batch; --depth 1
+ *   node dist/scripts/benchmark/micro/clusterNode.js [seconds] [depth]
+ *       prints CPU ns per command (median and best of 5 rounds) and commands per batch; depth 1
  *       runs the unpipelined load (48 × 1: a round carries at most a node's 16 commands, so what
  *       our code does per round, not per command, shows), the default is 16
- *   node dist/scripts/benchmark/micro/clusterNode.js --ops N
+ *   node dist/scripts/benchmark/micro/clusterNode.js [seconds] [depth] --ops N
  *       runs N commands and exits (for callgrind, as micro/connection.ts says)
  */
 import { ClusterLockService } from '../../../src/cluster/ClusterLockService.js';
@@ -27,7 +27,6 @@ import { cpuNsPerOp, opsArgument } from './cpuPerOp.js';
 
 const NODES = 3;
 const CONNECTIONS_PER_NODE = 16;
-const DEFAULT_DEPTH = 16;
 /** Every reply of this load (a position, a count) is a u16. */
 const REPLY_BYTES = 2;
 /** One hop to or from the in-memory etcd. */
@@ -38,10 +37,13 @@ const STEP_MS = 1;
 const START_LIMIT_MS = 60_000;
 
 const { fixedOps, rest } = opsArgument(process.argv.slice(2));
-const depthAt = rest.indexOf('--depth');
-const DEPTH = depthAt < 0 ? DEFAULT_DEPTH : Number(rest[depthAt + 1]);
-if (!Number.isInteger(DEPTH) || DEPTH < 1) throw new RangeError(`--depth takes a positive integer, got ${rest[depthAt + 1]}`);
-const seconds = Number(rest.find((arg, i) => !arg.startsWith('--') && rest[i - 1] !== '--depth') ?? 5);
+const [secondsArg = '5', depthArg = '16'] = rest;
+const seconds = Number(secondsArg);
+const DEPTH = Number(depthArg);
+if (!(seconds > 0) || !Number.isInteger(DEPTH) || DEPTH < 1) {
+  console.error('usage: clusterNode.js [seconds] [depth] [--ops N]');
+  process.exit(2);
+}
 
 const vt = new VirtualTimers(0);
 const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(1), latencyMs: [HOP_MS, HOP_MS], members: NODES });

@@ -153,6 +153,40 @@ export async function cpuSeconds(pid: number): Promise<number | undefined> {
   }
 }
 
+/** The machine's CPU time so far, summed over its CPUs (clock ticks): all of it, and what the hypervisor stole. */
+export interface HostCpuTicks {
+  readonly total: number;
+  readonly stolen: number;
+}
+
+/**
+ * The first line of /proc/stat ("cpu  user nice system idle iowait irq softirq steal …", in clock
+ * ticks over all CPUs) as HostCpuTicks; undefined when it is not that line. Guest time is left
+ * out of the total: the kernel counts it inside user and nice already.
+ */
+export function parseHostCpuTicks(procStat: string): HostCpuTicks | undefined {
+  const fields = procStat.split('\n', 1)[0]!.trim().split(/\s+/);
+  if (fields[0] !== 'cpu' || fields.length < 9) return undefined;
+  const ticks = fields.slice(1, 9).map(Number);
+  if (!ticks.every((t) => Number.isSafeInteger(t) && t >= 0)) return undefined;
+  return { total: ticks.reduce((sum, t) => sum + t, 0), stolen: ticks[7]! };
+}
+
+/** The machine's CPU ticks so far (see parseHostCpuTicks); undefined off Linux. */
+export async function hostCpuTicks(): Promise<HostCpuTicks | undefined> {
+  try {
+    return parseHostCpuTicks(await readFile('/proc/stat', 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Share of the machine's CPU time the hypervisor took between two readings (0–1); undefined if either is missing. */
+export function stolenShare(before: HostCpuTicks | undefined, after: HostCpuTicks | undefined): number | undefined {
+  if (before === undefined || after === undefined || after.total <= before.total) return undefined;
+  return (after.stolen - before.stolen) / (after.total - before.total);
+}
+
 /** A TCP port free on loopback right now, for servers (Redis) that cannot be told "port 0". */
 export function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {

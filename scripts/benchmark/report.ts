@@ -382,6 +382,7 @@ function goCells(label: string, row: EtcdGoRow): string[] {
     '–',
     cores(r?.etcdCpuCores),
     cpu(r?.clientCpuCores),
+    cpu(r?.hostStolenShare),
     num(r?.errors),
   ];
 }
@@ -466,7 +467,8 @@ function renderCluster(results: BenchResults): string[] {
         "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
         "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +
         '(`client.lock(name).acquire()` then `.release()`, each locker on its own name; 2 ops per cycle). ' +
-        'CPU: share of one core during the window (n1 / n2 / n3, m1 / m2 / m3).',
+        'CPU: share of one core during the window (n1 / n2 / n3, m1 / m2 / m3). ' +
+        "Stolen: share of the machine's CPU time the hypervisor gave to others during the window (steal in /proc/stat); on a shared VM the same load's rate swings with it.",
     );
     out.push('');
     const rows: string[][] = [];
@@ -490,6 +492,7 @@ function renderCluster(results: BenchResults): string[] {
             cores(row.nodeCpuCores),
             cores(row.etcdCpuCores),
             cpu(r?.generatorCpuCores),
+            cpu(r?.hostStolenShare),
             num(r?.errors),
           ]);
         }
@@ -514,12 +517,16 @@ function renderCluster(results: BenchResults): string[] {
           '–',
           cores(r?.etcdCpuCores),
           cpu(r?.clientCpuCores),
+          cpu(r?.hostStolenShare),
           num(r?.failures),
         ]);
       }
     }
     out.push(
-      table(['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'wrong / failed'], rows),
+      table(
+        ['what', 'conns / lockers', 'pipeline', 'ops/s', 'p50 ms', 'p99 ms', 'p99.9 ms', 'node CPU', 'etcd CPU', 'client CPU', 'stolen', 'wrong / failed'],
+        rows,
+      ),
     );
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
     if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
-import { cpuSeconds, trackChild, which } from '../processes.js';
+import { cpuSeconds, hostCpuTicks, stolenShare, trackChild, which, type HostCpuTicks } from '../processes.js';
 
 const run = promisify(execFile);
 
@@ -56,6 +56,8 @@ export interface EtcdGoResult {
   readonly goMaxProcs: number;
   /** Share of one core each etcd member used in the window (read when the program says it opens and closes). */
   readonly etcdCpuCores: ReadonlyArray<number | undefined>;
+  /** Share of the machine's CPU time the hypervisor took in the window (see LoadResult). */
+  readonly hostStolenShare?: number;
 }
 
 export type EtcdGoBuild =
@@ -141,10 +143,12 @@ export function runEtcdGo(spec: {
   // Killed with the bench's other processes on Ctrl-C or at its exit.
   trackChild(child);
   const cpuOf = (): Promise<Array<number | undefined>> => Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p))));
+  type Reading = { at: number; cpu: Array<number | undefined>; host: HostCpuTicks | undefined };
+  const read = async (at: number): Promise<Reading> => ({ at, cpu: await cpuOf(), host: await hostCpuTicks() });
   let stdout = '';
   const stderr: string[] = [];
-  let opened: Promise<{ at: number; cpu: Array<number | undefined> }> | undefined;
-  let closed: Promise<{ at: number; cpu: Array<number | undefined> }> | undefined;
+  let opened: Promise<Reading> | undefined;
+  let closed: Promise<Reading> | undefined;
   let partial = '';
   child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
   child.stderr.setEncoding('utf8').on('data', (text: string) => {
@@ -152,8 +156,8 @@ export function runEtcdGo(spec: {
     partial = lines.pop()!;
     for (const line of lines) {
       const at = performance.now();
-      if (line === 'measuring') opened ??= cpuOf().then((cpu) => ({ at, cpu }));
-      else if (line === 'measured') closed ??= cpuOf().then((cpu) => ({ at, cpu }));
+      if (line === 'measuring') opened ??= read(at);
+      else if (line === 'measured') closed ??= read(at);
       else if (line !== '') stderr.push(line);
     }
   });
@@ -167,7 +171,7 @@ export function runEtcdGo(spec: {
       clearTimeout(timer);
       void (async () => {
         if (code !== 0) throw new Error(`etcdgo -mode ${spec.mode} exited with ${code ?? signal}: ${stderr.slice(-5).join(' / ') || 'no output'}`);
-        const printed = JSON.parse(stdout) as Omit<EtcdGoResult, 'etcdCpuCores'>;
+        const printed = JSON.parse(stdout) as Omit<EtcdGoResult, 'etcdCpuCores' | 'hostStolenShare'>;
         const a = await opened;
         const b = await closed;
         const seconds = a === undefined || b === undefined ? undefined : (b.at - a.at) / 1000;
@@ -176,7 +180,8 @@ export function runEtcdGo(spec: {
           const until = b?.cpu[i];
           return from === undefined || until === undefined || seconds === undefined || seconds <= 0 ? undefined : (until - from) / seconds;
         });
-        return { ...printed, etcdCpuCores };
+        const stolen = stolenShare(a?.host, b?.host);
+        return { ...printed, etcdCpuCores, ...(stolen !== undefined ? { hostStolenShare: stolen } : {}) };
       })().then(resolve, reject);
     });
   });

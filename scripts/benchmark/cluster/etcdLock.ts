@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { Etcd3 } from 'etcd3';
 import { Histogram } from '../Histogram.js';
-import { cpuSeconds } from '../processes.js';
+import { cpuSeconds, hostCpuTicks, stolenShare } from '../processes.js';
 
 /** Longest one acquire or release may take before the cycle counts as failed. */
 const CALL_DEADLINE_MS = 10_000;
@@ -25,6 +25,8 @@ export interface EtcdLockResult {
   /** Share of one core used by each etcd member, and by this process (the etcd3 client), in the window. */
   readonly etcdCpuCores: ReadonlyArray<number | undefined>;
   readonly clientCpuCores: number;
+  /** Share of the machine's CPU time the hypervisor took in the window (see LoadResult). */
+  readonly hostStolenShare?: number;
 }
 
 let runs = 0;
@@ -44,13 +46,17 @@ export async function runEtcdLock(spec: {
   const t0 = performance.now();
   const from = t0 + spec.warmupMs;
   const until = from + spec.durationMs;
+  const etcdCpu = (): Promise<Array<number | undefined>> =>
+    Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p))));
   const cpuFrom = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs));
-    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p)))), own: process.cpuUsage() };
+    const etcd = await etcdCpu();
+    return { etcd, host: await hostCpuTicks(), own: process.cpuUsage() };
   })();
   const cpuUntil = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs + spec.durationMs));
-    return { etcd: await Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p)))), at: performance.now() };
+    const etcd = await etcdCpu();
+    return { etcd, host: await hostCpuTicks(), at: performance.now() };
   })();
   const locker = async (i: number): Promise<void> => {
     const name = `bench-etcd-lock/${run}/${i}`;
@@ -81,6 +87,7 @@ export async function runEtcdLock(spec: {
   const seconds = spec.durationMs / 1000;
   const own = process.cpuUsage(a.own);
   const cyclesPerSecond = cycles / seconds;
+  const stolen = stolenShare(a.host, b.host);
   return {
     lockers: spec.lockers,
     durationMs: spec.durationMs,
@@ -92,5 +99,6 @@ export async function runEtcdLock(spec: {
     etcdCpuCores: a.etcd.map((x, i) => (x === undefined || b.etcd[i] === undefined ? undefined : (b.etcd[i] - x) / seconds)),
     // Includes the few ms after the window until the last cycles finished: close enough for a share.
     clientCpuCores: (own.user + own.system) / 1e6 / ((b.at - from) / 1000),
+    ...(stolen !== undefined ? { hostStolenShare: stolen } : {}),
   };
 }

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { Histogram, type HistogramData } from '../Histogram.js';
-import { cpuSeconds } from '../processes.js';
+import { cpuSeconds, hostCpuTicks, stolenShare } from '../processes.js';
 import type { Protocol } from './framing.js';
 import type { Endpoint, GoMessage, LoadWorkerData, LoadWorkerResult, WorkerToParent } from './messages.js';
 
@@ -54,6 +54,11 @@ export interface LoadResult {
   /** Share of one core used by each of spec.cpuPids, in that order. */
   readonly pidCpuCores?: ReadonlyArray<number | undefined>;
   readonly generatorCpuCores: number;
+  /**
+   * Share of the machine's CPU time the hypervisor gave elsewhere during the window (steal in
+   * /proc/stat; undefined off Linux): on a shared VM, what the same load reaches swings with it.
+   */
+  readonly hostStolenShare?: number;
   readonly measureFrom: number;
   readonly timeline?: { readonly slotMs: number; readonly ops: readonly number[]; readonly worstUs: readonly number[] };
 }
@@ -165,6 +170,7 @@ interface CpuUse {
   readonly server: number | undefined;
   readonly others: ReadonlyArray<number | undefined>;
   readonly generator: number;
+  readonly stolen: number | undefined;
 }
 
 const cpuOf = (pid: number | undefined): Promise<number | undefined> => (pid === undefined ? Promise.resolve(undefined) : cpuSeconds(pid));
@@ -175,11 +181,13 @@ async function sampleCpuAt(from: number, until: number, serverPid: number | unde
   await sleepUntil(from);
   const server0 = await cpuOf(serverPid);
   const others0 = await Promise.all(pids.map(cpuOf));
+  const host0 = await hostCpuTicks();
   const own0 = process.cpuUsage();
   const t0 = Date.now();
   await sleepUntil(until);
   const server1 = await cpuOf(serverPid);
   const others1 = await Promise.all(pids.map(cpuOf));
+  const host1 = await hostCpuTicks();
   const own = process.cpuUsage(own0);
   const seconds = (Date.now() - t0) / 1000;
   const share = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined || b === undefined ? undefined : (b - a) / seconds);
@@ -187,6 +195,7 @@ async function sampleCpuAt(from: number, until: number, serverPid: number | unde
     server: share(server0, server1),
     others: others0.map((a, i) => share(a, others1[i])),
     generator: (own.user + own.system) / 1e6 / seconds,
+    stolen: stolenShare(host0, host1),
   };
 }
 
@@ -243,6 +252,7 @@ function merge(spec: LoadSpec, workers: number, measureFrom: number, results: Lo
     serverCpuCores: cpu.server,
     ...(spec.cpuPids !== undefined ? { pidCpuCores: cpu.others } : {}),
     generatorCpuCores: cpu.generator,
+    ...(cpu.stolen !== undefined ? { hostStolenShare: cpu.stolen } : {}),
     measureFrom,
     ...(spec.timelineSlotMs
       ? { timeline: { slotMs: spec.timelineSlotMs, ops: Array.from(timelineOps, (v) => v ?? 0), worstUs: Array.from(timelineWorstUs, (v) => v ?? 0) } }

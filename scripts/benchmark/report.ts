@@ -62,6 +62,7 @@ export function renderMarkdown(results: BenchResults): string {
           'p99.9 ms',
           'server CPU',
           'gen CPU',
+          'stolen',
           'Redis SET NX PX (redis-benchmark) ops/s',
           'ours / Redis',
           'Redis SET NX PX+DEL (our generator) ops/s',
@@ -83,6 +84,7 @@ export function renderMarkdown(results: BenchResults): string {
             num(ours?.latencyMs.p999, 3),
             cpu(ours?.serverCpuCores),
             cpu(ours?.generatorCpuCores),
+            cpu(ours?.hostStolenShare),
             benchOps === undefined ? skipped : num(benchOps),
             ours !== undefined && benchOps !== undefined ? num(ours.opsPerSecond / benchOps, 2) : skipped,
             gen === undefined ? skipped : num(gen.opsPerSecond),
@@ -95,7 +97,7 @@ export function renderMarkdown(results: BenchResults): string {
     const errors = (results.throughput ?? []).reduce((sum, r) => sum + (r.result?.errors ?? 0), 0);
     out.push(
       '',
-      `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window.`,
+      `Unexpected replies in our runs: ${num(errors)}. CPU columns: share of one core used by our server and by the load generator during the window; stolen: share of the machine's CPU time the hypervisor gave to others in that window.`,
     );
     out.push('');
   }

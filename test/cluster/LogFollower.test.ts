@@ -26,7 +26,7 @@ test('a node that just became ready on an empty log does not take its first batc
     log.stallStream(200);
     return service.request({ key: 'k', index: 'i', owner: 'o', ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (granted = p));
   });
-  for (let waited = 0; granted === undefined && waited < 10_000; waited += 10) await vt.advance(10);
+  await vt.until(10_000, () => granted !== undefined);
   t.is(granted, 1);
   t.deepEqual(
     events.filter((e) => e === 'log-watch-restart'),
@@ -34,8 +34,7 @@ test('a node that just became ready on an empty log does not take its first batc
   );
   let closed = false;
   void service.close().then(() => (closed = true));
-  for (let waited = 0; !closed && waited < 10_000; waited += 10) await vt.advance(10);
-  t.true(closed);
+  t.true(await vt.until(10_000, () => closed));
 });
 
 test('a node without clients whose watch stalls silently still catches up: it reads the head itself when nothing names it', async (t) => {

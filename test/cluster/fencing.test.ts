@@ -26,7 +26,7 @@ async function settle<T extends readonly unknown[]>(vt: VirtualTimers, ...promis
     (v) => (values = v as unknown as T),
     (error: unknown) => (failure = error ?? new Error('rejected')),
   );
-  for (let waited = 0; values === undefined && failure === undefined && waited < 10_000; waited += 10) await vt.advance(10);
+  await vt.until(10_000, () => values !== undefined || failure !== undefined);
   if (failure !== undefined) throw failure as Error;
   if (values === undefined) throw new Error('not settled within 10 s of virtual time');
   return values;
@@ -37,7 +37,7 @@ async function cluster(t: { teardown(fn: () => Promise<void>): void }, names: st
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(3) });
   const nodes = names.map((name) => node(store, vt, name));
   for (const n of nodes) void n.start();
-  for (let waited = 0; !nodes.every((n) => n.isReady) && waited < 10_000; waited += 10) await vt.advance(10);
+  await vt.until(10_000, () => nodes.every((n) => n.isReady));
   t.teardown(async () => {
     await settle(vt, ...nodes.map((n) => n.close()));
   });

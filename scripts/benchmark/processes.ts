@@ -187,6 +187,30 @@ export function stolenShare(before: HostCpuTicks | undefined, after: HostCpuTick
   return (after.stolen - before.stolen) / (after.total - before.total);
 }
 
+/** CPU seconds each of some processes had used (cpuSeconds), and the machine's ticks, read together. */
+export interface CpuReading {
+  readonly seconds: ReadonlyArray<number | undefined>;
+  readonly host: HostCpuTicks | undefined;
+}
+
+/** Reads the CPU used so far by each process (undefined for a pid that is undefined or gone) and by the machine. */
+export async function readCpu(pids: ReadonlyArray<number | undefined>): Promise<CpuReading> {
+  const seconds = await Promise.all(pids.map((pid) => (pid === undefined ? Promise.resolve(undefined) : cpuSeconds(pid))));
+  return { seconds, host: await hostCpuTicks() };
+}
+
+/**
+ * Between two readings of the same processes `elapsed` seconds apart: each one's share of one core
+ * (undefined where either reading lacks it), and the share of the machine's time the hypervisor stole.
+ */
+export function cpuBetween(before: CpuReading, after: CpuReading, elapsed: number): { cores: Array<number | undefined>; stolen: number | undefined } {
+  const cores = before.seconds.map((from, i) => {
+    const until = after.seconds[i];
+    return from === undefined || until === undefined || !(elapsed > 0) ? undefined : (until - from) / elapsed;
+  });
+  return { cores, stolen: stolenShare(before.host, after.host) };
+}
+
 /** A TCP port free on loopback right now, for servers (Redis) that cannot be told "port 0". */
 export function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {

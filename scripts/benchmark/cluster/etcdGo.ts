@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
-import { cpuSeconds, hostCpuTicks, stolenShare, trackChild, which, type HostCpuTicks } from '../processes.js';
+import { cpuBetween, readCpu, trackChild, which, type CpuReading } from '../processes.js';
 
 const run = promisify(execFile);
 
@@ -142,9 +142,8 @@ export function runEtcdGo(spec: {
   const child = spawn(spec.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   // Killed with the bench's other processes on Ctrl-C or at its exit.
   trackChild(child);
-  const cpuOf = (): Promise<Array<number | undefined>> => Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p))));
-  type Reading = { at: number; cpu: Array<number | undefined>; host: HostCpuTicks | undefined };
-  const read = async (at: number): Promise<Reading> => ({ at, cpu: await cpuOf(), host: await hostCpuTicks() });
+  type Reading = { at: number; cpu: CpuReading };
+  const read = async (at: number): Promise<Reading> => ({ at, cpu: await readCpu(spec.etcdPids) });
   let stdout = '';
   const stderr: string[] = [];
   let opened: Promise<Reading> | undefined;
@@ -174,14 +173,9 @@ export function runEtcdGo(spec: {
         const printed = JSON.parse(stdout) as Omit<EtcdGoResult, 'etcdCpuCores' | 'hostStolenShare'>;
         const a = await opened;
         const b = await closed;
-        const seconds = a === undefined || b === undefined ? undefined : (b.at - a.at) / 1000;
-        const etcdCpuCores = spec.etcdPids.map((_, i) => {
-          const from = a?.cpu[i];
-          const until = b?.cpu[i];
-          return from === undefined || until === undefined || seconds === undefined || seconds <= 0 ? undefined : (until - from) / seconds;
-        });
-        const stolen = stolenShare(a?.host, b?.host);
-        return { ...printed, etcdCpuCores, ...(stolen !== undefined ? { hostStolenShare: stolen } : {}) };
+        const window = a === undefined || b === undefined ? undefined : cpuBetween(a.cpu, b.cpu, (b.at - a.at) / 1000);
+        const etcdCpuCores = window?.cores ?? spec.etcdPids.map(() => undefined);
+        return { ...printed, etcdCpuCores, ...(window?.stolen !== undefined ? { hostStolenShare: window.stolen } : {}) };
       })().then(resolve, reject);
     });
   });

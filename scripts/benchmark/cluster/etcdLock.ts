@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { Etcd3 } from 'etcd3';
 import { Histogram } from '../Histogram.js';
-import { cpuSeconds, hostCpuTicks, stolenShare } from '../processes.js';
+import { cpuBetween, readCpu } from '../processes.js';
 
 /** Longest one acquire or release may take before the cycle counts as failed. */
 const CALL_DEADLINE_MS = 10_000;
@@ -46,17 +46,13 @@ export async function runEtcdLock(spec: {
   const t0 = performance.now();
   const from = t0 + spec.warmupMs;
   const until = from + spec.durationMs;
-  const etcdCpu = (): Promise<Array<number | undefined>> =>
-    Promise.all(spec.etcdPids.map((p) => (p === undefined ? Promise.resolve(undefined) : cpuSeconds(p))));
   const cpuFrom = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs));
-    const etcd = await etcdCpu();
-    return { etcd, host: await hostCpuTicks(), own: process.cpuUsage() };
+    return { cpu: await readCpu(spec.etcdPids), own: process.cpuUsage() };
   })();
   const cpuUntil = (async () => {
     await new Promise((r) => setTimeout(r, spec.warmupMs + spec.durationMs));
-    const etcd = await etcdCpu();
-    return { etcd, host: await hostCpuTicks(), at: performance.now() };
+    return { cpu: await readCpu(spec.etcdPids), at: performance.now() };
   })();
   const locker = async (i: number): Promise<void> => {
     const name = `bench-etcd-lock/${run}/${i}`;
@@ -87,7 +83,7 @@ export async function runEtcdLock(spec: {
   const seconds = spec.durationMs / 1000;
   const own = process.cpuUsage(a.own);
   const cyclesPerSecond = cycles / seconds;
-  const stolen = stolenShare(a.host, b.host);
+  const { cores, stolen } = cpuBetween(a.cpu, b.cpu, seconds);
   return {
     lockers: spec.lockers,
     durationMs: spec.durationMs,
@@ -96,7 +92,7 @@ export async function runEtcdLock(spec: {
     opsPerSecond: cyclesPerSecond * 2,
     failures,
     cycleMs: { p50: histogram.percentile(50) / 1000, p99: histogram.percentile(99) / 1000, p999: histogram.percentile(99.9) / 1000 },
-    etcdCpuCores: a.etcd.map((x, i) => (x === undefined || b.etcd[i] === undefined ? undefined : (b.etcd[i] - x) / seconds)),
+    etcdCpuCores: cores,
     // Includes the few ms after the window until the last cycles finished: close enough for a share.
     clientCpuCores: (own.user + own.system) / 1e6 / ((b.at - from) / 1000),
     ...(stolen !== undefined ? { hostStolenShare: stolen } : {}),

@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { Histogram, type HistogramData } from '../Histogram.js';
-import { cpuSeconds, hostCpuTicks, stolenShare } from '../processes.js';
+import { cpuBetween, readCpu } from '../processes.js';
 import type { Protocol } from './framing.js';
 import type { Endpoint, GoMessage, LoadWorkerData, LoadWorkerResult, WorkerToParent } from './messages.js';
 
@@ -173,29 +173,23 @@ interface CpuUse {
   readonly stolen: number | undefined;
 }
 
-const cpuOf = (pid: number | undefined): Promise<number | undefined> => (pid === undefined ? Promise.resolve(undefined) : cpuSeconds(pid));
-
-/** CPU used by the target and by this process (all its threads) between two epoch times. */
+/** CPU used by the target, the other processes and this one (all its threads) between two epoch times. */
 async function sampleCpuAt(from: number, until: number, serverPid: number | undefined, pids: ReadonlyArray<number | undefined>): Promise<CpuUse> {
   const sleepUntil = (epochMs: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, epochMs - Date.now())));
   await sleepUntil(from);
-  const server0 = await cpuOf(serverPid);
-  const others0 = await Promise.all(pids.map(cpuOf));
-  const host0 = await hostCpuTicks();
+  const before = await readCpu([serverPid, ...pids]);
   const own0 = process.cpuUsage();
   const t0 = Date.now();
   await sleepUntil(until);
-  const server1 = await cpuOf(serverPid);
-  const others1 = await Promise.all(pids.map(cpuOf));
-  const host1 = await hostCpuTicks();
+  const after = await readCpu([serverPid, ...pids]);
   const own = process.cpuUsage(own0);
   const seconds = (Date.now() - t0) / 1000;
-  const share = (a: number | undefined, b: number | undefined): number | undefined => (a === undefined || b === undefined ? undefined : (b - a) / seconds);
+  const { cores, stolen } = cpuBetween(before, after, seconds);
   return {
-    server: share(server0, server1),
-    others: others0.map((a, i) => share(a, others1[i])),
+    server: cores[0],
+    others: cores.slice(1),
     generator: (own.user + own.system) / 1e6 / seconds,
-    stolen: stolenShare(host0, host1),
+    stolen,
   };
 }
 

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { parseHostCpuTicks, stolenShare } from '../../../scripts/benchmark/processes.js';
+import { cpuBetween, parseHostCpuTicks, stolenShare } from '../../../scripts/benchmark/processes.js';
 
 const PROC_STAT = ['cpu  1547790 0 134321 2275080 4646 0 28874 3121 0 0', 'cpu0 773895 0 67160 1137540 2323 0 14437 1560 0 0', 'intr 123 0 0'].join('\n');
 
@@ -20,4 +20,12 @@ test('the stolen share is the stolen ticks over all ticks between two readings',
   t.is(stolenShare({ total: 1000, stolen: 10 }, { total: 1000, stolen: 10 }), undefined, 'no time passed');
   t.is(stolenShare(undefined, { total: 1400, stolen: 40 }), undefined);
   t.is(stolenShare({ total: 1000, stolen: 10 }, undefined), undefined);
+});
+
+test('between two readings each process gets its share of one core, and the machine its stolen share', (t) => {
+  const before = { seconds: [10, undefined, 4], host: { total: 1000, stolen: 10 } };
+  const after = { seconds: [12, 7, undefined], host: { total: 1400, stolen: 40 } };
+  t.deepEqual(cpuBetween(before, after, 4), { cores: [0.5, undefined, undefined], stolen: 30 / 400 });
+  t.deepEqual(cpuBetween(before, after, 0).cores, [undefined, undefined, undefined], 'no time passed');
+  t.is(cpuBetween({ ...before, host: undefined }, after, 4).stolen, undefined, 'off Linux');
 });

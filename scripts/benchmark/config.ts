@@ -6,6 +6,7 @@ export const CLUSTER_SCENARIOS = [
   'cluster-etcd-lock',
   'cluster-etcd-go',
   'cluster-ceiling',
+  'cluster-ceiling-sequenced',
   'cluster-contention',
   'cluster-failover',
   'cluster-scale',

@@ -401,6 +401,7 @@ function renderVersusGo(results: BenchResults): string[] {
     for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
       const ours = row.result?.opsPerSecond;
       const ceiling = c.ceiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
+      const sequenced = c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
       rows.push([
         num(connections),
         num(row.depth),
@@ -408,6 +409,7 @@ function renderVersusGo(results: BenchResults): string[] {
         num(row.result?.latencyMs.p99, 2),
         num(ceiling),
         ratio(ours, ceiling),
+        num(sequenced),
         num(lock?.opsPerSecond),
         ratio(ours, lock?.opsPerSecond),
         num(put?.opsPerSecond),
@@ -419,7 +421,8 @@ function renderVersusGo(results: BenchResults): string[] {
   }
   return [
     "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer); " +
-      'beside the same load on three null cluster nodes (a round through etcd without our code: the ceiling of the design on this machine).',
+      'beside the same load on three null cluster nodes (a round through etcd without our code: the ceiling of the design on this machine), ' +
+      'and on three with one sequencer (the ceiling of one commit per round for the whole cluster).',
     '',
     table(
       [
@@ -429,6 +432,7 @@ function renderVersusGo(results: BenchResults): string[] {
         'ours p99 ms',
         'null nodes (ceiling) ops/s',
         'ours / ceiling',
+        'null nodes, one sequencer, ops/s',
         'etcd lock, Go client, ops/s',
         'ours / Go lock',
         'etcd put, Go client, puts/s',
@@ -459,12 +463,14 @@ function renderCluster(results: BenchResults): string[] {
     return out;
   }
   const go = c.etcdGo;
-  if (c.throughput !== undefined || c.ceiling !== undefined || c.ceilingError !== undefined || c.etcdLock !== undefined || go !== undefined) {
+  const nullRan = c.ceiling !== undefined || c.ceilingError !== undefined || c.sequencedCeiling !== undefined || c.sequencedCeilingError !== undefined;
+  if (c.throughput !== undefined || nullRan || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
         'Beside ours at each shape (taking turns to go first), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
         'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
-        'the ceiling of the design on this machine. ' +
+        'the ceiling of the design on this machine; and on three that commit through one sequencer (the others forward their batches to it over loopback, ' +
+        'it appends all it has in one transaction, one append in flight): the ceiling of one commit per round for the whole cluster. ' +
         'Right after ours at each count, on the same etcd and in the same windows: ' +
         "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
         "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +
@@ -475,11 +481,14 @@ function renderCluster(results: BenchResults): string[] {
     out.push('');
     const rows: string[][] = [];
     for (const connections of results.config.clusterConnections) {
-      const shapes = [...(c.throughput ?? []), ...(c.ceiling ?? [])].filter((r) => r.connections === connections).map((r) => r.depth);
+      const shapes = [...(c.throughput ?? []), ...(c.ceiling ?? []), ...(c.sequencedCeiling ?? [])]
+        .filter((r) => r.connections === connections)
+        .map((r) => r.depth);
       for (const depth of [...new Set(shapes)]) {
         for (const [label, row] of [
           ['cluster', c.throughput?.find((r) => r.connections === connections && r.depth === depth)],
           ['null cluster nodes (ceiling)', c.ceiling?.find((r) => r.connections === connections && r.depth === depth)],
+          ['null cluster nodes, one sequencer', c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === depth)],
         ] as const) {
           if (row === undefined) continue;
           const r = row.result;
@@ -533,6 +542,7 @@ function renderCluster(results: BenchResults): string[] {
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
     if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');
     if (c.ceilingError !== undefined) out.push(`Null cluster nodes (ceiling): failed to start: ${c.ceilingError.split('\n')[0]}.`, '');
+    if (c.sequencedCeilingError !== undefined) out.push(`Null cluster nodes, one sequencer: failed to start: ${c.sequencedCeilingError.split('\n')[0]}.`, '');
     const serial = go?.serial;
     if (serial !== undefined) {
       const r = serial.result;

@@ -1,6 +1,8 @@
 /**
  * Three null cluster nodes (targets/nullClusterNode.ts) on the bench cluster's etcd, under a key
- * prefix of their own: the ceiling every cluster row is read against (see that file).
+ * prefix of their own: the ceiling every cluster row is read against (see that file); or, with
+ * `sequenced`, three that commit through one sequencer, the first (the ceiling of one commit per
+ * round for the whole cluster).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -29,17 +31,33 @@ export interface NullCluster {
   stop(): Promise<void>;
 }
 
-/** @param nodeFlags extra flags for each null node's node, as our nodes get them (--server-node-flags: a profiler, say). */
-export async function startNullCluster(etcdEndpoints: readonly string[], nodeFlags: readonly string[] = []): Promise<NullCluster> {
+/**
+ * @param nodeFlags extra flags for each null node's node, as our nodes get them (--server-node-flags: a profiler, say).
+ * @param sequenced the first node appends for all three; the others forward their batches to it.
+ */
+export async function startNullCluster(etcdEndpoints: readonly string[], nodeFlags: readonly string[], sequenced: boolean): Promise<NullCluster> {
   const cluster = `null${randomBytes(4).toString('hex')}`;
-  const started = await Promise.allSettled(
-    Array.from({ length: SIZE }, (_, i) =>
-      spawnServer(process.execPath, [...nodeFlags, NULL_CLUSTER_NODE, '--etcd', etcdEndpoints.join(','), '--cluster', cluster, '--name', `x${i + 1}`], {
-        readyPattern: /event=ready .*\bport=(\d+)/,
+  const spawn = (i: number, roleArgs: readonly string[]): Promise<ServerProcess> =>
+    spawnServer(
+      process.execPath,
+      [...nodeFlags, NULL_CLUSTER_NODE, '--etcd', etcdEndpoints.join(','), '--cluster', cluster, '--name', `x${i + 1}`, ...roleArgs],
+      {
+        readyPattern: /event=ready .*? port=(\d+)(?: sequencer-port=(\d+))?/,
         readyTimeoutMs: READY_MS,
-      }),
-    ),
-  );
+      },
+    );
+  let started: Array<PromiseSettledResult<ServerProcess>>;
+  if (!sequenced) {
+    started = await Promise.allSettled(Array.from({ length: SIZE }, (_, i) => spawn(i, [])));
+  } else {
+    // The sequencer first: the others connect to the port it names when ready.
+    started = await Promise.allSettled([spawn(0, ['--sequencer-port', '0'])]);
+    const [sequencer] = started;
+    if (sequencer?.status === 'fulfilled') {
+      const forwardTo = sequencer.value.ready[2]!;
+      started.push(...(await Promise.allSettled(Array.from({ length: SIZE - 1 }, (_, i) => spawn(i + 1, ['--forward-to', forwardTo])))));
+    }
+  }
   const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const stop = async (): Promise<void> => {
     await Promise.all(servers.map((s) => stopServer(s, nodeFlags.length > 0 ? PROFILED_STOP_GRACE_MS : 0)));

@@ -70,7 +70,7 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     }
   };
 
-  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go') || has('cluster-ceiling')) {
+  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go') || has('cluster-ceiling') || has('cluster-ceiling-sequenced')) {
     // Built before the cluster starts, so that the compiler's CPU weighs on no row.
     let etcdGo: EtcdGoBuild | undefined;
     if (has('cluster-etcd-go')) {
@@ -84,7 +84,13 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
         await runClusterThroughput(
           cluster,
           config,
-          { ours: has('cluster-throughput'), ceiling: has('cluster-ceiling'), etcdLock: has('cluster-etcd-lock'), etcdGo },
+          {
+            ours: has('cluster-throughput'),
+            ceiling: has('cluster-ceiling'),
+            sequencedCeiling: has('cluster-ceiling-sequenced'),
+            etcdLock: has('cluster-etcd-lock'),
+            etcdGo,
+          },
           log,
         ),
       );

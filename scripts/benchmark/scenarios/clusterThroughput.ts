@@ -58,6 +58,12 @@ export interface ClusterThroughputResult {
   ceiling?: ClusterThroughputRow[];
   /** Why the ceiling rows did not run, if they were asked for and could not. */
   ceilingError?: string;
+  /**
+   * The same loads against three null cluster nodes that commit through one sequencer (one
+   * append in flight for the whole cluster): the ceiling of one commit per round for all nodes.
+   */
+  sequencedCeiling?: ClusterThroughputRow[];
+  sequencedCeilingError?: string;
   etcdLock?: EtcdLockRow[];
   etcdGo?: EtcdGoRows;
 }
@@ -70,9 +76,16 @@ function describeGo(mode: EtcdGoMode, r: EtcdGoResult): string {
   return `${Math.round(r.opsPerSecond)} puts/s, ${latency}, ${errors}`;
 }
 
+/** Null cluster nodes of one kind, started, and the rows they get. */
+interface NullLane {
+  readonly label: string;
+  readonly nulls: NullCluster;
+  readonly rows: ClusterThroughputRow[];
+}
+
 /**
  * Request+release cycles on random keys, connections spread over the 3 nodes, each shape right
- * away against three null cluster nodes too (the ceiling); and, at each connection count right
+ * away against three null cluster nodes too (the ceiling), and three with one sequencer; and, at each connection count right
  * after ours, on the same etcd: etcd's lock with etcd's Go client, raw
  * Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
  * them, once, etcd's serial commit latency (one writer, Go client).
@@ -80,7 +93,13 @@ function describeGo(mode: EtcdGoMode, r: EtcdGoResult): string {
 export async function runClusterThroughput(
   cluster: BenchCluster,
   config: BenchConfig,
-  want: { readonly ours: boolean; readonly ceiling: boolean; readonly etcdLock: boolean; readonly etcdGo?: EtcdGoBuild },
+  want: {
+    readonly ours: boolean;
+    readonly ceiling: boolean;
+    readonly sequencedCeiling: boolean;
+    readonly etcdLock: boolean;
+    readonly etcdGo?: EtcdGoBuild;
+  },
   log: (line: string) => void,
 ): Promise<ClusterThroughputResult> {
   const result: ClusterThroughputResult = {};
@@ -138,35 +157,45 @@ export async function runClusterThroughput(
     }
   };
   /** A null-node row; failed if a null node died in it (a lower rate would otherwise pass for the ceiling). */
-  const ceilingRow = async (nulls: NullCluster, connections: number, depth: number): Promise<ClusterThroughputRow> => {
-    const row = await loadRow('null cluster nodes', nulls.endpoints, nulls.pids, connections, depth);
+  const ceilingRow = async ({ label, nulls }: NullLane, connections: number, depth: number): Promise<ClusterThroughputRow> => {
+    const row = await loadRow(label, nulls.endpoints, nulls.pids, connections, depth);
     const failure = nulls.failure();
-    await nulls.clear().catch((error: unknown) => log(`null cluster nodes: clearing their keys failed: ${(error as Error).message}`));
+    await nulls.clear().catch((error: unknown) => log(`${label}: clearing their keys failed: ${(error as Error).message}`));
     if (failure === undefined) return row;
-    log(`null cluster nodes c=${connections} P=${depth}: ${failure}`);
+    log(`${label} c=${connections} P=${depth}: ${failure}`);
     return { connections, depth, error: failure };
   };
-  let shape = randomInt(2);
-  let nullCluster: NullCluster | undefined;
-  if (want.ceiling) {
+  const lanes: NullLane[] = [];
+  for (const sequenced of [false, true]) {
+    if (!(sequenced ? want.sequencedCeiling : want.ceiling)) continue;
+    const label = sequenced ? 'null cluster nodes, one sequencer' : 'null cluster nodes';
     try {
-      nullCluster = await startNullCluster(cluster.etcdEndpoints, config.serverNodeFlags);
-      result.ceiling = [];
+      const nulls = await startNullCluster(cluster.etcdEndpoints, config.serverNodeFlags, sequenced);
+      const rows: ClusterThroughputRow[] = [];
+      if (sequenced) result.sequencedCeiling = rows;
+      else result.ceiling = rows;
+      lanes.push({ label, nulls, rows });
     } catch (error) {
-      result.ceilingError = (error as Error).message;
-      log(`null cluster nodes: failed to start: ${result.ceilingError.split('\n')[0]}`);
+      const message = (error as Error).message;
+      if (sequenced) result.sequencedCeilingError = message;
+      else result.ceilingError = message;
+      log(`${label}: failed to start: ${message.split('\n')[0]}`);
     }
   }
+  const ourRow = (connections: number, depth: number) => loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
+  let shape = randomInt(lanes.length + 1);
   try {
     if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
     for (const connections of config.clusterConnections) {
       for (const depth of config.pipelines) {
         // Ours and the null nodes one right after the other, taking turns to go first (from a
-        // start that differs from run to run), so that neither always runs on what the other left.
-        const ceilingFirst = nullCluster !== undefined && shape++ % 2 === 1;
-        if (ceilingFirst) result.ceiling!.push(await ceilingRow(nullCluster!, connections, depth));
-        if (want.ours) result.throughput!.push(await loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth));
-        if (nullCluster !== undefined && !ceilingFirst) result.ceiling!.push(await ceilingRow(nullCluster, connections, depth));
+        // start that differs from run to run), so that none always runs on what another left.
+        const order: Array<NullLane | 'ours'> = ['ours', ...lanes];
+        const first = shape++ % order.length;
+        for (const lane of [...order.slice(first), ...order.slice(0, first)]) {
+          if (lane !== 'ours') lane.rows.push(await ceilingRow(lane, connections, depth));
+          else if (want.ours) result.throughput!.push(await ourRow(connections, depth));
+        }
       }
       if (binary !== undefined) {
         result.etcdGo!.lock.push(await goRow('lock', connections));
@@ -193,7 +222,7 @@ export async function runClusterThroughput(
       }
     }
   } finally {
-    await nullCluster?.stop();
+    await Promise.all(lanes.map((lane) => lane.nulls.stop()));
   }
   return result;
 }

@@ -18,14 +18,26 @@
  * the etcd members, the generator) leaves, on this machine in that run, for lock code built this
  * way (one batch in flight per node, appended and watched through etcd).
  *
+ * With one sequencer (`--sequencer-port` on one node, `--forward-to` that port on the others), the
+ * ceiling of the other way to build it, one commit per round for the whole cluster: a forwarding
+ * node sends each batch over a loopback link to the sequencer instead of appending it; the
+ * sequencer appends every batch it has (its own and forwarded ones) in one transaction, one append
+ * in flight, what arrives meanwhile going in the next (see sequencedBatches.ts for the format).
+ * Every node still watches the log and answers its batch when a value holding it comes back. What
+ * such a design would add (a sequencer's failover, fencing each forwarded batch by its own node's
+ * writer lease) is not here: this measures only whether the platform leaves more room for it.
+ *
  *   node dist/scripts/benchmark/targets/nullClusterNode.js --etcd URLS --cluster NAME --name N [--port P]
+ *       [--sequencer-port P | --forward-to P]
  */
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { Command as Cli, Option } from 'commander';
+import { asBuffer } from '../../../src/bytes.js';
 import { RETURN_WAIT_MAX_MS } from '../../../src/cluster/Committer.js';
 import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
 import type { LogRecord } from '../../../src/cluster/ReplicatedLog.js';
 import { CANNED_REPLIES, FrameCutter, GREETING } from './cannedReplies.js';
+import { BatchCutter, holdsBatchTagged, lengthPrefixed } from './sequencedBatches.js';
 
 const LOOPBACK = '127.0.0.1';
 const CALL_TIMEOUT_MS = 5_000;
@@ -47,8 +59,15 @@ const options = new Cli()
   .requiredOption('--cluster <name>', 'key prefix (a name no real node uses)')
   .requiredOption('--name <name>', "this node's name (tags its batches)")
   .addOption(new Option('--port <port>', 'TCP port (0: any)').default(0).argParser(Number))
+  .addOption(
+    new Option('--sequencer-port <port>', "also take the forwarding nodes' batches on this loopback port (0: any) and append them with ours")
+      .argParser(Number)
+      .conflicts('forwardTo'),
+  )
+  .addOption(new Option('--forward-to <port>', 'send each batch to the sequencer on this loopback port instead of appending it').argParser(Number))
   .parse()
-  .opts<{ etcd: string; cluster: string; name: string; port: number }>();
+  .opts<{ etcd: string; cluster: string; name: string; port: number; sequencerPort?: number; forwardTo?: number }>();
+const sequenced = options.sequencerPort !== undefined || options.forwardTo !== undefined;
 
 const log = new EtcdLog({ endpoints: options.etcd.split(','), cluster: options.cluster });
 const name = Buffer.from(options.name);
@@ -87,16 +106,47 @@ function maybeDispatch(): void {
   name.copy(round.tag, 1);
   round.tag.writeUInt32BE(++seq, 1 + name.length);
   round.sentAt = now;
-  log.append(Buffer.concat([round.tag, ...round.frames]), CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
+  const batch = Buffer.concat([round.tag, ...round.frames]);
+  if (!sequenced) log.append(batch, CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
+  else if (sequencer === undefined) gather(batch);
+  else for (const piece of lengthPrefixed(batch)) sequencer.write(piece);
+}
+
+/** The sequencer's batches (length-prefixed) not appended yet, and whether an append is in flight. */
+const gathered: Buffer[] = [];
+let appending = false;
+
+/** The sequencer: `batch` goes in its next append, which goes as soon as none is in flight. */
+function gather(batch: Buffer): void {
+  gathered.push(...lengthPrefixed(batch));
+  appendGathered();
+}
+
+function appendGathered(): void {
+  if (appending || gathered.length === 0) return;
+  appending = true;
+  const value = Buffer.concat(gathered);
+  gathered.length = 0;
+  log.append(value, CALL_TIMEOUT_MS).then(
+    () => {
+      appending = false;
+      appendGathered();
+    },
+    (error: unknown) => fail(`append: ${(error as Error).message}`),
+  );
+}
+
+/** Whether a log value holds the batch tagged `tag`. */
+function holdsBatch(value: Buffer, tag: Buffer): boolean {
+  if (sequenced) return holdsBatchTagged(value, tag);
+  return value.length >= tag.length && tag.equals(value.subarray(0, tag.length));
 }
 
 function onRecords(records: readonly LogRecord[]): void {
   const round = inFlight;
   if (round === undefined) return;
   for (const record of records) {
-    const value = record.value;
-    const tag = round.tag!;
-    if (value.length < tag.length || Buffer.compare(tag, value.subarray(0, tag.length)) !== 0) continue;
+    if (!holdsBatch(asBuffer(record.value), round.tag!)) continue;
     inFlight = undefined;
     for (const [socket, replies] of round.replies) if (!socket.destroyed) socket.write(Buffer.concat(replies));
     const now = performance.now();
@@ -125,10 +175,30 @@ const server = createServer({ noDelay: true }, (socket) => {
   });
 });
 
+/** The link to the sequencer, on a forwarding node. */
+let sequencer: Socket | undefined;
+if (options.forwardTo !== undefined) {
+  const link = connect({ port: options.forwardTo, host: LOOPBACK, noDelay: true });
+  link.on('error', (error) => fail(`link to the sequencer: ${error.message}`));
+  link.on('close', () => fail('link to the sequencer closed'));
+  await new Promise((resolve) => link.once('connect', resolve));
+  sequencer = link;
+}
+let sequencerPort = '';
+if (options.sequencerPort !== undefined) {
+  const links = createServer({ noDelay: true }, (link) => {
+    link.on('error', () => {});
+    const batches = new BatchCutter();
+    link.on('data', (chunk: Buffer) => batches.feed(chunk, gather));
+  });
+  await new Promise<void>((resolve) => links.listen({ port: options.sequencerPort, host: LOOPBACK }, resolve));
+  sequencerPort = ` sequencer-port=${(links.address() as { port: number }).port}`;
+}
+
 const head = await log.head(CALL_TIMEOUT_MS);
 log.watch(head.storeRevision + 1, { onRecords, onEnd: (why, detail) => fail(`watch ended (${why}): ${detail}`) });
 server.listen({ port: options.port, host: LOOPBACK }, () => {
   const { port } = server.address() as { port: number };
-  process.stderr.write(`event=ready server=null-cluster-node name=${options.name} port=${port} pid=${process.pid}\n`);
+  process.stderr.write(`event=ready server=null-cluster-node name=${options.name} port=${port}${sequencerPort} pid=${process.pid}\n`);
 });
 process.on('SIGTERM', () => process.exit(0));

@@ -20,6 +20,7 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
+import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
@@ -101,6 +102,9 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+    if (value.length > MAX_APPEND_BYTES) {
+      throw new Error(`append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`);
+    }
     const started = performance.now();
     const lease = await this.writers.forSend(timeoutMs);
     const left = timeoutMs - (performance.now() - started);

@@ -1,7 +1,8 @@
-import { asBuffer, sameOrNew, type ByteString } from '../bytes.js';
+import { asBuffer, MAX_STRING_LENGTH, sameOrNew, type ByteString } from '../bytes.js';
 import type { LockRequest, SavedLock } from '../locks/LockService.js';
 import type { ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
+import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
 
 /**
  * Batch ⇄ bytes. A batch is what one node appends to the log at a time: its proposer (node name
@@ -98,8 +99,13 @@ const BATCH_MAGIC = 0x42; // 'B'
 const FORMAT = 1;
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per batch. */
 export const MAX_BATCH_COMMANDS = 4_096;
-/** A batch is closed once it reaches this many bytes: etcd refuses a request above 1.5 MiB. */
-export const MAX_BATCH_BYTES = 1024 * 1024;
+/** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
+const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 4 + 4 + 2;
+/**
+ * Bytes of commands a batch holds at most, so that the whole batch fits one append (which puts it
+ * twice in a request etcd caps at 1.5 MiB by default; see MAX_APPEND_BYTES).
+ */
+export const MAX_BATCH_BYTES = MAX_APPEND_BYTES - MAX_BATCH_HEADER_BYTES;
 /** Commands a batch can hold; a position is `version * COMMANDS_PER_VERSION + index in batch`. */
 export const COMMANDS_PER_VERSION = 65_536;
 

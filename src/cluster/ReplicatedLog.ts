@@ -9,6 +9,23 @@
  * where a watch or a compaction is positioned.
  */
 
+/** etcd's default --max-request-bytes: a member refuses a bigger request (1.5 MiB). */
+export const STORE_MAX_REQUEST_BYTES = 1_572_864;
+/** An append's request besides its batch's bytes (keys, the fence put, the version read, framing): under 1 KiB, 4 allowed. */
+const APPEND_REQUEST_EXTRA_BYTES = 4_096;
+
+/**
+ * What the append of a `valueBytes`-long batch weighs as one request to the store: the batch goes
+ * in it twice, under the log key and under its retained copy's key (see `since`), in one
+ * transaction.
+ */
+export function appendRequestBytes(valueBytes: number): number {
+  return 2 * valueBytes + APPEND_REQUEST_EXTRA_BYTES;
+}
+
+/** The longest batch one append can carry within etcd's default request limit (766 KiB). */
+export const MAX_APPEND_BYTES = Math.floor((STORE_MAX_REQUEST_BYTES - APPEND_REQUEST_EXTRA_BYTES) / 2);
+
 /** Where a batch sits in the log. */
 export interface LogPosition {
   /** The batch's number: the log key's version (1 for the first batch). 0 = before any batch. */
@@ -97,7 +114,8 @@ export interface ReplicatedLog {
    * call has rejected, its batch may still commit for at most `lateCommitMs` (it can sit in a cut
    * link's send queue and arrive when the link heals); after that the store refuses it. A node
    * closes the connections of a batch it gave up on only once that time has passed, so a client
-   * that got no answer can rely on "not applied" from the moment its connection closed.
+   * that got no answer can rely on "not applied" from the moment its connection closed. A value
+   * longer than MAX_APPEND_BYTES is refused.
    */
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */

@@ -6,10 +6,13 @@ import {
   decodeBatch,
   LogFormatError,
   LogOp,
+  MAX_BATCH_COMMANDS,
   NO_REMAINING,
   type Batch,
   type LogCommand,
 } from '../../src/cluster/LogCodec.js';
+import { Round } from '../../src/cluster/GroupCommit.js';
+import { appendRequestBytes, MAX_APPEND_BYTES, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
 
 const int = (random: Random, below: number): number => Math.floor(random() * below);
@@ -243,4 +246,27 @@ test("a node's own batch takes its commands from the node, not from decoding; an
   // Commands that do not match the batch's count are not taken: the bytes are decoded.
   const fewer = decodeBatch(bytes, () => held.slice(1));
   t.deepEqual(fewer, mine);
+});
+
+test("a batch filled to its byte limit with the longest names fits one append within etcd's request limit", (t) => {
+  const longest = '\xff'.repeat(255);
+  const request: LogCommand = {
+    op: LogOp.Request,
+    key: longest,
+    index: longest,
+    owner: longest,
+    ttl: 65_535,
+    ttw: 65_535,
+    priority: 255,
+    allowCreate: true,
+    maxEntries: 2 ** 32 - 1,
+  };
+  const round = new Round(0);
+  const ignored = { resolve: () => {}, reject: () => {} };
+  while (round.addWrite(request, ignored)); // ends at the byte limit, or at MAX_BATCH_COMMANDS
+  t.true(round.writes < MAX_BATCH_COMMANDS, 'the byte limit closed the batch');
+  const bytes = new BatchEncoder().encode({ proposer: longest, incarnation: 2 ** 32 - 1, seq: 2 ** 32 - 1, commands: round.commands });
+  t.true(bytes.length <= MAX_APPEND_BYTES, `${bytes.length} bytes`);
+  t.true(bytes.length > MAX_APPEND_BYTES - commandSize(request), 'and it is as full as one more command allows');
+  t.true(appendRequestBytes(bytes.length) <= STORE_MAX_REQUEST_BYTES);
 });

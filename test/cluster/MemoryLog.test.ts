@@ -1,7 +1,7 @@
 import test from 'ava';
 import { MemoryLog, MemoryLogError, MemoryStore, type MemoryStoreOptions } from '../doubles/MemoryLog.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
-import { electLeader, type LogListener, type LogRecord, type WatchEnd } from '../../src/cluster/ReplicatedLog.js';
+import { appendRequestBytes, electLeader, type LogListener, type LogRecord, type WatchEnd } from '../../src/cluster/ReplicatedLog.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 const CALL_MS = 1_000;
@@ -456,7 +456,8 @@ test('a crash rejects pending calls and stops watches; a request already sent st
 });
 
 test('limits: an append above the request limit is refused; over the quota puts fail until compaction frees space', async (t) => {
-  const { timers, store } = setup(14, { maxRequestBytes: 100, quotaBytes: 1_000 });
+  // An append's request carries its batch twice: 100-byte batches fit, one more byte does not.
+  const { timers, store } = setup(14, { maxRequestBytes: appendRequestBytes(100), quotaBytes: 1_000 });
   const a = store.client('a');
   const big = track(a.append(new Uint8Array(101), CALL_MS));
   await timers.advance(50);

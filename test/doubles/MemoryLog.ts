@@ -14,6 +14,7 @@ import type {
   StoredSnapshot,
   WatchEnd,
 } from '../../src/cluster/ReplicatedLog.js';
+import { appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -271,7 +272,7 @@ export class MemoryStore {
     this.clock = options.clock;
     this.random = options.random;
     this.latencyMs = options.latencyMs ?? [0.5, 3];
-    this.maxRequestBytes = options.maxRequestBytes ?? 1_572_864;
+    this.maxRequestBytes = options.maxRequestBytes ?? STORE_MAX_REQUEST_BYTES;
     this.quotaBytes = options.quotaBytes ?? 64 * 1024 * 1024;
     this.snapshotChunkBytes = options.snapshotChunkBytes ?? 1024 * 1024;
     this.maxRecordsPerDelivery = options.maxRecordsPerDelivery ?? 64;
@@ -577,8 +578,9 @@ export class MemoryStore {
 
   /** @internal The put of one batch. */
   appendLog(value: Uint8Array): LogPosition {
-    if (value.length > this.maxRequestBytes) {
-      throw new MemoryLogError('too-large', `etcdserver: request is too large (${value.length} bytes)`);
+    // The request carries the batch twice (the log key and the retained copy), as EtcdLog's does.
+    if (appendRequestBytes(value.length) > this.maxRequestBytes) {
+      throw new MemoryLogError('too-large', `etcdserver: request is too large (${appendRequestBytes(value.length)} bytes)`);
     }
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
     const position = { version: this.kv.get(LOG_KEY)!.version, revision };

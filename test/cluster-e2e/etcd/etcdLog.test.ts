@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
 import { EtcdLog, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
-import type { LogWatch } from '../../../src/cluster/ReplicatedLog.js';
+import { MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
 
@@ -62,6 +62,25 @@ etcdTest('a fenced append whose writer lease expired before it reached etcd is r
   const next = await log.append(Buffer.from('next'), CALL_MS);
   t.is(next.version, 2, 'the refused lease is dropped; a fresh one is granted for the next append');
 });
+
+etcdTest(
+  "the longest batch an append takes commits under etcd's default request limit, with the longest cluster name; a longer one is refused before it is sent",
+  async (t) => {
+    t.timeout(60_000);
+    const etcd = await EtcdCluster.start(t, { members: 1 });
+    // The longest name --cluster accepts (64 characters) makes every key of the transaction its longest.
+    const cluster = `${clusterName()}${'-'.repeat(64)}`.slice(0, 64);
+    const log = openLog(t, etcd, cluster);
+    const raw = rawClient(t, etcd);
+    const longest = Buffer.alloc(MAX_APPEND_BYTES, 0xff);
+    const position = await log.append(longest, CALL_MS);
+    t.is(position.version, 1);
+    const stored = await raw.get(`/${cluster}/log`).buffer();
+    t.true(stored?.equals(longest), 'the log key holds the whole batch');
+    await t.throwsAsync(log.append(Buffer.alloc(MAX_APPEND_BYTES + 1), CALL_MS), { message: /over the \d+ one append can carry/ });
+    t.is((await log.head(CALL_MS)).version, 1, 'the longer one was not appended');
+  },
+);
 
 etcdTest('every batch is retained past any compaction until a snapshot the pointer names covers it', async (t) => {
   t.timeout(60_000);

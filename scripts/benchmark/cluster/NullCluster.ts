@@ -1,8 +1,8 @@
 /**
  * Three null cluster nodes (targets/nullClusterNode.ts) on the bench cluster's etcd, under a key
  * prefix of their own: the ceiling every cluster row is read against (see that file); or, with
- * `sequenced`, three that commit through one sequencer, the first (the ceiling of one commit per
- * round for the whole cluster).
+ * `sequenced`, three whose first node appends for all three (the ceiling of one commit per round
+ * for the whole cluster).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -54,8 +54,9 @@ export async function startNullCluster(etcdEndpoints: readonly string[], nodeFla
     started = await Promise.allSettled([spawn(0, ['--sequencer-port', '0'])]);
     const [sequencer] = started;
     if (sequencer?.status === 'fulfilled') {
-      const forwardTo = sequencer.value.ready[2]!;
-      started.push(...(await Promise.allSettled(Array.from({ length: SIZE - 1 }, (_, i) => spawn(i + 1, ['--forward-to', forwardTo])))));
+      const forwardTo = sequencer.value.ready[2];
+      if (forwardTo === undefined) started.push({ status: 'rejected', reason: new Error('the sequencer named no sequencer-port when ready') });
+      else started.push(...(await Promise.allSettled(Array.from({ length: SIZE - 1 }, (_, i) => spawn(i + 1, ['--forward-to', forwardTo])))));
     }
   }
   const servers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));

@@ -76,6 +76,12 @@ function describeGo(mode: EtcdGoMode, r: EtcdGoResult): string {
   return `${Math.round(r.opsPerSecond)} puts/s, ${latency}, ${errors}`;
 }
 
+/** Every order of `items` (2 for two, 6 for three). */
+function everyOrder<T>(items: readonly T[]): T[][] {
+  if (items.length <= 1) return [[...items]];
+  return items.flatMap((item, i) => everyOrder([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]));
+}
+
 /** Null cluster nodes of one kind, started, and the rows they get. */
 interface NullLane {
   readonly label: string;
@@ -183,18 +189,18 @@ export async function runClusterThroughput(
     }
   }
   const ourRow = (connections: number, depth: number) => loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
-  let shape = randomInt(lanes.length + 1);
+  // Ours and the null nodes one right after the other, in every order in turn (from a start that
+  // differs from run to run): none always goes first, and none always runs right after the same
+  // one (a null row ends by clearing etcd; ours leaves its batches there).
+  const orders = everyOrder<NullLane | 'ours'>([...(want.ours ? (['ours'] as const) : []), ...lanes]);
+  let shape = randomInt(orders.length);
   try {
     if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
     for (const connections of config.clusterConnections) {
       for (const depth of config.pipelines) {
-        // Ours and the null nodes one right after the other, taking turns to go first (from a
-        // start that differs from run to run), so that none always runs on what another left.
-        const order: Array<NullLane | 'ours'> = ['ours', ...lanes];
-        const first = shape++ % order.length;
-        for (const lane of [...order.slice(first), ...order.slice(0, first)]) {
-          if (lane !== 'ours') lane.rows.push(await ceilingRow(lane, connections, depth));
-          else if (want.ours) result.throughput!.push(await ourRow(connections, depth));
+        for (const lane of orders[shape++ % orders.length]!) {
+          if (lane === 'ours') result.throughput!.push(await ourRow(connections, depth));
+          else lane.rows.push(await ceilingRow(lane, connections, depth));
         }
       }
       if (binary !== undefined) {

@@ -67,7 +67,8 @@ const options = new Cli()
   .addOption(new Option('--forward-to <port>', 'send each batch to the sequencer on this loopback port instead of appending it').argParser(Number))
   .parse()
   .opts<{ etcd: string; cluster: string; name: string; port: number; sequencerPort?: number; forwardTo?: number }>();
-const sequenced = options.sequencerPort !== undefined || options.forwardTo !== undefined;
+const isSequencer = options.sequencerPort !== undefined;
+const sequenced = isSequencer || options.forwardTo !== undefined;
 
 const log = new EtcdLog({ endpoints: options.etcd.split(','), cluster: options.cluster });
 const name = Buffer.from(options.name);
@@ -107,9 +108,13 @@ function maybeDispatch(): void {
   round.tag.writeUInt32BE(++seq, 1 + name.length);
   round.sentAt = now;
   const batch = Buffer.concat([round.tag, ...round.frames]);
-  if (!sequenced) log.append(batch, CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
-  else if (sequencer === undefined) gather(batch);
-  else for (const piece of lengthPrefixed(batch)) sequencer.write(piece);
+  if (linkToSequencer !== undefined) {
+    // One segment on the wire for the length and the batch.
+    linkToSequencer.cork();
+    for (const piece of lengthPrefixed(batch)) linkToSequencer.write(piece);
+    linkToSequencer.uncork();
+  } else if (isSequencer) gather(batch);
+  else log.append(batch, CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
 }
 
 /** The sequencer's batches (length-prefixed) not appended yet, and whether an append is in flight. */
@@ -176,15 +181,16 @@ const server = createServer({ noDelay: true }, (socket) => {
 });
 
 /** The link to the sequencer, on a forwarding node. */
-let sequencer: Socket | undefined;
+let linkToSequencer: Socket | undefined;
 if (options.forwardTo !== undefined) {
   const link = connect({ port: options.forwardTo, host: LOOPBACK, noDelay: true });
   link.on('error', (error) => fail(`link to the sequencer: ${error.message}`));
   link.on('close', () => fail('link to the sequencer closed'));
   await new Promise((resolve) => link.once('connect', resolve));
-  sequencer = link;
+  linkToSequencer = link;
 }
-let sequencerPort = '';
+/** What the ready line adds on the sequencer: the port the forwarding nodes are to connect to. */
+let readySuffix = '';
 if (options.sequencerPort !== undefined) {
   const links = createServer({ noDelay: true }, (link) => {
     link.on('error', () => {});
@@ -192,13 +198,13 @@ if (options.sequencerPort !== undefined) {
     link.on('data', (chunk: Buffer) => batches.feed(chunk, gather));
   });
   await new Promise<void>((resolve) => links.listen({ port: options.sequencerPort, host: LOOPBACK }, resolve));
-  sequencerPort = ` sequencer-port=${(links.address() as { port: number }).port}`;
+  readySuffix = ` sequencer-port=${(links.address() as { port: number }).port}`;
 }
 
 const head = await log.head(CALL_TIMEOUT_MS);
 log.watch(head.storeRevision + 1, { onRecords, onEnd: (why, detail) => fail(`watch ended (${why}): ${detail}`) });
 server.listen({ port: options.port, host: LOOPBACK }, () => {
   const { port } = server.address() as { port: number };
-  process.stderr.write(`event=ready server=null-cluster-node name=${options.name} port=${port}${sequencerPort} pid=${process.pid}\n`);
+  process.stderr.write(`event=ready server=null-cluster-node name=${options.name} port=${port}${readySuffix} pid=${process.pid}\n`);
 });
 process.on('SIGTERM', () => process.exit(0));

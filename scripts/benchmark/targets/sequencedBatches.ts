@@ -14,16 +14,27 @@ export function lengthPrefixed(batch: Buffer): [Buffer, Buffer] {
   return [length, batch];
 }
 
+/**
+ * Calls `visit` with each whole batch at the start of `input`, in order, until it returns true;
+ * returns where it stopped: the end of the last batch visited (so an unfinished batch starts there).
+ */
+function eachBatch(input: Buffer, visit: (batch: Buffer) => boolean): number {
+  let at = 0;
+  while (at + LENGTH_BYTES <= input.length) {
+    const end = at + LENGTH_BYTES + input.readUInt32BE(at);
+    if (end > input.length) break;
+    const stop = visit(input.subarray(at + LENGTH_BYTES, end));
+    at = end;
+    if (stop) break;
+  }
+  return at;
+}
+
 /** Whether `value` (length-prefixed batches, one after the other) holds a batch that starts with `tag`. */
 export function holdsBatchTagged(value: Buffer, tag: Buffer): boolean {
-  for (let at = 0; at + LENGTH_BYTES <= value.length;) {
-    const start = at + LENGTH_BYTES;
-    const end = start + value.readUInt32BE(at);
-    if (end > value.length) return false;
-    if (end - start >= tag.length && tag.equals(value.subarray(start, start + tag.length))) return true;
-    at = end;
-  }
-  return false;
+  let found = false;
+  eachBatch(value, (batch) => (found = batch.length >= tag.length && tag.equals(batch.subarray(0, tag.length))));
+  return found;
 }
 
 /** Cuts a stream of length-prefixed batches into batches, keeping an unfinished one for the next chunk. */
@@ -34,13 +45,10 @@ export class BatchCutter {
   feed(chunk: Buffer, onBatch: (batch: Buffer) => void): void {
     const input = this.carry === undefined ? chunk : Buffer.concat([this.carry, chunk]);
     this.carry = undefined;
-    let at = 0;
-    while (at + LENGTH_BYTES <= input.length) {
-      const end = at + LENGTH_BYTES + input.readUInt32BE(at);
-      if (end > input.length) break;
-      onBatch(input.subarray(at + LENGTH_BYTES, end));
-      at = end;
-    }
+    const at = eachBatch(input, (batch) => {
+      onBatch(batch);
+      return false;
+    });
     if (at < input.length) this.carry = Buffer.from(input.subarray(at));
   }
 }

@@ -51,3 +51,17 @@ test('the cutter holds an unfinished batch until the rest arrives', (t) => {
   cutter.feed(STREAM.subarray(4 + BATCHES[0]!.length - 1), (batch) => out.push(batch));
   t.is(out.length, 3);
 });
+
+test("a node's tag is not found in another's whose name it begins (x1 and x10, same sequence number)", (t) => {
+  /** The tag a null node puts in front of its batch: name length, name, sequence number. */
+  const tag = (name: string, seq: number): Buffer => {
+    const out = Buffer.alloc(1 + name.length + 4);
+    out[0] = name.length;
+    out.write(name, 1, 'latin1');
+    out.writeUInt32BE(seq, 1 + name.length);
+    return out;
+  };
+  const value = Buffer.concat(lengthPrefixed(Buffer.concat([tag('x10', 7), Buffer.from([0x02, 0x01])])));
+  t.true(holdsBatchTagged(value, tag('x10', 7)));
+  t.false(holdsBatchTagged(value, tag('x1', 7)));
+});

@@ -467,7 +467,7 @@ function renderCluster(results: BenchResults): string[] {
   if (c.throughput !== undefined || nullRan || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
-        'Beside ours at each shape (taking turns to go first), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
+        'Beside ours at each shape (one right after the other, in every order in turn), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
         'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
         'the ceiling of the design on this machine; and on three that commit through one sequencer (the others forward their batches to it over loopback, ' +
         'it appends all it has in one transaction, one append in flight): the ceiling of one commit per round for the whole cluster. ' +

@@ -6,6 +6,13 @@ import type { EndpointPool } from './EndpointPool.js';
 export const WRITER_LEASE_TTL_SECONDS = 2;
 /** A fresh writer lease is granted once the current one is this old, while appends go on. */
 export const WRITER_LEASE_ROTATE_MS = 500;
+/**
+ * Longest one attempt of a grant may hang on one member before the next goes to another. Every
+ * send of this node waits on the one grant in progress once its lease runs short, so a grant left
+ * hanging on a paused member for the whole timeout would hold them all that long. Granting twice
+ * is harmless: a lease whose grant was not answered fences nothing and expires by its TTL.
+ */
+const GRANT_ATTEMPT_MS = 500;
 /** A lease with less than this left is not chosen for a send: the batch could arrive after it. */
 const WRITER_LEASE_MIN_LEFT_MS = 1_000;
 /**
@@ -88,7 +95,12 @@ export class WriterLeases {
   /** One grant at a time; callers that arrive meanwhile share it. */
   private grant(timeoutMs: number): Promise<WriterLease> {
     this.granting ??= this.pool
-      .call('writer lease grant', timeoutMs, ({ client }, options) => client.leaseClient.leaseGrant({ TTL: WRITER_LEASE_TTL_SECONDS, ID: 0 }, options))
+      .call(
+        'writer lease grant',
+        timeoutMs,
+        ({ client }, options) => client.leaseClient.leaseGrant({ TTL: WRITER_LEASE_TTL_SECONDS, ID: 0 }, options),
+        GRANT_ATTEMPT_MS,
+      )
       .then((response) => {
         const grantedAt = performance.now();
         const ttlMs = Number(response.TTL) * 1000;

@@ -266,6 +266,26 @@ etcdTest.serial('a watch whose member is paused in the middle of a backlog resum
   );
 });
 
+etcdTest.serial(
+  'a writer lease grant that hangs on a paused member moves on to another: the append it holds still commits within its own timeout',
+  async (t) => {
+    t.timeout(60_000);
+    const etcd = await EtcdCluster.start(t);
+    const cluster = clusterName();
+    const log = openLog(t, etcd, cluster);
+    await log.append(Buffer.from('first'), CALL_MS);
+    // The next send needs a fresh grant (as once the current lease runs short), and the member the
+    // node prefers stops answering: the grant goes there first.
+    log['writers'].refused(log['writers']['current']!);
+    const preferred = log['pool'].preferred.url;
+    etcd.pause(etcd.memberAt(preferred));
+    t.teardown(() => etcd.resume(etcd.memberAt(preferred)));
+    const position = await log.append(Buffer.from('second'), 3_000);
+    t.is(position.version, 2);
+    t.not(log['pool'].preferred.url, preferred, 'the node moved off the paused member');
+  },
+);
+
 etcdTest.serial('a member left without a quorum refuses calls with "no leader" and ends watches (require-leader), instead of hanging', async (t) => {
   t.timeout(90_000);
   const etcd = await EtcdCluster.start(t);

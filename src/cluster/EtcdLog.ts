@@ -7,7 +7,7 @@ import { isLeaseNotFound, prefixEnd } from './etcd/calls.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
-import { WriterLeases } from './etcd/WriterLeases.js';
+import { WriterLeases, type WriterLease } from './etcd/WriterLeases.js';
 import type {
   Candidate,
   LogHead,
@@ -20,7 +20,7 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
+import { AppendNotSentError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
@@ -103,10 +103,18 @@ export class EtcdLog implements ReplicatedLog {
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     if (value.length > MAX_APPEND_BYTES) {
-      throw new Error(`append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`);
+      throw new AppendNotSentError(
+        `append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`,
+      );
     }
     const started = performance.now();
-    const lease = await this.writers.forSend(timeoutMs);
+    let lease: WriterLease;
+    try {
+      lease = await this.writers.forSend(timeoutMs);
+    } catch (error) {
+      // Nothing was sent: the transaction goes out only with a lease.
+      throw new AppendNotSentError(`append not sent: ${(error as Error).message}`);
+    }
     const left = timeoutMs - (performance.now() - started);
     // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.

@@ -26,6 +26,14 @@ export function appendRequestBytes(valueBytes: number): number {
 /** The longest batch one append can carry within etcd's default request limit (766 KiB). */
 export const MAX_APPEND_BYTES = Math.floor((STORE_MAX_REQUEST_BYTES - APPEND_REQUEST_EXTRA_BYTES) / 2);
 
+/**
+ * An append that failed before anything of it was sent (no writer lease could be had, or the value
+ * is too long): its batch cannot commit from that call, so no fence wait follows it.
+ */
+export class AppendNotSentError extends Error {
+  override name = 'AppendNotSentError';
+}
+
 /** Where a batch sits in the log. */
 export interface LogPosition {
   /** The batch's number: the log key's version (1 for the first batch). 0 = before any batch. */
@@ -115,7 +123,8 @@ export interface ReplicatedLog {
    * link's send queue and arrive when the link heals); after that the store refuses it. A node
    * closes the connections of a batch it gave up on only once that time has passed, so a client
    * that got no answer can rely on "not applied" from the moment its connection closed. A value
-   * longer than MAX_APPEND_BYTES is refused.
+   * longer than MAX_APPEND_BYTES is refused. Rejects with AppendNotSentError only when nothing of
+   * the call reached the store.
    */
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */

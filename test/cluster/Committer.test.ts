@@ -3,7 +3,7 @@ import { Committer, RETURN_WAIT_MAX_MS } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
 import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
-import type { LogHead, LogPosition, ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
+import { AppendNotSentError, type LogHead, type LogPosition, type ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
@@ -81,6 +81,36 @@ for (const lateCommitMs of [0, 3_000]) {
     );
   });
 }
+
+test('attempts that sent nothing need no fence: a round whose attempts all failed unsent is given up at its deadline; one sent attempt among them keeps its fence', async (t) => {
+  const lateCommitMs = 3_000;
+  for (const sentFirst of [false, true]) {
+    const vt = new VirtualTimers();
+    const attempts: number[] = [];
+    // No writer lease to be had (EtcdLog: the grant fails); with sentFirst, the first attempt went out and got no answer.
+    const log = {
+      lateCommitMs,
+      append(_value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+        attempts.push(vt.now());
+        if (sentFirst && attempts.length === 1) {
+          return new Promise((_, reject) => vt.after(timeoutMs, () => reject(new Error(`append: no answer within ${timeoutMs} ms`))));
+        }
+        return Promise.reject(new AppendNotSentError('append not sent: no writer lease'));
+      },
+    } as unknown as ReplicatedLog;
+    const outcome = submitRelease(vt, committer(vt, log, []));
+    await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
+    t.false(outcome.answered);
+    t.true(attempts.length >= 3, 'it kept trying until the deadline');
+    t.not(outcome.givenUpAt, undefined);
+    if (sentFirst) {
+      const firstRejected = attempts[0]! + 500; // the first attempt's timeout (STORE_ATTEMPT_MS)
+      t.true(outcome.givenUpAt! >= firstRejected + lateCommitMs, `given up at ${outcome.givenUpAt}: within the sent attempt's fence`);
+    } else {
+      t.true(outcome.givenUpAt! <= COMMIT_TIMEOUT_MS + TICK_MS, `given up at ${outcome.givenUpAt}, at its deadline`);
+    }
+  }
+});
 
 test('a batch the store confirmed is given up at its deadline even if it was not applied here yet (it took effect before the close)', async (t) => {
   const vt = new VirtualTimers();

@@ -91,9 +91,9 @@ interface NullLane {
 
 /**
  * Request+release cycles on random keys, connections spread over the 3 nodes, each shape right
- * away against three null cluster nodes too (the ceiling), and three with one sequencer; and, at each connection count right
- * after ours, on the same etcd: etcd's lock with etcd's Go client, raw
- * Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
+ * away against three null cluster nodes too (the ceiling), and three with one sequencer; and, at
+ * each connection count right after ours, on the same etcd: etcd's lock with etcd's Go client,
+ * raw Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
  * them, once, etcd's serial commit latency (one writer, Go client).
  */
 export async function runClusterThroughput(

@@ -37,7 +37,7 @@ import { RETURN_WAIT_MAX_MS } from '../../../src/cluster/Committer.js';
 import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
 import type { LogRecord } from '../../../src/cluster/ReplicatedLog.js';
 import { CANNED_REPLIES, FrameCutter, GREETING } from './cannedReplies.js';
-import { BatchCutter, holdsBatchTagged, lengthPrefixed } from './sequencedBatches.js';
+import { BatchCutter, holdsBatchTagged, lengthPrefixed, startsWithTag } from './sequencedBatches.js';
 
 const LOOPBACK = '127.0.0.1';
 const CALL_TIMEOUT_MS = 5_000;
@@ -143,8 +143,7 @@ function appendGathered(): void {
 
 /** Whether a log value holds the batch tagged `tag`. */
 function holdsBatch(value: Buffer, tag: Buffer): boolean {
-  if (sequenced) return holdsBatchTagged(value, tag);
-  return value.length >= tag.length && tag.equals(value.subarray(0, tag.length));
+  return sequenced ? holdsBatchTagged(value, tag) : startsWithTag(value, tag);
 }
 
 function onRecords(records: readonly LogRecord[]): void {

@@ -30,10 +30,15 @@ function eachBatch(input: Buffer, visit: (batch: Buffer) => boolean): number {
   return at;
 }
 
+/** Whether `batch` starts with `tag` (a null node's name and sequence number). */
+export function startsWithTag(batch: Buffer, tag: Buffer): boolean {
+  return batch.length >= tag.length && tag.equals(batch.subarray(0, tag.length));
+}
+
 /** Whether `value` (length-prefixed batches, one after the other) holds a batch that starts with `tag`. */
 export function holdsBatchTagged(value: Buffer, tag: Buffer): boolean {
   let found = false;
-  eachBatch(value, (batch) => (found = batch.length >= tag.length && tag.equals(batch.subarray(0, tag.length))));
+  eachBatch(value, (batch) => (found = startsWithTag(batch, tag)));
   return found;
 }
 

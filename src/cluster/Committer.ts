@@ -3,7 +3,7 @@ import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
 import { BatchEncoder, type Batch, type BatchHeader, type LogCommand } from './LogCodec.js';
 import type { ReplicaState } from './ReplicaState.js';
-import { AppendNotSentError, type LogRecord } from './ReplicatedLog.js';
+import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
 
@@ -205,8 +205,9 @@ export class Committer {
         return; // answered when the watch brings the batch back
       } catch (error) {
         this.contact.heard(false);
-        // An attempt that sent nothing can never commit: only the others need their fence.
-        if (!(error instanceof AppendNotSentError)) round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
+        // An attempt refused for good (nothing sent, or refused before it could be applied) can
+        // never commit: only the others need their fence.
+        if (!(error instanceof AppendRefusedError)) round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
         this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
         await this.retryPause(started, attempt, round);
       } finally {

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { IRequestOp, IResponseOp, Watcher } from 'etcd3';
 import { asBuffer } from '../bytes.js';
-import { isLeaseNotFound, prefixEnd } from './etcd/calls.js';
+import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
@@ -20,7 +20,7 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendNotSentError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
@@ -103,7 +103,7 @@ export class EtcdLog implements ReplicatedLog {
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     if (value.length > MAX_APPEND_BYTES) {
-      throw new AppendNotSentError(
+      throw new AppendRefusedError(
         `append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`,
       );
     }
@@ -113,7 +113,7 @@ export class EtcdLog implements ReplicatedLog {
       lease = await this.writers.forSend(timeoutMs);
     } catch (error) {
       // Nothing was sent: the transaction goes out only with a lease.
-      throw new AppendNotSentError(`append not sent: ${(error as Error).message}`);
+      throw new AppendRefusedError(`append not sent: ${(error as Error).message}`);
     }
     const left = timeoutMs - (performance.now() - started);
     // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
@@ -132,7 +132,14 @@ export class EtcdLog implements ReplicatedLog {
     try {
       responses = (await this.pool.call('append', left, ({ client }, options) => client.kv.txn({ compare: [], success }, options))).responses;
     } catch (error) {
-      if (isLeaseNotFound(error)) this.writers.refused(lease);
+      // Two refusals are final: the txn can never be applied later, so it needs no fence wait.
+      // etcd checks the fence lease when it applies the txn, and refuses all of it once.
+      if (isLeaseNotFound(error)) {
+        this.writers.refused(lease);
+        throw new AppendRefusedError(`append refused: ${(error as Error).message}`);
+      }
+      // The require-leader check refuses the call before its handler runs: never proposed.
+      if (isNoLeaderRefusal(error)) throw new AppendRefusedError(`append refused: ${(error as Error).message}`);
       throw error;
     }
     const kv = responses[3]?.response_range.kvs[0];

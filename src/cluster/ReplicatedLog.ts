@@ -27,11 +27,13 @@ export function appendRequestBytes(valueBytes: number): number {
 export const MAX_APPEND_BYTES = Math.floor((STORE_MAX_REQUEST_BYTES - APPEND_REQUEST_EXTRA_BYTES) / 2);
 
 /**
- * An append that failed before anything of it was sent (no writer lease could be had, or the value
- * is too long): its batch cannot commit from that call, so no fence wait follows it.
+ * An append attempt that can never commit, so no fence wait follows it: nothing of it was sent (no
+ * writer lease could be had, or the value is too long), or the store refused it where it cannot
+ * take effect later (on etcd: refused for want of a leader before it was proposed, or its writer
+ * lease found gone when it was applied). Any other failure may still commit within lateCommitMs.
  */
-export class AppendNotSentError extends Error {
-  override name = 'AppendNotSentError';
+export class AppendRefusedError extends Error {
+  override name = 'AppendRefusedError';
 }
 
 /** Where a batch sits in the log. */
@@ -123,8 +125,8 @@ export interface ReplicatedLog {
    * link's send queue and arrive when the link heals); after that the store refuses it. A node
    * closes the connections of a batch it gave up on only once that time has passed, so a client
    * that got no answer can rely on "not applied" from the moment its connection closed. A value
-   * longer than MAX_APPEND_BYTES is refused. Rejects with AppendNotSentError only when nothing of
-   * the call reached the store.
+   * longer than MAX_APPEND_BYTES is refused. Rejects with AppendRefusedError only when the
+   * batch can never commit from this call.
    */
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */

@@ -3,7 +3,7 @@ import { Committer, RETURN_WAIT_MAX_MS } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
 import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
-import { AppendNotSentError, type LogHead, type LogPosition, type ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, type LogHead, type LogPosition, type ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
@@ -82,12 +82,13 @@ for (const lateCommitMs of [0, 3_000]) {
   });
 }
 
-test('attempts that sent nothing need no fence: a round whose attempts all failed unsent is given up at its deadline; one sent attempt among them keeps its fence', async (t) => {
+test('attempts refused for good need no fence: a round whose attempts were all refused is given up at its deadline; one attempt without an answer among them keeps its fence', async (t) => {
   const lateCommitMs = 3_000;
   for (const sentFirst of [false, true]) {
     const vt = new VirtualTimers();
     const attempts: number[] = [];
-    // No writer lease to be had (EtcdLog: the grant fails); with sentFirst, the first attempt went out and got no answer.
+    // Refused for good (EtcdLog: no writer lease to be had, or etcd's "no leader" while it elects
+    // one); with sentFirst, the first attempt went out and got no answer.
     const log = {
       lateCommitMs,
       append(_value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
@@ -95,7 +96,7 @@ test('attempts that sent nothing need no fence: a round whose attempts all faile
         if (sentFirst && attempts.length === 1) {
           return new Promise((_, reject) => vt.after(timeoutMs, () => reject(new Error(`append: no answer within ${timeoutMs} ms`))));
         }
-        return Promise.reject(new AppendNotSentError('append not sent: no writer lease'));
+        return Promise.reject(new AppendRefusedError(attempts.length % 2 === 0 ? 'append not sent: no writer lease' : 'append refused: etcdserver: no leader'));
       },
     } as unknown as ReplicatedLog;
     const outcome = submitRelease(vt, committer(vt, log, []));

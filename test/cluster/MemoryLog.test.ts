@@ -1,7 +1,7 @@
 import test from 'ava';
 import { MemoryLog, MemoryLogError, MemoryStore, type MemoryStoreOptions } from '../doubles/MemoryLog.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
-import { appendRequestBytes, electLeader, type LogListener, type LogRecord, type WatchEnd } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, appendRequestBytes, electLeader, type LogListener, type LogRecord, type WatchEnd } from '../../src/cluster/ReplicatedLog.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 const CALL_MS = 1_000;
@@ -584,6 +584,36 @@ test('members: a client of an isolated member hangs until its deadline; a leader
   const after = track(clients[0]!.append(bytes('y'), 1_000));
   await timers.advance(50);
   t.true(store.hasLeader && after.done && after.error === undefined);
+});
+
+test('refuseWithoutLeader: during an election a member refuses requests at once ("no leader"), an append as AppendRefusedError, never executed; an isolated member still hangs', async (t) => {
+  const { timers, store } = setup(20, { latencyMs: [1, 1], members: 3, lateCommitMs: 5_000 });
+  store.faults.refuseWithoutLeader = 1;
+  const [a, b, c] = [store.client('a'), store.client('b'), store.client('c')];
+  track(a.append(bytes('first'), 1_000));
+  await timers.advance(10);
+  t.is(store.logHead.version, 1);
+  store.isolateMember(c.member, true);
+  store.changeLeader(1_000);
+  const append = track(a.append(bytes('refused'), 500));
+  const read = track(b.head(500));
+  const cutOff = track(c.head(500));
+  await timers.advance(10);
+  t.true(append.error instanceof AppendRefusedError, String(append.error));
+  t.regex(String(append.error), /no leader/);
+  t.is(kindOf(read.error), 'no-leader');
+  t.false(cutOff.done, 'a member cut off from the others holds the request');
+  await timers.advance(2_000);
+  t.is(kindOf(cutOff.error), 'timeout');
+  t.true(store.hasLeader);
+  const after = track(a.append(bytes('after'), 1_000));
+  await timers.advance(10);
+  t.is(after.error, undefined);
+  t.deepEqual(
+    store.logHistory.map((r) => text(r.value)),
+    ['first', 'after'],
+    'the refused append never committed, not even within the fence',
+  );
 });
 
 test('snapshot savers racing: the pointer moves forward only by compare-and-swap; the loser deletes its own chunks', async (t) => {

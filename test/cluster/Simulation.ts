@@ -198,6 +198,9 @@ class Simulation {
       watchRepeat: 0.02 * this.rng(),
       watchStall: 0.005 * this.rng(),
       appendLate: 0.5 * this.rng(),
+      // etcd's require-leader refusal during elections: its behaviour, not a fault (kept after the
+      // heal). Drawn from a stream of its own so that every other draw of a seed stays as it was.
+      refuseWithoutLeader: refusalOdds(options.seed),
     };
     this.fsync = { min: 0.1, max: 0.5 + 4 * this.rng(), slowChance: 0.02 * this.rng(), slowMs: 500 + 2_500 * this.rng() };
     // Round deadline after the command joined it, the tick that notices, the fence once honoured,
@@ -785,4 +788,10 @@ class Simulation {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** How often a member without a leader refuses a request at once rather than holding it, for `seed`: never in a quarter of the seeds. */
+function refusalOdds(seed: number): number {
+  const draw = mulberry32(seed ^ 0x1ead);
+  return draw() < 0.25 ? 0 : draw();
 }

@@ -14,7 +14,7 @@ import type {
   StoredSnapshot,
   WatchEnd,
 } from '../../src/cluster/ReplicatedLog.js';
-import { appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -61,6 +61,10 @@ import type { Timers } from '../../src/runtime/Timers.js';
  * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
  *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
  * - `faults.appendRejected`: an append is refused and does not commit.
+ * - `faults.refuseWithoutLeader`: per request that reaches a member knowing of no leader (an
+ *   election, or quorum lost) while the member itself is not cut off: it is refused at once
+ *   ("no leader", etcd's require-leader check) instead of waiting; never executed. An append is
+ *   refused with AppendRefusedError, as EtcdLog refuses it: the Committer keeps no fence for it.
  * - `faults.watchBreak`: per delivery, the watch ends 'broken' instead of delivering.
  * - `faults.watchSilentGap`: per delivery, the first record is skipped silently (etcd3 trap 1);
  *   only the listener's version check can notice.
@@ -78,7 +82,8 @@ import type { Timers } from '../../src/runtime/Timers.js';
  */
 
 /** Why a store call failed. Cluster code must not rely on the kind: EtcdLog has other errors. */
-export type MemoryLogErrorKind = 'timeout' | 'unknown-outcome' | 'rejected' | 'closed' | 'compacted' | 'future-revision' | 'too-large' | 'no-space' | 'busy';
+export type MemoryLogErrorKind =
+  'timeout' | 'unknown-outcome' | 'rejected' | 'no-leader' | 'closed' | 'compacted' | 'future-revision' | 'too-large' | 'no-space' | 'busy';
 
 export class MemoryLogError extends Error {
   override name = 'MemoryLogError';
@@ -104,6 +109,8 @@ export interface MemoryFaults {
    * after its caller gave up, at most lateCommitMs after (later landings are refused: the fence).
    */
   appendLate: number;
+  /** Per request reaching a member that knows of no leader: refused at once ("no leader"), never executed. */
+  refuseWithoutLeader: number;
 }
 
 export interface MemoryStoreOptions {
@@ -196,6 +203,8 @@ interface PendingCall {
   /** A leader change lost the answer: the call hangs until its deadline. */
   lost: boolean;
   fail(error: Error): void;
+  /** The member refused the request unexecuted ("no leader"): the answer to send back. */
+  refusal(): Error;
 }
 
 /** A request that reached no leader; sent again when quorum (or the client's link) returns. */
@@ -220,6 +229,7 @@ export class MemoryStore {
     watchRepeat: 0,
     watchStall: 0,
     appendLate: 0,
+    refuseWithoutLeader: 0,
   };
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
@@ -481,7 +491,18 @@ export class MemoryStore {
       return;
     }
     if (this.reachable(client)) arrive();
-    else if (this.parked.length < 100_000) this.parked.push({ client, call, arrive });
+    else if (this.knowsNoLeader(client) && this.chance(this.faults.refuseWithoutLeader)) {
+      this.note(`${client.label} request refused: no leader`);
+      const refusal = call.refusal();
+      this.reply(client, () => {
+        if (!call.lost) call.fail(refusal);
+      });
+    } else if (this.parked.length < 100_000) this.parked.push({ client, call, arrive });
+  }
+
+  /** Whether `client`'s member is in touch with the others but knows of no leader (elections, quorum lost). */
+  private knowsNoLeader(client: MemoryLog): boolean {
+    return !client.partitioned && !this.isolated[client.member] && (this.leader === undefined || !this.quorum);
   }
 
   /** The write waits for the disk, in order behind the writes before it, then commits if still allowed. */
@@ -1172,6 +1193,10 @@ export class MemoryLog implements ReplicatedLog {
             call.failedAt = store.clock.now();
             reject(error);
           }),
+        refusal: () =>
+          kind === 'append'
+            ? new AppendRefusedError(`${what} refused: etcdserver: no leader (simulated)`)
+            : new MemoryLogError('no-leader', `${what}: etcdserver: no leader (simulated)`),
       };
       const cancelTimeout = this.timers.after(timeoutMs, () => {
         call.fail(new MemoryLogError('timeout', `${what}: deadline of ${timeoutMs} ms exceeded`));

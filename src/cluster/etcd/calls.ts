@@ -49,6 +49,16 @@ export function isLeaseNotFound(error: unknown): boolean {
 }
 
 /**
+ * etcd's require-leader refusal (see `requireLeader`): the member knew of no leader, and its gRPC
+ * interceptor refused the call before the call's handler ran, so a write so refused was never
+ * proposed (etcd 3.4 server, v3rpc/interceptor.go). A write that was proposed and then failed
+ * gets one of the "request timed out…" or "leader changed" errors instead, never this one.
+ */
+export function isNoLeaderRefusal(error: unknown): boolean {
+  return error instanceof Error && /etcdserver: no leader/.test(error.message);
+}
+
+/**
  * Require-leader (trap 8): etcd refuses a call, and cancels a stream, that carries `hasleader:
  * true` while the member has no leader (isolated by a partition), instead of serving it stale
  * or holding it silently. The interceptor adds the header to every call of a client; it wraps the

@@ -3,7 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
 import { EtcdLog, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
-import { MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
 
@@ -55,7 +55,8 @@ etcdTest('a fenced append whose writer lease expired before it reached etcd is r
     await delay(100);
   }
   log['writers'].chooseNext(expired.ID, 60_000);
-  await t.throwsAsync(log.append(Buffer.from('late'), CALL_MS), { message: /requested lease not found/ });
+  // Refused for good (no fence wait follows it): etcd checked the lease as it applied the txn.
+  await t.throwsAsync(log.append(Buffer.from('late'), CALL_MS), { instanceOf: AppendRefusedError, message: /requested lease not found/ });
   const after = await raw.get(`/${cluster}/log`).buffer();
   t.is(after?.toString(), 'ordinary', 'nothing of the refused txn was applied');
 
@@ -315,4 +316,8 @@ etcdTest.serial('a member left without a quorum refuses calls with "no leader" a
     );
   }
   t.regex(await bounded(ended, 30_000, 'the watch to end'), /^broken: .*no leader/);
+  // An append with a lease in hand is sent, and refused before it is proposed: refused for good,
+  // so the Committer keeps no fence for it.
+  log['writers'].chooseNext('1', 60_000);
+  await t.throwsAsync(log.append(Buffer.from('never'), 1_000), { instanceOf: AppendRefusedError, message: /etcdserver: no leader/ });
 });

@@ -10,7 +10,19 @@ import { History, type Op } from '../../helpers/history/history.js';
 import { INDEXES, KEEP_KEY, KEY, runProbe, runWorker } from '../../helpers/history/workload.js';
 import { LOCK_PORT, NetCluster, type NetMember, type NetNode } from '../../helpers/netns/netCluster.js';
 import { NetLab } from '../../helpers/netns/network.js';
-import { BUSIEST, describeFault, describeSchedule, drawSchedule, MEMBERS, NODES, SETTLE_MS, type Episode, type Fault, type FaultKind } from './schedule.js';
+import {
+  BUSIEST,
+  describeFault,
+  ETCD_LEADER,
+  describeSchedule,
+  drawSchedule,
+  MEMBERS,
+  NODES,
+  SETTLE_MS,
+  type Episode,
+  type Fault,
+  type FaultKind,
+} from './schedule.js';
 
 /** A client's bound on one reply; above --commit-timeout (2 s), so a node that gives up is seen to. */
 const REPLY_BOUND_MS = 4_000;
@@ -76,8 +88,16 @@ interface Applied {
   readonly member?: NetMember;
 }
 
-function memberOf(cluster: NetCluster, j: number): NetMember {
-  return j === BUSIEST ? cluster.busiestMember() : cluster.members[j]!;
+async function memberOf(cluster: NetCluster, j: number): Promise<NetMember> {
+  if (j === BUSIEST) return cluster.busiestMember();
+  if (j !== ETCD_LEADER) return cluster.members[j]!;
+  // Bounded: the members agree on a leader within an election or two of the run's start.
+  for (const until = Date.now() + 15_000; Date.now() < until;) {
+    const leader = await cluster.leaderMember();
+    if (leader !== undefined) return leader;
+    await delay(200);
+  }
+  throw new Error('no etcd member was agreed to lead within 15 s');
 }
 
 async function apply(cluster: NetCluster, fault: Fault): Promise<Applied> {
@@ -86,12 +106,12 @@ async function apply(cluster: NetCluster, fault: Fault): Promise<Applied> {
       cluster.cutNode(cluster.nodes[fault.node]!);
       return { fault };
     case 'isolate-member': {
-      const member = memberOf(cluster, fault.member);
+      const member = await memberOf(cluster, fault.member);
       cluster.isolateMember(member);
       return { fault, member };
     }
     case 'pause-member': {
-      const member = memberOf(cluster, fault.member);
+      const member = await memberOf(cluster, fault.member);
       cluster.pauseMember(member);
       return { fault, member };
     }

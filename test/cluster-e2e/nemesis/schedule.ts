@@ -2,7 +2,8 @@ import { mulberry32, type Random } from '../../../src/runtime/Random.js';
 
 /**
  * One fault, on one link or one process. Nodes are numbered from 0 (n1 is 0), as are members;
- * member BUSIEST is the one the nodes hold the most connections to when the fault starts.
+ * member BUSIEST is the one the nodes hold the most connections to when the fault starts, member
+ * ETCD_LEADER the one that leads the etcd cluster then.
  */
 export type Fault =
   | { readonly kind: 'cut-node'; readonly node: number }
@@ -25,6 +26,7 @@ export interface Episode {
 
 export const NODES = 3;
 export const BUSIEST = -1;
+export const ETCD_LEADER = -2;
 export const MEMBERS = 3;
 /** The delay of a delayed link (the issue's ~200 ms). */
 export const LINK_DELAY_MS = 200;
@@ -88,7 +90,7 @@ export function drawSchedule(seed: number, seconds: number, only?: readonly Faul
   return episodes;
 }
 
-const memberName = (j: number): string => (j === BUSIEST ? 'the busiest' : `m${j}`);
+const memberName = (j: number): string => (j === BUSIEST ? 'the busiest' : j === ETCD_LEADER ? 'the leader' : `m${j}`);
 
 export function describeFault(fault: Fault): string {
   switch (fault.kind) {

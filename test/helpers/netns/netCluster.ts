@@ -165,6 +165,19 @@ export class NetCluster {
     return best?.node;
   }
 
+  /**
+   * The etcd member that leads now, as the members say (their status: their own id and their
+   * leader's); undefined when no two members answered agreeing on a leader they both know.
+   */
+  async leaderMember(): Promise<NetMember | undefined> {
+    const statuses = await Promise.all(this.members.map(memberStatus));
+    const ids = statuses.map((st) => st?.header.member_id);
+    const leaders = statuses.flatMap((st) => (st === undefined || st.leader === '0' ? [] : [st.leader]));
+    const agreed = leaders.find((id) => leaders.filter((other) => other === id).length >= 2);
+    const at = agreed === undefined ? -1 : ids.indexOf(agreed);
+    return at < 0 ? undefined : this.members[at];
+  }
+
   /** The member the nodes hold the most relayed connections to: the one whose fault they feel. */
   busiestMember(): NetMember {
     const load = (j: number): number => this.nodes.reduce((sum, n) => sum + n.relays[j]!.connections, 0);
@@ -255,6 +268,17 @@ export class NetCluster {
       }
     }
     await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** etcd's status of one member (its JSON gateway), or undefined if it did not answer within 1 s. */
+async function memberStatus(member: NetMember): Promise<{ header: { member_id: string }; leader: string } | undefined> {
+  if (member.pid === undefined) return undefined;
+  try {
+    const response = await fetch(`${member.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) });
+    return response.ok ? ((await response.json()) as { header: { member_id: string }; leader: string }) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

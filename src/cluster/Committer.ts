@@ -65,6 +65,10 @@ export class Committer {
   /** Clock time the wait for them ends (see RETURN_WAIT_MAX_MS). */
   private returnWaitEndsAt = 0;
   private cancelReturnWait: (() => void) | undefined;
+  /** A seal is in progress (one at a time). */
+  private sealing = false;
+  /** A round was given up on its time fence, unsealed: seals are tried until one succeeds. */
+  private sealOwed = false;
 
   constructor(
     private readonly identity: ProposerIdentity,
@@ -318,17 +322,57 @@ export class Committer {
    * read anywhere after that sees it.
    */
   private mayGiveUp(round: Round, now: number): boolean {
-    return round.committed || round.seq === 0 || (!round.attempting && now >= round.fenceEndsAt);
+    return round.committed || round.seq === 0 || (!round.attempting && (round.sealed || now >= round.fenceEndsAt));
+  }
+
+  /**
+   * Asks the store to seal this node's appends (ReplicatedLog.seal): for `round`, once none of
+   * its attempts is out, so that it can be given up before its time fence, which a new etcd leader
+   * can outlast (it renews every lease); without a round, to stop the attempts of a round given up
+   * unsealed from landing later still. One seal at a time; a failed one is tried again next tick.
+   */
+  private seal(round: Round | undefined, now: number): void {
+    if (this.sealing) return;
+    this.sealing = true;
+    const timeoutMs = round === undefined ? 2 * STORE_ATTEMPT_MS : Math.max(STORE_ATTEMPT_MS, round.fenceEndsAt - now);
+    this.deps.log.seal(timeoutMs).then(
+      () => {
+        this.sealing = false;
+        this.sealOwed = false;
+        if (round !== undefined) {
+          round.sealed = true;
+          this.tick(this.deps.clock.now());
+        }
+      },
+      (error: unknown) => {
+        this.sealing = false;
+        this.deps.logger.debug?.(`seal failed: ${(error as Error).message}`);
+      },
+    );
+  }
+
+  /** Whether an attempt of `round` that rejected may still commit, as far as this node knows. */
+  private mayStillLand(round: Round): boolean {
+    return !round.committed && round.seq > 0 && !round.sealed && round.fenceEndsAt > Number.NEGATIVE_INFINITY;
+  }
+
+  /** Whether `round` waits out its fence with none of its attempts out: a seal can end the wait. */
+  private sealable(round: Round, now: number): boolean {
+    return this.mayStillLand(round) && !round.attempting && now < round.fenceEndsAt;
   }
 
   /** Called every cluster tick: gives up rounds past their deadline. */
   tick(now: number): void {
     const round = this.inFlight;
+    if (round !== undefined && round.deadline <= now && this.sealable(round, now)) this.seal(round, now);
+    else if (this.sealOwed) this.seal(undefined, now);
     if (round !== undefined && round.deadline <= now && this.mayGiveUp(round, now)) {
+      if (this.mayStillLand(round)) this.sealOwed = true;
       this.deps.logger.event('commit-timeout', {
         seq: round.seq,
         commands: round.writes,
         waited_ms: Math.round(now - round.sentAt),
+        sealed: round.sealed,
       });
       // The rounds queued behind it go too, unsent: they may hold later pipelined commands of the
       // connections about to close, which must not commit after that close.
@@ -357,6 +401,7 @@ export class Committer {
     // Bounded: every attempt ends by the round's deadline, and its fence lateCommitMs after that.
     const limit = Math.max(round.deadline, clock.now()) + log.lateCommitMs;
     while (this.inFlight === round && !this.mayGiveUp(round, clock.now()) && clock.now() < limit) {
+      if (this.sealable(round, clock.now())) this.seal(round, clock.now());
       await pause(timers, 10);
     }
     if (this.inFlight === round) this.finishRound(round, leaving);

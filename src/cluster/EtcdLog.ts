@@ -140,11 +140,16 @@ export class EtcdLog implements ReplicatedLog {
       }
       // The require-leader check refuses the call before its handler runs: never proposed.
       if (isNoLeaderRefusal(error)) throw new AppendRefusedError(`append refused: ${(error as Error).message}`);
+      this.writers.unsettledSend(lease); // the request may still be on its way: seal() revokes its lease
       throw error;
     }
     const kv = responses[3]?.response_range.kvs[0];
     if (kv === undefined) throw new Error('append: the log key vanished');
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
+  }
+
+  seal(timeoutMs: number): Promise<void> {
+    return this.writers.seal(timeoutMs);
   }
 
   async since(revision: number, timeoutMs: number): Promise<RetainedSince> {

@@ -58,6 +58,8 @@ export class Round {
   committed = false;
   /** Clock time after which no failed attempt of the batch can still commit (see ReplicatedLog.lateCommitMs). */
   fenceEndsAt = Number.NEGATIVE_INFINITY;
+  /** The store confirmed a seal made after every attempt had rejected: none of them can commit now. */
+  sealed = false;
 
   constructor(
     /** When the first command arrived plus the commit timeout: the round fails after this. */

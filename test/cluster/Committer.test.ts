@@ -13,18 +13,28 @@ import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 const COMMIT_TIMEOUT_MS = 2_000;
 
-/** A store whose appends hang until their timeout (or resolve, if told to), and count what was sent. */
-function stalledLog(vt: VirtualTimers, lateCommitMs: number, commits = false): { log: ReplicatedLog; attempts: number[] } {
+/** A call that never answers: it rejects when its timeout passes. */
+function hanging<T>(vt: VirtualTimers, what: string, timeoutMs: number): Promise<T> {
+  return new Promise((_, reject) => vt.after(timeoutMs, () => reject(new Error(`${what}: no answer within ${timeoutMs} ms`))));
+}
+
+/** A store whose appends hang until their timeout (or resolve, if told to), as do its seals; counts what was sent. */
+function stalledLog(vt: VirtualTimers, lateCommitMs: number, commits = false): { log: ReplicatedLog; attempts: number[]; seals: number[] } {
   const attempts: number[] = [];
+  const seals: number[] = [];
   const log = {
     lateCommitMs,
     append(_value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
       attempts.push(vt.now());
       if (commits) return Promise.resolve({ version: 1, revision: 2 });
-      return new Promise((_, reject) => vt.after(timeoutMs, () => reject(new Error(`append: no answer within ${timeoutMs} ms`))));
+      return hanging(vt, 'append', timeoutMs);
+    },
+    seal(timeoutMs: number): Promise<void> {
+      seals.push(vt.now());
+      return hanging(vt, 'seal', timeoutMs);
     },
   } as unknown as ReplicatedLog;
-  return { log, attempts };
+  return { log, attempts, seals };
 }
 
 function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Committer {
@@ -98,6 +108,7 @@ test('attempts refused for good need no fence: a round whose attempts were all r
         }
         return Promise.reject(new AppendRefusedError(attempts.length % 2 === 0 ? 'append not sent: no writer lease' : 'append refused: etcdserver: no leader'));
       },
+      seal: (timeoutMs: number) => hanging(vt, 'seal', timeoutMs),
     } as unknown as ReplicatedLog;
     const outcome = submitRelease(vt, committer(vt, log, []));
     await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
@@ -110,6 +121,49 @@ test('attempts refused for good need no fence: a round whose attempts were all r
     } else {
       t.true(outcome.givenUpAt! <= COMMIT_TIMEOUT_MS + TICK_MS, `given up at ${outcome.givenUpAt}, at its deadline`);
     }
+  }
+});
+
+test('a seal the store confirms ends the fence wait: the round is given up then; a seal that fails leaves the time fence, and seals go on after it until one succeeds', async (t) => {
+  const lateCommitMs = 3_000;
+  for (const sealAnswers of [true, false]) {
+    const vt = new VirtualTimers();
+    const seals: Array<{ at: number; timeoutMs: number }> = [];
+    let storeBack = false;
+    const log = {
+      lateCommitMs,
+      append: (_value: Uint8Array, timeoutMs: number) => hanging<LogPosition>(vt, 'append', timeoutMs),
+      seal(timeoutMs: number): Promise<void> {
+        seals.push({ at: vt.now(), timeoutMs });
+        // The store is reachable again (for seals only) 700 ms after the deadline, or only after the fence.
+        if (vt.now() >= COMMIT_TIMEOUT_MS + 700 && (sealAnswers || storeBack)) return new Promise((resolve) => vt.after(5, resolve));
+        return hanging(vt, 'seal', Math.min(timeoutMs, 300));
+      },
+    } as unknown as ReplicatedLog;
+    const events: string[] = [];
+    const c = committer(vt, log, events);
+    const outcome = submitRelease(vt, c);
+    await vt.advance(COMMIT_TIMEOUT_MS + lateCommitMs + 1_000);
+    t.false(outcome.answered);
+    t.true(
+      seals.every((s) => s.at >= COMMIT_TIMEOUT_MS),
+      'no seal before the deadline, while attempts may still be sent',
+    );
+    t.true(seals.length >= 2, `a failed seal is tried again (${seals.length} seals)`);
+    if (sealAnswers) {
+      t.true(outcome.givenUpAt! >= COMMIT_TIMEOUT_MS + 700 && outcome.givenUpAt! < COMMIT_TIMEOUT_MS + 1_100, `given up at ${outcome.givenUpAt}, once sealed`);
+      t.regex(events[0]!, /commit-timeout/);
+      continue;
+    }
+    t.true(outcome.givenUpAt! >= COMMIT_TIMEOUT_MS + lateCommitMs, `given up at ${outcome.givenUpAt}: on the time fence`);
+    // Given up unsealed: seals go on, so that an attempt held on the way cannot land later still.
+    const sealsAtGiveUp = seals.length;
+    storeBack = true;
+    await vt.advance(2_000);
+    t.true(seals.length > sealsAtGiveUp, 'seals go on after the round was given up');
+    const settled = seals.length;
+    await vt.advance(2_000);
+    t.is(seals.length, settled, 'and stop once one succeeded');
   }
 });
 

@@ -561,6 +561,28 @@ test('appendLate: appends land late, often after their caller gave up, never pas
   for (const line of store.trace.filter((l) => l.includes('appends v'))) t.true(Number(line.split(' ')[0]) <= 200 + 400 + 1, line);
 });
 
+test('seal: appends that rejected before it never land once it executed, even within the fence (without one they do)', async (t) => {
+  for (const sealing of [true, false]) {
+    const { timers, store } = setup(21, { latencyMs: [1, 1], lateCommitMs: 10_000 });
+    const a = store.client('a');
+    store.faults.appendLate = 1;
+    const calls = Array.from({ length: 20 }, (_, i) => track(a.append(bytes(`b${i}`), 50)));
+    await timers.advance(60);
+    t.true(calls.every((c) => kindOf(c.error) === 'timeout'));
+    store.faults.appendLate = 0;
+    const landedBefore = store.logHead.version;
+    const sealed = sealing ? track(a.seal(1_000)) : undefined;
+    await timers.advance(15_000);
+    if (!sealing) {
+      t.true(store.logHead.version > landedBefore, 'without a seal held appends land later, within the fence');
+      continue;
+    }
+    t.true(sealed!.done && sealed!.error === undefined, String(sealed!.error));
+    t.is(store.logHead.version, landedBefore, `none landed after the seal (${landedBefore} had before it)`);
+    t.true(landedBefore < 20);
+  }
+});
+
 test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
   const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
   const clients = [store.client('a'), store.client('b'), store.client('c')];

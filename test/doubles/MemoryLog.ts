@@ -58,6 +58,9 @@ import type { Timers } from '../../src/runtime/Timers.js';
  * - `client.setPartitioned(true)`: the same, for one client only, while the rest of the cluster
  *   carries on: its leases do expire (it cannot keep them alive), and it notices that itself once
  *   a TTL has passed without an answer to a keep-alive (its session is lost).
+ * - `seal()` (ReplicatedLog.seal) is a write like the others; executed at the store, it stops every
+ *   append of its client that had rejected, for good. A leader change does not renew the fence of
+ *   the others here (etcd's lessor.Promote renews leases); the real-etcd tests cover that.
  * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
  *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
  * - `faults.appendRejected`: an append is refused and does not commit.
@@ -205,6 +208,8 @@ interface PendingCall {
   fail(error: Error): void;
   /** The member refused the request unexecuted ("no leader"): the answer to send back. */
   refusal(): Error;
+  /** A seal of its client executed after the call rejected: the request never executes now. */
+  sealed: boolean;
 }
 
 /** A request that reached no leader; sent again when quorum (or the client's link) returns. */
@@ -465,6 +470,7 @@ export class MemoryStore {
 
   /** @internal Whether a request may still execute: its call is open, or it gave up at most lateCommitMs ago. */
   private unfenced(call: PendingCall): boolean {
+    if (call.sealed) return false;
     if (call.failedAt === undefined) return !call.settled;
     return call.fenced && this.clock.now() <= call.failedAt + this.lateCommitMs;
   }
@@ -955,6 +961,8 @@ export class MemoryLog implements ReplicatedLog {
   private cut = false;
   private isClosed = false;
   private readonly pending = new Set<PendingCall>();
+  /** Appends whose request has not executed (yet): what a seal may have to stop. */
+  private readonly unexecuted = new Set<PendingCall>();
   private readonly watches = new Set<MemoryWatch>();
   private readonly sessions = new Set<MemorySession>();
   private saves = 0;
@@ -1044,6 +1052,28 @@ export class MemoryLog implements ReplicatedLog {
         return position;
       },
       'append',
+    );
+  }
+
+  /**
+   * A write that travels like the others; executed at the store, it stops every append of this
+   * client that had rejected when seal() was called (as revoking their writer leases does on etcd).
+   */
+  seal(timeoutMs: number): Promise<void> {
+    const now = this.store.clock.now();
+    for (const c of this.unexecuted) if (c.failedAt !== undefined && now > c.failedAt + this.store.lateCommitMs) this.unexecuted.delete(c); // fenced out already
+    const rejected = [...this.unexecuted].filter((c) => c.failedAt !== undefined);
+    return this.call(
+      'seal',
+      timeoutMs,
+      () => {
+        for (const c of rejected) {
+          c.sealed = true;
+          this.unexecuted.delete(c);
+        }
+        this.store.note(`${this.label} seals ${rejected.length} rejected append(s)`);
+      },
+      'write',
     );
   }
 
@@ -1193,6 +1223,7 @@ export class MemoryLog implements ReplicatedLog {
             call.failedAt = store.clock.now();
             reject(error);
           }),
+        sealed: false,
         refusal: () =>
           kind === 'append'
             ? new AppendRefusedError(`${what} refused: etcdserver: no leader (simulated)`)
@@ -1203,10 +1234,12 @@ export class MemoryLog implements ReplicatedLog {
         this.maybeSwitchMember();
       });
       this.pending.add(call);
+      if (call.fenced) this.unexecuted.add(call);
       store.send(
         this,
         call,
         () => {
+          this.unexecuted.delete(call);
           let answer: () => void;
           try {
             const value = execute();

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { IRequestOp } from 'etcd3';
+import { isLeaseNotFound } from './calls.js';
 import type { EndpointPool } from './EndpointPool.js';
 
 /** TTL asked for a writer lease; etcd may raise it to its minimum (1.5 × election timeout, rounded up). */
@@ -41,6 +42,11 @@ export interface WriterLease {
  */
 export class WriterLeases {
   private current: WriterLease | undefined;
+  /**
+   * Leases of sends that rejected without a definite outcome (a request may still be on its way),
+   * by id, until a seal revoked them. Few: one lease serves every send of half a second.
+   */
+  private readonly unsettled = new Map<string, WriterLease>();
   private granting: Promise<WriterLease> | undefined;
   /** The longest TTL etcd granted us (ms); the requested one until the first grant. */
   private ttlMs = WRITER_LEASE_TTL_SECONDS * 1000;
@@ -78,6 +84,39 @@ export class WriterLeases {
   /** etcd said the lease is gone (it outlived its TTL on the way): never choose it again. */
   refused(lease: WriterLease): void {
     if (this.current === lease) this.current = undefined;
+  }
+
+  /** A send with `lease` rejected without a definite outcome: its request may still reach etcd. */
+  unsettledSend(lease: WriterLease): void {
+    this.unsettled.set(lease.id, lease);
+  }
+
+  /**
+   * Revokes every lease of an unsettled send (see `unsettled`): etcd applies a revoke in Raft
+   * order, and refuses any transaction naming the lease after it, whatever a new leader does to
+   * lease TTLs. "Lease not found" is as good: the lease is gone at that point of the log too.
+   * Resolves once every one is gone; a lease whose revoke failed stays for the next seal.
+   */
+  async seal(timeoutMs: number): Promise<void> {
+    const leases = [...this.unsettled.values()];
+    const revoked = await Promise.allSettled(
+      leases.map(async (lease) => {
+        if (this.current === lease) this.current = undefined; // no send may use it any more
+        try {
+          await this.pool.call(
+            'writer lease revoke',
+            timeoutMs,
+            ({ client }, options) => client.leaseClient.leaseRevoke({ ID: lease.id }, options),
+            GRANT_ATTEMPT_MS,
+          );
+        } catch (error) {
+          if (!isLeaseNotFound(error)) throw error;
+        }
+        this.unsettled.delete(lease.id);
+      }),
+    );
+    const failed = revoked.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason as Error;
   }
 
   /**

@@ -69,6 +69,8 @@ export class Committer {
   private sealing = false;
   /** A round was given up on its time fence, unsealed: seals are tried until one succeeds. */
   private sealOwed = false;
+  /** Clock time before which no owed seal is started again (one failed just before). */
+  private owedSealAt = 0;
 
   constructor(
     private readonly identity: ProposerIdentity,
@@ -346,6 +348,7 @@ export class Committer {
       },
       (error: unknown) => {
         this.sealing = false;
+        if (round === undefined) this.owedSealAt = this.deps.clock.now() + STORE_ATTEMPT_MS;
         this.deps.logger.debug?.(`seal failed: ${(error as Error).message}`);
       },
     );
@@ -365,7 +368,7 @@ export class Committer {
   tick(now: number): void {
     const round = this.inFlight;
     if (round !== undefined && round.deadline <= now && this.sealable(round, now)) this.seal(round, now);
-    else if (this.sealOwed) this.seal(undefined, now);
+    else if (this.sealOwed && now >= this.owedSealAt) this.seal(undefined, now);
     if (round !== undefined && round.deadline <= now && this.mayGiveUp(round, now)) {
       if (this.mayStillLand(round)) this.sealOwed = true;
       this.deps.logger.event('commit-timeout', {
@@ -396,15 +399,26 @@ export class Committer {
     const leaving = leavingError();
     for (const round of this.queued.splice(0)) round.fail(leaving);
     const round = this.inFlight;
-    if (round === undefined) return;
     const { clock, timers, log } = this.deps;
-    // Bounded: every attempt ends by the round's deadline, and its fence lateCommitMs after that.
-    const limit = Math.max(round.deadline, clock.now()) + log.lateCommitMs;
-    while (this.inFlight === round && !this.mayGiveUp(round, clock.now()) && clock.now() < limit) {
-      if (this.sealable(round, clock.now())) this.seal(round, clock.now());
-      await pause(timers, 10);
+    if (round !== undefined) {
+      // Bounded: every attempt ends by the round's deadline, and its fence lateCommitMs after that.
+      const limit = Math.max(round.deadline, clock.now()) + log.lateCommitMs;
+      while (this.inFlight === round && !this.mayGiveUp(round, clock.now()) && clock.now() < limit) {
+        if (this.sealable(round, clock.now())) this.seal(round, clock.now());
+        await pause(timers, 10);
+      }
+      if (this.inFlight === round) {
+        if (this.mayStillLand(round)) this.sealOwed = true;
+        this.finishRound(round, leaving);
+      }
     }
-    if (this.inFlight === round) this.finishRound(round, leaving);
+    // Once this node has left nobody seals for it: one last try for what it gave up unsealed.
+    if (this.sealOwed) {
+      await log.seal(2 * STORE_ATTEMPT_MS).then(
+        () => (this.sealOwed = false),
+        () => undefined,
+      );
+    }
   }
 }
 

@@ -128,19 +128,35 @@ export class EtcdLog implements ReplicatedLog {
       lease.fence,
       this.readLogVersion,
     ];
+    // The pool may try several members within this call (after a fast failure): what each try
+    // got decides whether the call's batch can still commit.
+    let tries = 0;
+    let refusedTries = 0;
+    let leaseGone = false;
     let responses: IResponseOp[];
     try {
-      responses = (await this.pool.call('append', left, ({ client }, options) => client.kv.txn({ compare: [], success }, options))).responses;
+      responses = (
+        await this.pool.call('append', left, ({ client }, options) => {
+          tries++;
+          return client.kv.txn({ compare: [], success }, options).catch((error: unknown) => {
+            if (isLeaseNotFound(error)) leaseGone = true;
+            if (isLeaseNotFound(error) || isNoLeaderRefusal(error)) refusedTries++;
+            throw error;
+          });
+        })
+      ).responses;
     } catch (error) {
-      // Two refusals are final: the txn can never be applied later, so it needs no fence wait.
-      // etcd checks the fence lease when it applies the txn, and refuses all of it once.
-      if (isLeaseNotFound(error)) {
+      // Two refusals are final. etcd checks the fence lease when it applies a txn and refuses all
+      // of it: once one try found the lease gone, no try (all name it) can be applied after. The
+      // require-leader check refuses a call before its handler runs, so such a try was never
+      // proposed; but a try before it that got no such answer may have been.
+      const message = (error as Error).message;
+      if (leaseGone) {
         this.writers.refused(lease);
-        throw new AppendRefusedError(`append refused: ${(error as Error).message}`);
+        throw new AppendRefusedError(`append refused: ${message}`);
       }
-      // The require-leader check refuses the call before its handler runs: never proposed.
-      if (isNoLeaderRefusal(error)) throw new AppendRefusedError(`append refused: ${(error as Error).message}`);
-      this.writers.unsettledSend(lease); // the request may still be on its way: seal() revokes its lease
+      if (isNoLeaderRefusal(error) && refusedTries === tries) throw new AppendRefusedError(`append refused: ${message}`);
+      this.writers.unsettledSend(lease); // a request may still be on its way: seal() revokes its lease
       throw error;
     }
     const kv = responses[3]?.response_range.kvs[0];

@@ -14,6 +14,10 @@ export const WRITER_LEASE_ROTATE_MS = 500;
  * is harmless: a lease whose grant was not answered fences nothing and expires by its TTL.
  */
 const GRANT_ATTEMPT_MS = 500;
+/** Leases of sends with unknown outcome kept for the next seal before one is done in the background. */
+const MAX_UNSETTLED_LEASES = 32;
+/** Time a background seal may take. */
+const BACKGROUND_SEAL_MS = 2_000;
 /** A lease with less than this left is not chosen for a send: the batch could arrive after it. */
 const WRITER_LEASE_MIN_LEFT_MS = 1_000;
 /**
@@ -47,6 +51,8 @@ export class WriterLeases {
    * by id, until a seal revoked them. Few: one lease serves every send of half a second.
    */
   private readonly unsettled = new Map<string, WriterLease>();
+  /** A background seal is running (see unsettledSend). */
+  private sealingBehind = false;
   private granting: Promise<WriterLease> | undefined;
   /** The longest TTL etcd granted us (ms); the requested one until the first grant. */
   private ttlMs = WRITER_LEASE_TTL_SECONDS * 1000;
@@ -86,9 +92,19 @@ export class WriterLeases {
     if (this.current === lease) this.current = undefined;
   }
 
-  /** A send with `lease` rejected without a definite outcome: its request may still reach etcd. */
+  /**
+   * A send with `lease` rejected without a definite outcome: its request may still reach etcd.
+   * Rounds that commit on a later attempt leave such leases behind with no seal to follow; past
+   * MAX_UNSETTLED_LEASES they are revoked in the background (old leases: no send uses them).
+   */
   unsettledSend(lease: WriterLease): void {
     this.unsettled.set(lease.id, lease);
+    if (this.unsettled.size > MAX_UNSETTLED_LEASES && !this.sealingBehind) {
+      this.sealingBehind = true;
+      void this.seal(BACKGROUND_SEAL_MS)
+        .catch(() => {})
+        .finally(() => (this.sealingBehind = false));
+    }
   }
 
   /**

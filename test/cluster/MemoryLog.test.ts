@@ -583,6 +583,27 @@ test('seal: appends that rejected before it never land once it executed, even wi
   }
 });
 
+test('newLeaderRenewsFences: a new leader lets a held append land past its fence, as etcd renews leases (without it, it is fenced out)', async (t) => {
+  for (const renews of [1, 0]) {
+    const { timers, store } = setup(22, { latencyMs: [1, 1], lateCommitMs: 1_000, members: 3 });
+    store.faults.newLeaderRenewsFences = renews;
+    const a = store.client('a');
+    store.setQuorum(false); // the append waits for a leader, as in a paused member
+    const held = track(a.append(bytes('held'), 100));
+    await timers.advance(900);
+    t.is(kindOf(held.error), 'timeout');
+    // A new leader 0.9 s after the rejection (fence 1 s): the held append goes on to it.
+    store.setQuorum(true);
+    store.changeLeader(500);
+    await timers.advance(2_000);
+    t.deepEqual(
+      store.logHistory.map((r) => text(r.value)),
+      renews === 1 ? ['held'] : [],
+      renews === 1 ? 'landed 1.4 s after its rejection: the new leader renewed its fence' : 'fenced out',
+    );
+  }
+});
+
 test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
   const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
   const clients = [store.client('a'), store.client('b'), store.client('c')];

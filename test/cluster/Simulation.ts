@@ -201,6 +201,9 @@ class Simulation {
       // etcd's require-leader refusal during elections: its behaviour, not a fault (kept after the
       // heal). Drawn from a stream of its own so that every other draw of a seed stays as it was.
       refuseWithoutLeader: refusalOdds(options.seed),
+      // etcd's too: every new leader renews every lease, the writer leases that fence appends
+      // included, so only a seal stops an append held on the way across a leader change.
+      newLeaderRenewsFences: 1,
     };
     this.fsync = { min: 0.1, max: 0.5 + 4 * this.rng(), slowChance: 0.02 * this.rng(), slowMs: 500 + 2_500 * this.rng() };
     // Round deadline after the command joined it, the tick that notices, the fence once honoured,

@@ -59,8 +59,10 @@ import type { Timers } from '../../src/runtime/Timers.js';
  *   carries on: its leases do expire (it cannot keep them alive), and it notices that itself once
  *   a TTL has passed without an answer to a keep-alive (its session is lost).
  * - `seal()` (ReplicatedLog.seal) is a write like the others; executed at the store, it stops every
- *   append of its client that had rejected, for good. A leader change does not renew the fence of
- *   the others here (etcd's lessor.Promote renews leases); the real-etcd tests cover that.
+ *   append of its client that had rejected, for good.
+ * - `faults.newLeaderRenewsFences`: per new leader, every append that may still land may land for
+ *   a whole fence from then (etcd's lessor.Promote renews every lease, the writer leases too); only
+ *   a seal stops it.
  * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
  *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
  * - `faults.appendRejected`: an append is refused and does not commit.
@@ -114,6 +116,8 @@ export interface MemoryFaults {
   appendLate: number;
   /** Per request reaching a member that knows of no leader: refused at once ("no leader"), never executed. */
   refuseWithoutLeader: number;
+  /** Per new leader: it renews the fence of every append that may still land, as etcd renews leases. */
+  newLeaderRenewsFences: number;
 }
 
 export interface MemoryStoreOptions {
@@ -210,6 +214,8 @@ interface PendingCall {
   refusal(): Error;
   /** A seal of its client executed after the call rejected: the request never executes now. */
   sealed: boolean;
+  /** A new leader renewed the call's fence (faults.newLeaderRenewsFences): it may land until then too. */
+  renewedUntil: number;
 }
 
 /** A request that reached no leader; sent again when quorum (or the client's link) returns. */
@@ -235,6 +241,7 @@ export class MemoryStore {
     watchStall: 0,
     appendLate: 0,
     refuseWithoutLeader: 0,
+    newLeaderRenewsFences: 0,
   };
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
@@ -420,6 +427,12 @@ export class MemoryStore {
       lease.expiresAt = now + lease.ttlMs;
       this.armLease(lease);
     }
+    // The writer leases that fence appends are renewed too: every append that may still land
+    // may now land until a whole fence from here.
+    if (this.chance(this.faults.newLeaderRenewsFences)) {
+      this.note('the new leader renews every fence');
+      for (const client of this.clients) client.renewFences(now + this.lateCommitMs);
+    }
     this.kick();
   }
 
@@ -472,7 +485,12 @@ export class MemoryStore {
   private unfenced(call: PendingCall): boolean {
     if (call.sealed) return false;
     if (call.failedAt === undefined) return !call.settled;
-    return call.fenced && this.clock.now() <= call.failedAt + this.lateCommitMs;
+    return call.fenced && this.clock.now() <= Math.max(call.failedAt + this.lateCommitMs, call.renewedUntil);
+  }
+
+  /** @internal Whether a rejected or pending append may still execute (see unfenced). */
+  mayLand(call: PendingCall): boolean {
+    return this.unfenced(call);
   }
 
   /**
@@ -1060,8 +1078,7 @@ export class MemoryLog implements ReplicatedLog {
    * client that had rejected when seal() was called (as revoking their writer leases does on etcd).
    */
   seal(timeoutMs: number): Promise<void> {
-    const now = this.store.clock.now();
-    for (const c of this.unexecuted) if (c.failedAt !== undefined && now > c.failedAt + this.store.lateCommitMs) this.unexecuted.delete(c); // fenced out already
+    for (const c of this.unexecuted) if (!this.store.mayLand(c)) this.unexecuted.delete(c); // fenced out already
     const rejected = [...this.unexecuted].filter((c) => c.failedAt !== undefined);
     return this.call(
       'seal',
@@ -1075,6 +1092,14 @@ export class MemoryLog implements ReplicatedLog {
       },
       'write',
     );
+  }
+
+  /** @internal A new leader renewed the fences: every append of this client that may still land may until `until`. */
+  renewFences(until: number): void {
+    for (const call of this.unexecuted) {
+      if (this.store.mayLand(call)) call.renewedUntil = Math.max(call.renewedUntil, until);
+      else this.unexecuted.delete(call);
+    }
   }
 
   head(timeoutMs: number): Promise<LogHead> {
@@ -1224,6 +1249,7 @@ export class MemoryLog implements ReplicatedLog {
             reject(error);
           }),
         sealed: false,
+        renewedUntil: Number.NEGATIVE_INFINITY,
         refusal: () =>
           kind === 'append'
             ? new AppendRefusedError(`${what} refused: etcdserver: no leader (simulated)`)

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { decodeBatch } from '../../src/cluster/LogCodec.js';
+import { decodeBatch, type BatchHeader } from '../../src/cluster/LogCodec.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
@@ -129,6 +129,11 @@ export interface SimulationReport {
   readonly intervals: number;
   /** Ownership intervals whose grant's fencing token a reply told (0x0A, 0x09). */
   readonly fencedIntervals: number;
+  /** Rounds given up once a seal was confirmed, and on their time fence without one. */
+  readonly sealedGiveUps: number;
+  readonly unsealedGiveUps: number;
+  /** Batches that first landed after their round was given up unsealed (the README's limit). */
+  readonly landedAfterUnsealedGiveUp: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -154,6 +159,11 @@ class Simulation {
   private burst: Array<() => void> | undefined;
   /** When each log version committed (true time), by version. */
   private readonly committedAt: number[] = [];
+  /** Rounds given up (commit-timeout events), by proposer, incarnation and seq: whether a seal was confirmed. */
+  private readonly givenUp = new Map<string, boolean>();
+  /** Batches that landed, by the same key: a later copy is a duplicate, applied as a no-op. */
+  private readonly landed = new Set<string>();
+  private landedAfterUnsealedGiveUp = 0;
   private replicaChecks = 0;
   private readonly trace: string[] = [];
   private readonly lateCommitMs: number;
@@ -178,6 +188,10 @@ class Simulation {
     });
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
+      this.checkLanding(
+        decodeBatch(record.value, () => []),
+        record.version,
+      );
       if (process.env.SIM_TRACE_FILE !== undefined) {
         const batch = decodeBatch(record.value);
         const commands = batch.commands.map((c) =>
@@ -249,9 +263,28 @@ class Simulation {
     return min + (max - min) * this.rng();
   }
 
-  private logger(node: string): Logger {
+  private logger(node: string, incarnation: () => number): Logger {
     const debug = process.env.SIM_TRACE_FILE === undefined ? undefined : (message: string): void => this.note(`${node} ${message}`);
-    return { event: (name, fields) => this.note(`${node} ${name} ${JSON.stringify(fields ?? {})}`), debug };
+    const event: Logger['event'] = (name, fields) => {
+      this.note(`${node} ${name} ${JSON.stringify(fields ?? {})}`);
+      if (name === 'commit-timeout') this.givenUp.set(`${node}.${incarnation()}#${String(fields?.seq)}`, fields?.sealed === true);
+    };
+    return { event, debug };
+  }
+
+  /**
+   * The README's promise to a client whose command got no reply: it never takes effect after its
+   * connection closed. A batch whose round was given up (its connections closed) must not first
+   * land after that once a seal was confirmed; after a give-up on the time fence alone it may, if a
+   * new leader renewed its fence (the README's limit): counted, not failed.
+   */
+  private checkLanding(header: BatchHeader, version: number): void {
+    const key = `${header.proposer}.${header.incarnation}#${header.seq}`;
+    if (this.landed.has(key)) return;
+    this.landed.add(key);
+    const sealed = this.givenUp.get(key);
+    if (sealed === true) this.fail(`batch ${key} landed as v${version} after its round was given up on a confirmed seal`);
+    if (sealed === false) this.landedAfterUnsealedGiveUp++;
   }
 
   private startNode(index: number): void {
@@ -260,10 +293,12 @@ class Simulation {
     const priority = existing?.priority ?? (index === NODE_COUNT - 1 ? undefined : 1 + Math.floor(this.rng() * 3));
     const time = new NodeTime(this.vt, this.between(-1e6, 1e6), this.between(MIN_RATE, MAX_RATE));
     const log = this.store.client(name, time);
+    let incarnation = 0;
     const service = new ClusterLockService(
       { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
-      { log, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name) },
+      { log, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name, () => incarnation) },
     );
+    incarnation = service.incarnation;
     const node: SimNode = { name, priority, time, log, service, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
     this.nodes[index] = node;
     this.note(`${name} starts (incarnation ${node.incarnations}, member m${log.member})`);
@@ -335,6 +370,9 @@ class Simulation {
       leaderChanges,
       intervals: this.ownership.count,
       fencedIntervals: this.ownership.fenced,
+      sealedGiveUps: [...this.givenUp.values()].filter((sealed) => sealed).length,
+      unsealedGiveUps: [...this.givenUp.values()].filter((sealed) => !sealed).length,
+      landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
     };
   }
 

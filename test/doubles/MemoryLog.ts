@@ -481,16 +481,14 @@ export class MemoryStore {
     return this.quorum && this.leader !== undefined && !this.isolated[member] && !client.partitioned;
   }
 
-  /** @internal Whether a request may still execute: its call is open, or it gave up at most lateCommitMs ago. */
-  private unfenced(call: PendingCall): boolean {
+  /**
+   * @internal Whether a request may still execute: its call is open, or it gave up at most
+   * lateCommitMs ago (or before a fence a new leader renewed), and no seal stopped it.
+   */
+  unfenced(call: PendingCall): boolean {
     if (call.sealed) return false;
     if (call.failedAt === undefined) return !call.settled;
     return call.fenced && this.clock.now() <= Math.max(call.failedAt + this.lateCommitMs, call.renewedUntil);
-  }
-
-  /** @internal Whether a rejected or pending append may still execute (see unfenced). */
-  mayLand(call: PendingCall): boolean {
-    return this.unfenced(call);
   }
 
   /**
@@ -1078,7 +1076,7 @@ export class MemoryLog implements ReplicatedLog {
    * client that had rejected when seal() was called (as revoking their writer leases does on etcd).
    */
   seal(timeoutMs: number): Promise<void> {
-    for (const c of this.unexecuted) if (!this.store.mayLand(c)) this.unexecuted.delete(c); // fenced out already
+    for (const c of this.unexecuted) if (!this.store.unfenced(c)) this.unexecuted.delete(c); // fenced out already
     const rejected = [...this.unexecuted].filter((c) => c.failedAt !== undefined);
     return this.call(
       'seal',
@@ -1097,7 +1095,7 @@ export class MemoryLog implements ReplicatedLog {
   /** @internal A new leader renewed the fences: every append of this client that may still land may until `until`. */
   renewFences(until: number): void {
     for (const call of this.unexecuted) {
-      if (this.store.mayLand(call)) call.renewedUntil = Math.max(call.renewedUntil, until);
+      if (this.store.unfenced(call)) call.renewedUntil = Math.max(call.renewedUntil, until);
       else this.unexecuted.delete(call);
     }
   }

@@ -129,7 +129,7 @@ export interface EtcdClusterOptions {
   readonly members?: number;
 }
 
-interface MemberStatus {
+export interface MemberStatus {
   readonly header: { readonly member_id: string };
   readonly leader: string;
 }
@@ -260,7 +260,7 @@ export class EtcdCluster {
     const deadline = Date.now() + ms;
     for (;;) {
       const live = this.members.filter((m) => m.process !== undefined && !m.paused);
-      const statuses = await Promise.all(live.map(async (m) => ({ member: m, status: await status(m) })));
+      const statuses = await Promise.all(live.map(async (m) => ({ member: m, status: await memberStatus(m.clientUrl) })));
       const ids = new Map<string, EtcdMember>();
       for (const { member, status: s } of statuses) if (s !== undefined) ids.set(s.header.member_id, member);
       for (const { status: s } of statuses) {
@@ -339,8 +339,8 @@ async function killAndWait(child: ChildProcess, signal: NodeJS.Signals): Promise
   });
 }
 
-async function post(member: EtcdMember, path: string, body: unknown, ms = 1_000): Promise<unknown> {
-  const response = await fetch(`${member.clientUrl}${path}`, {
+async function post(clientUrl: string, path: string, body: unknown, ms = 1_000): Promise<unknown> {
+  const response = await fetch(`${clientUrl}${path}`, {
     method: 'POST',
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(ms),
@@ -359,9 +359,10 @@ async function healthy(member: EtcdMember): Promise<boolean> {
   }
 }
 
-async function status(member: EtcdMember): Promise<MemberStatus | undefined> {
+/** The status of the etcd member at `clientUrl` (its id, its leader's), from etcd's JSON gateway; undefined if it did not answer within 1 s. */
+export async function memberStatus(clientUrl: string): Promise<MemberStatus | undefined> {
   try {
-    return (await post(member, '/v3/maintenance/status', {})) as MemberStatus;
+    return (await post(clientUrl, '/v3/maintenance/status', {})) as MemberStatus;
   } catch {
     return undefined;
   }

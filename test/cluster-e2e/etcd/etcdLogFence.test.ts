@@ -5,7 +5,7 @@ import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
 import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
 import { bounded } from '../../helpers/bounded.js';
-import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
+import { EtcdCluster, memberStatus, needsEtcd } from '../../helpers/etcdCluster.js';
 
 // Defect 5 of issue 17, reproduced on loopback: an append whose bytes sit on the way to etcd
 // (as in a cut link's send queue) until after its caller gave up and its writer lease ended is
@@ -144,12 +144,6 @@ etcdTest(
   },
 );
 
-/** The Raft member id of `url`'s member, as etcd's status reports it. */
-async function memberId(url: string): Promise<string> {
-  const response = await fetch(`${url}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(2_000) });
-  return ((await response.json()) as { header: { member_id: string } }).header.member_id;
-}
-
 // Why appends are sealed: a new etcd leader gives every lease its full TTL again (lessor.Promote),
 // so an append held on the way across a leader change outlives its time fence. Without the seal
 // (checked by leaving it out) the held append below commits 4.3 s after it was given up, past
@@ -181,7 +175,9 @@ etcdTest.serial(
     relay.hold();
     await t.throwsAsync(log.append(Buffer.from('late'), 300));
     const rejectedAt = Date.now();
-    await toLeader.maintenance.moveLeader({ targetID: await memberId(other.clientUrl) });
+    const target = await memberStatus(other.clientUrl);
+    if (target === undefined) throw new Error(`no status from ${other.clientUrl}`);
+    await toLeader.maintenance.moveLeader({ targetID: target.header.member_id });
     await log.seal(CALL_MS);
     t.log(`leader moved and appends sealed ${Date.now() - rejectedAt} ms after the append was given up`);
     // Released past the time fence, while the lease the leader change renewed would still pass.

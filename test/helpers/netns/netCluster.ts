@@ -5,6 +5,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
+import { memberStatus } from '../etcdCluster.js';
 import { CLI_PATH, LoggedProcess, serverFiles } from '../serverProcess.js';
 import { cut, heal } from './blackhole.js';
 import type { Host, NetLab } from './network.js';
@@ -170,7 +171,7 @@ export class NetCluster {
    * leader's); undefined when no two members answered agreeing on a leader they both know.
    */
   async leaderMember(): Promise<NetMember | undefined> {
-    const statuses = await Promise.all(this.members.map(memberStatus));
+    const statuses = await Promise.all(this.members.map(async (m) => (m.pid === undefined ? undefined : memberStatus(m.clientUrl))));
     const ids = statuses.map((st) => st?.header.member_id);
     const leaders = statuses.flatMap((st) => (st === undefined || st.leader === '0' ? [] : [st.leader]));
     const agreed = leaders.find((id) => leaders.filter((other) => other === id).length >= 2);
@@ -268,17 +269,6 @@ export class NetCluster {
       }
     }
     await rm(this.dir, { recursive: true, force: true });
-  }
-}
-
-/** etcd's status of one member (its JSON gateway), or undefined if it did not answer within 1 s. */
-async function memberStatus(member: NetMember): Promise<{ header: { member_id: string }; leader: string } | undefined> {
-  if (member.pid === undefined) return undefined;
-  try {
-    const response = await fetch(`${member.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(1_000) });
-    return response.ok ? ((await response.json()) as { header: { member_id: string }; leader: string }) : undefined;
-  } catch {
-    return undefined;
   }
 }
 

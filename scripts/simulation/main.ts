@@ -14,20 +14,26 @@ const options = new Command()
   .option('--count <n>', 'seeds in the range', whole, 100)
   .option('--faulty-ms <n>', 'virtual milliseconds of load with faults per seed', whole, 20_000)
   .option('--no-foreign-compaction', 'no compaction of the store by another cluster')
+  .option('--no-overdue-revokes', "nodes do not revoke each other's overdue writer leases (only seals stop a renewed one)")
   .parse()
-  .opts<{ seed?: number; from: number; count: number; faultyMs: number; foreignCompaction: boolean }>();
+  .opts<{ seed?: number; from: number; count: number; faultyMs: number; foreignCompaction: boolean; overdueRevokes: boolean }>();
 
 const seeds = options.seed !== undefined ? [options.seed] : Array.from({ length: options.count }, (_, i) => options.from + i);
 let failures = 0;
 for (const seed of seeds) {
   try {
-    const report = await runSimulation({ seed, faultyMs: options.faultyMs, foreignCompaction: options.foreignCompaction });
+    const report = await runSimulation({
+      seed,
+      faultyMs: options.faultyMs,
+      foreignCompaction: options.foreignCompaction,
+      overdueRevokes: options.overdueRevokes,
+    });
     console.log(JSON.stringify(report));
   } catch (error) {
     // Anything else thrown is a failure of this seed too: a long run goes on to the next one.
     const message = error instanceof SimulationFailure ? error.message : ((error as Error).stack ?? String(error));
     failures++;
-    const flags = `--faulty-ms ${options.faultyMs}${options.foreignCompaction ? '' : ' --no-foreign-compaction'}`;
+    const flags = `--faulty-ms ${options.faultyMs}${options.foreignCompaction ? '' : ' --no-foreign-compaction'}${options.overdueRevokes ? '' : ' --no-overdue-revokes'}`;
     console.log(`seed ${seed} FAILED: ${message}\nreplay: scripts/simulate --seed ${seed} ${flags}`);
   }
 }

@@ -7,6 +7,7 @@ import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
+import { WriterLeaseJanitor } from './etcd/WriterLeaseJanitor.js';
 import { WriterLeases, type WriterLease } from './etcd/WriterLeases.js';
 import type {
   Candidate,
@@ -52,13 +53,16 @@ const SETUP_ATTEMPT_MS = 1_000;
  *    gRPC keepalive closes connections to silent members, and the name lease is kept alive
  *    through the pool (NameLease), not on one member's stream;
  * 9. appends are fenced by short writer leases (WriterLeases): a batch the caller gave up on
- *    commits within `lateCommitMs` or never;
+ *    commits within `lateCommitMs` or never; a new etcd leader renews every lease, so each one is
+ *    announced and every node revokes the overdue ones (WriterLeaseJanitor), and a node seals
+ *    the leases of its own sends with unknown outcome;
  * 10. `latest()` reads the log key's last batch with its value, which survives any compaction;
  *    snapshots move their pointer by compare-and-swap only (SnapshotStore).
  */
 export class EtcdLog implements ReplicatedLog {
   private readonly pool: EndpointPool;
   private readonly writers: WriterLeases;
+  private readonly janitor: WriterLeaseJanitor;
   private readonly snapshots: SnapshotStore;
   private readonly logKey: Buffer;
   private readonly namePrefix: string;
@@ -85,7 +89,9 @@ export class EtcdLog implements ReplicatedLog {
     this.readLogVersion = { request_range: { key: this.logKey, keys_only: true } };
     // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
     const clientId = randomBytes(8).toString('hex');
-    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`));
+    const announcePrefix = Buffer.from(`${root}writers/`);
+    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`), announcePrefix);
+    this.janitor = new WriterLeaseJanitor(this.pool, announcePrefix);
     this.retainedPrefix = Buffer.from(`${root}batches/`);
     this.retainedOwn = `${root}batches/${clientId}/`;
     this.snapshots = new SnapshotStore(this.pool, root);
@@ -94,6 +100,11 @@ export class EtcdLog implements ReplicatedLog {
   /** Writer-lease TTL as granted + revoke slack (see WriterLeases). */
   get lateCommitMs(): number {
     return this.writers.lateCommitMs;
+  }
+
+  /** Other nodes' (and this node's) writer leases this node revoked as overdue. For tests and reports. */
+  get overdueLeasesRevoked(): number {
+    return this.janitor.revoked;
   }
 
   /** The writer-lease TTL etcd granted (ms; the one asked for before the first grant). For tests and reports. */
@@ -352,6 +363,7 @@ export class EtcdLog implements ReplicatedLog {
     // Name leases not released are left to expire (as a crashed node's would); their renewals stop.
     for (const lease of [...this.nameLeases]) lease.close();
     for (const stop of [...this.watches]) stop();
+    this.janitor.close();
     this.pool.close();
   }
 }

@@ -135,9 +135,10 @@ export interface ReplicatedLog {
    * Seals this client's appends: once it resolves, no append attempt of it that rejected before
    * the call can commit any more, whenever its request reaches the store (any that committed did
    * so before). Rejects if the store did not confirm that within `timeoutMs`. The time fence
-   * (`lateCommitMs`) only bounds a request that waits while the store keeps its leader: a new
-   * etcd leader gives every lease its full TTL again (lessor.Promote), so a request held on the
-   * way across a leader change can commit later than that. A seal holds across leader changes.
+   * (`lateCommitMs`) is kept by the store while it keeps its leader: a new etcd leader gives
+   * every lease its full TTL again (lessor.Promote), and then the fence holds only because the
+   * live clients revoke each other's overdue fences (EtcdLog's WriterLeaseJanitor), if one of
+   * them reaches the new leader before the request does. A seal holds across leader changes.
    */
   seal(timeoutMs: number): Promise<void>;
   /** The last committed batch, read linearizably (a quorum confirms it): the read barrier. */

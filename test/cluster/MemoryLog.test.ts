@@ -604,6 +604,35 @@ test('newLeaderRenewsFences: a new leader lets a held append land past its fence
   }
 });
 
+test('overdueRevokes: a live client revokes an append a new leader renewed once it is overdue; without it, or with no live client in reach, the append lands past its fence', async (t) => {
+  const cases = [
+    { revokes: true, bystander: 'live', lands: false },
+    { revokes: false, bystander: 'live', lands: true },
+    { revokes: true, bystander: 'crashed', lands: true },
+  ] as const;
+  for (const { revokes, bystander, lands } of cases) {
+    const { timers, store } = setup(23, { latencyMs: [1, 1], lateCommitMs: 1_000, members: 3 });
+    store.faults.newLeaderRenewsFences = 1;
+    store.overdueRevokes = revokes;
+    const a = store.client('a');
+    const b = store.client('b');
+    if (bystander === 'crashed') b.crash();
+    a.setPartitioned(true); // cut off alone: its append waits on the way
+    const held = track(a.append(bytes('held'), 100));
+    await timers.advance(200);
+    t.is(kindOf(held.error), 'timeout');
+    store.changeLeader(300); // a new leader at 0.5 s renews the fence to 1.5 s
+    await timers.advance(1_100); // past the original fence (1.1 s)
+    a.setPartitioned(false);
+    await timers.advance(2_000);
+    t.deepEqual(
+      store.logHistory.map((r) => text(r.value)),
+      lands ? ['held'] : [],
+      `overdueRevokes ${revokes}, the other client ${bystander}: ${lands ? 'landed past its fence' : 'revoked'}`,
+    );
+  }
+});
+
 test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
   const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
   const clients = [store.client('a'), store.client('b'), store.client('c')];

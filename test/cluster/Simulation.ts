@@ -63,6 +63,12 @@ export interface SimulationOptions {
    * failing seed can be replayed without it, to tell whether that fault is the one that matters.
    */
   readonly foreignCompaction?: boolean;
+  /**
+   * Whether live nodes revoke the writer leases a new leader renewed once overdue (EtcdLog's
+   * WriterLeaseJanitor; default true). Off, only seals stop an append held across a leader
+   * change: the landings after an unsealed give-up show what the janitor removes.
+   */
+  readonly overdueRevokes?: boolean;
 }
 
 export class SimulationFailure extends Error {
@@ -186,6 +192,7 @@ class Simulation {
       lateCommitMs: this.lateCommitMs,
       members: 3,
     });
+    this.store.overdueRevokes = options.overdueRevokes !== false;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
       this.checkLanding(

@@ -62,7 +62,12 @@ import type { Timers } from '../../src/runtime/Timers.js';
  *   append of its client that had rejected, for good.
  * - `faults.newLeaderRenewsFences`: per new leader, every append that may still land may land for
  *   a whole fence from then (etcd's lessor.Promote renews every lease, the writer leases too); only
- *   a seal stops it.
+ *   a seal stops it, or with `overdueRevokes` a live client's revoke.
+ * - `overdueRevokes` (EtcdLog's WriterLeaseJanitor; off by default): after a renewal every live
+ *   client looks, on its own timers every JANITOR_SWEEP_MS, for appends whose renewed fence outlasts
+ *   the original one; from 3/4 of the original fence after the rejection (the real janitor acts
+ *   before its node's fence passes), one that reaches a leader revokes them with a write, which
+ *   stops them for good once executed. A paused, cut-off or closed client does not.
  * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
  *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
  * - `faults.appendRejected`: an append is refused and does not commit.
@@ -173,6 +178,10 @@ const CANDIDATE_PREFIX = 'candidates/';
 const SNAPSHOT_POINTER = 'snap/pointer';
 /** Chunk keys: `snap/chunk/<version>/<save id>/<index>`. */
 const CHUNK_PREFIX = 'snap/chunk/';
+/** How often a client looks for overdue appends (MemoryStore.overdueRevokes); as WriterLeaseJanitor. */
+const JANITOR_SWEEP_MS = 100;
+/** Deadline of one overdue revoke. */
+const JANITOR_REVOKE_MS = 2_000;
 
 export interface KeyInfo {
   readonly key: string;
@@ -243,6 +252,8 @@ export class MemoryStore {
     refuseWithoutLeader: 0,
     newLeaderRenewsFences: 0,
   };
+  /** Live clients revoke appends whose fence a new leader renewed, once overdue (see the file comment). */
+  overdueRevokes = false;
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
   /** Slow fsync; all zero (instant) by default. */
@@ -432,6 +443,7 @@ export class MemoryStore {
     if (this.chance(this.faults.newLeaderRenewsFences)) {
       this.note('the new leader renews every fence');
       for (const client of this.clients) client.renewFences(now + this.lateCommitMs);
+      if (this.overdueRevokes) for (const client of this.clients) client.armJanitor();
     }
     this.kick();
   }
@@ -489,6 +501,23 @@ export class MemoryStore {
     if (call.sealed) return false;
     if (call.failedAt === undefined) return !call.settled;
     return call.fenced && this.clock.now() <= Math.max(call.failedAt + this.lateCommitMs, call.renewedUntil);
+  }
+
+  /**
+   * @internal The appends a new leader renewed past their own fence that may still land (see
+   * `overdueRevokes`): those due for a revoke at `now`, and whether any falls due later.
+   */
+  overdueAppends(now: number): { due: PendingCall[]; later: boolean } {
+    const due: PendingCall[] = [];
+    let later = false;
+    for (const client of this.clients) {
+      for (const call of client.unexecutedAppends()) {
+        if (call.failedAt === undefined || call.renewedUntil <= call.failedAt + this.lateCommitMs || !this.unfenced(call)) continue;
+        if (now >= call.failedAt + (this.lateCommitMs * 3) / 4) due.push(call);
+        else later = true;
+      }
+    }
+    return { due, later };
   }
 
   /**
@@ -982,6 +1011,8 @@ export class MemoryLog implements ReplicatedLog {
   private readonly watches = new Set<MemoryWatch>();
   private readonly sessions = new Set<MemorySession>();
   private saves = 0;
+  private janitorArmed = false;
+  private revokingOverdue = false;
 
   constructor(
     readonly store: MemoryStore,
@@ -1090,6 +1121,48 @@ export class MemoryLog implements ReplicatedLog {
       },
       'write',
     );
+  }
+
+  /** @internal The appends of this client whose request has not executed (yet). */
+  unexecutedAppends(): ReadonlySet<PendingCall> {
+    return this.unexecuted;
+  }
+
+  /** @internal Starts this client's overdue sweeps (MemoryStore.overdueRevokes), unless they run. */
+  armJanitor(): void {
+    if (this.janitorArmed || this.isClosed) return;
+    this.janitorArmed = true;
+    this.timers.after(JANITOR_SWEEP_MS, () => {
+      this.janitorArmed = false;
+      this.sweepOverdue();
+    });
+  }
+
+  /** One sweep: revokes the appends due (one revoke in flight), and sweeps again while any remain. */
+  private sweepOverdue(): void {
+    if (this.isClosed) return;
+    const store = this.store;
+    const { due, later } = store.overdueAppends(store.clock.now());
+    if (due.length > 0 && !this.revokingOverdue && store.reachable(this)) {
+      this.revokingOverdue = true;
+      this.call(
+        'overdue writer lease revoke',
+        JANITOR_REVOKE_MS,
+        () => {
+          let stopped = 0;
+          for (const call of due) {
+            if (!store.unfenced(call)) continue;
+            call.sealed = true;
+            stopped++;
+          }
+          store.note(`${this.label} revokes the overdue leases of ${stopped} append(s)`);
+        },
+        'write',
+      )
+        .catch(() => {})
+        .finally(() => (this.revokingOverdue = false));
+    }
+    if (due.length > 0 || later) this.armJanitor();
   }
 
   /** @internal A new leader renewed the fences: every append of this client that may still land may until `until`. */

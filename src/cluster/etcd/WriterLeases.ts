@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { IRequestOp } from 'etcd3';
 import { isLeaseNotFound } from './calls.js';
 import type { EndpointPool } from './EndpointPool.js';
+import { writerLeaseAnnouncement } from './WriterLeaseJanitor.js';
 
 /** TTL asked for a writer lease; etcd may raise it to its minimum (1.5 × election timeout, rounded up). */
 export const WRITER_LEASE_TTL_SECONDS = 2;
@@ -60,6 +61,8 @@ export class WriterLeases {
   constructor(
     private readonly pool: EndpointPool,
     private readonly fenceKey: Buffer,
+    /** Where each lease is announced before a send names it (WriterLeaseJanitor). */
+    private readonly announcePrefix: Buffer,
   ) {}
 
   /** How long after an append rejected its batch can still commit (see ReplicatedLog.lateCommitMs). */
@@ -147,28 +150,41 @@ export class WriterLeases {
     return { id, grantedAt, endsAt: grantedAt + ttlMs, fence: { request_put: { key: this.fenceKey, value: FENCE_VALUE, lease: id } } };
   }
 
-  /** One grant at a time; callers that arrive meanwhile share it. */
+  /**
+   * One grant at a time; callers that arrive meanwhile share it. A lease is announced (a key
+   * attached to it, its value the TTL) before any send may name it: from then on every node's
+   * WriterLeaseJanitor revokes it once overdue, even if a new etcd leader renewed it. A grant
+   * whose announcement failed is not used (it fences nothing and expires by its TTL).
+   */
   private grant(timeoutMs: number): Promise<WriterLease> {
-    this.granting ??= this.pool
-      .call(
-        'writer lease grant',
-        timeoutMs,
-        ({ client }, options) => client.leaseClient.leaseGrant({ TTL: WRITER_LEASE_TTL_SECONDS, ID: 0 }, options),
-        GRANT_ATTEMPT_MS,
-      )
-      .then((response) => {
-        const grantedAt = performance.now();
-        const ttlMs = Number(response.TTL) * 1000;
-        if (!(ttlMs > 0)) throw new Error(`writer lease grant: etcd granted TTL ${response.TTL} (${response.error})`);
-        if (ttlMs > this.ttlMs) this.ttlMs = ttlMs;
-        const lease = this.lease(response.ID, grantedAt, ttlMs);
-        if (this.current === undefined || this.current.grantedAt < grantedAt) this.current = lease;
-        return lease;
-      })
-      .finally(() => {
-        this.granting = undefined;
-      });
+    this.granting ??= this.grantAndAnnounce(timeoutMs).finally(() => {
+      this.granting = undefined;
+    });
     return this.granting;
+  }
+
+  private async grantAndAnnounce(timeoutMs: number): Promise<WriterLease> {
+    const started = performance.now();
+    const response = await this.pool.call(
+      'writer lease grant',
+      timeoutMs,
+      ({ client }, options) => client.leaseClient.leaseGrant({ TTL: WRITER_LEASE_TTL_SECONDS, ID: 0 }, options),
+      GRANT_ATTEMPT_MS,
+    );
+    const grantedAt = performance.now();
+    const ttlMs = Number(response.TTL) * 1000;
+    if (!(ttlMs > 0)) throw new Error(`writer lease grant: etcd granted TTL ${response.TTL} (${response.error})`);
+    const { key, value } = writerLeaseAnnouncement(this.announcePrefix, response.ID, ttlMs);
+    await this.pool.call(
+      'writer lease announcement',
+      timeoutMs - (grantedAt - started),
+      ({ client }, options) => client.kv.put({ key, value, lease: response.ID }, options),
+      GRANT_ATTEMPT_MS,
+    );
+    if (ttlMs > this.ttlMs) this.ttlMs = ttlMs;
+    const lease = this.lease(response.ID, grantedAt, ttlMs);
+    if (this.current === undefined || this.current.grantedAt < grantedAt) this.current = lease;
+    return lease;
   }
 }
 

@@ -90,8 +90,8 @@ export class EtcdLog implements ReplicatedLog {
     // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
     const clientId = randomBytes(8).toString('hex');
     const announcePrefix = Buffer.from(`${root}writers/`);
-    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`), announcePrefix);
     this.janitor = new WriterLeaseJanitor(this.pool, announcePrefix);
+    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`), announcePrefix, (id, ttlMs) => this.janitor.announced(id, ttlMs));
     this.retainedPrefix = Buffer.from(`${root}batches/`);
     this.retainedOwn = `${root}batches/${clientId}/`;
     this.snapshots = new SnapshotStore(this.pool, root);
@@ -121,9 +121,11 @@ export class EtcdLog implements ReplicatedLog {
     const started = performance.now();
     let lease: WriterLease;
     try {
-      lease = await this.writers.forSend(timeoutMs);
+      const overdue = this.janitor.untilOverdueGone(timeoutMs);
+      if (overdue !== undefined) await overdue;
+      lease = await this.writers.forSend(timeoutMs - (performance.now() - started));
     } catch (error) {
-      // Nothing was sent: the transaction goes out only with a lease.
+      // Nothing was sent: the transaction goes out only with a lease, and after the overdue revokes.
       throw new AppendRefusedError(`append not sent: ${(error as Error).message}`);
     }
     const left = timeoutMs - (performance.now() - started);
@@ -210,13 +212,20 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   async head(timeoutMs: number): Promise<LogHead> {
-    const response = await this.pool.call('read barrier', timeoutMs, ({ client }, options) => client.kv.range({ key: this.logKey, keys_only: true }, options));
+    const started = performance.now();
+    const overdue = this.janitor.untilOverdueGone(timeoutMs); // see WriterLeaseJanitor.untilOverdueGone
+    if (overdue !== undefined) await overdue;
+    const left = timeoutMs - (performance.now() - started);
+    const response = await this.pool.call('read barrier', left, ({ client }, options) => client.kv.range({ key: this.logKey, keys_only: true }, options));
     const kv = response.kvs[0];
     const storeRevision = Number(response.header.revision);
     return kv === undefined ? { version: 0, revision: 0, storeRevision } : { version: Number(kv.version), revision: Number(kv.mod_revision), storeRevision };
   }
 
   watch(fromRevision: number, listener: LogListener): LogWatch {
+    // A restarted log watch (its stream broke or stalled) takes the announcements' watch along: the
+    // etcd3 client carries both on one stream per member.
+    if (this.lastWatchEndpoint !== undefined) this.janitor.moveWatch();
     const endpoint = this.pool.preferredOtherThan(this.lastWatchEndpoint);
     this.lastWatchEndpoint = endpoint;
     let closed = false;

@@ -633,6 +633,29 @@ test('overdueRevokes: a live client revokes an append a new leader renewed once 
   }
 });
 
+test('overdueRevokes: an append issued once a rejected append is past its due time revokes it first: the held one cannot land after it (without, it does)', async (t) => {
+  for (const revokes of [true, false]) {
+    const { timers, store } = setup(24, { latencyMs: [1, 1], lateCommitMs: 1_000, members: 3 });
+    store.overdueRevokes = revokes;
+    const a = store.client('a');
+    const b = store.client('b');
+    a.setPartitioned(true); // its append waits on the way
+    const held = track(a.append(bytes('held'), 100));
+    await timers.advance(900); // rejected at 0.1 s: due at 0.85 s, fenced from 1.1 s
+    t.is(kindOf(held.error), 'timeout');
+    const other = track(b.append(bytes('other'), 1_000));
+    await timers.advance(60);
+    t.true(other.done && other.error === undefined, String(other.error));
+    a.setPartitioned(false); // within the fence: it lands unless revoked
+    await timers.advance(1_000);
+    t.deepEqual(
+      store.logHistory.map((r) => text(r.value)),
+      revokes ? ['other'] : ['other', 'held'],
+      revokes ? 'revoked before the other append' : 'landed after the other append',
+    );
+  }
+});
+
 test('members: a client of an isolated member hangs until its deadline; a leader change fails or hangs calls in flight, then a new leader serves', async (t) => {
   const { timers, store } = setup(18, { latencyMs: [1, 1], members: 3 });
   const clients = [store.client('a'), store.client('b'), store.client('c')];

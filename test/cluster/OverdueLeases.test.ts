@@ -8,8 +8,9 @@ test('a lease falls due its TTL plus the margin after it was first heard of, and
   t.deepEqual(leases.takeDue(1_000 + 3_000 + OVERDUE_MARGIN_MS - 1), []);
   t.deepEqual(leases.takeDue(1_000 + 3_000 + OVERDUE_MARGIN_MS), ['7']);
   t.deepEqual(leases.takeDue(10_000), [], 'one revoke in flight at a time');
-  leases.revokeFailed('7');
-  t.deepEqual(leases.takeDue(10_001), ['7'], 'a failed revoke is tried again');
+  leases.revokeFailed('7', 10_200);
+  t.deepEqual(leases.takeDue(10_100), [], 'not right after a failed revoke');
+  t.deepEqual(leases.takeDue(10_200), ['7'], 'a failed revoke is tried again');
   leases.gone('7');
   t.deepEqual(leases.takeDue(20_000), []);
   t.is(leases.size, 0);
@@ -44,6 +45,6 @@ test('a lease gone while its revoke is in flight is forgotten, not handed out ag
   leases.heard('7', 1_000, 0);
   t.deepEqual(leases.takeDue(5_000), ['7']);
   leases.gone('7');
-  leases.revokeFailed('7'); // the revoke's answer comes after etcd's delete event
+  leases.revokeFailed('7', 5_100); // the revoke's answer comes after etcd's delete event
   t.deepEqual(leases.takeDue(6_000), []);
 });

@@ -138,8 +138,14 @@ export interface SimulationReport {
   /** Rounds given up once a seal was confirmed, and on their time fence without one. */
   readonly sealedGiveUps: number;
   readonly unsealedGiveUps: number;
-  /** Batches that first landed after their round was given up unsealed (the README's limit). */
+  /** Batches that first landed after their round was given up unsealed. */
   readonly landedAfterUnsealedGiveUp: number;
+  /**
+   * Of those, the ones that landed after an append or read barrier issued after the give-up had
+   * executed: what a client was told since could be contradicted (the README's limit). With the
+   * overdue revokes on, the simulation fails on any; off, it counts them.
+   */
+  readonly landedAfterLaterAnswer: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -165,11 +171,12 @@ class Simulation {
   private burst: Array<() => void> | undefined;
   /** When each log version committed (true time), by version. */
   private readonly committedAt: number[] = [];
-  /** Rounds given up (commit-timeout events), by proposer, incarnation and seq: whether a seal was confirmed. */
-  private readonly givenUp = new Map<string, boolean>();
+  /** Rounds given up (commit-timeout events), by proposer, incarnation and seq: whether a seal was confirmed, and when (true time). */
+  private readonly givenUp = new Map<string, { readonly sealed: boolean; readonly at: number }>();
   /** Batches that landed, by the same key: a later copy is a duplicate, applied as a no-op. */
   private readonly landed = new Set<string>();
   private landedAfterUnsealedGiveUp = 0;
+  private landedAfterLaterAnswer = 0;
   private replicaChecks = 0;
   private readonly trace: string[] = [];
   private readonly lateCommitMs: number;
@@ -274,24 +281,36 @@ class Simulation {
     const debug = process.env.SIM_TRACE_FILE === undefined ? undefined : (message: string): void => this.note(`${node} ${message}`);
     const event: Logger['event'] = (name, fields) => {
       this.note(`${node} ${name} ${JSON.stringify(fields ?? {})}`);
-      if (name === 'commit-timeout') this.givenUp.set(`${node}.${incarnation()}#${String(fields?.seq)}`, fields?.sealed === true);
+      if (name === 'commit-timeout')
+        this.givenUp.set(`${node}.${incarnation()}#${String(fields?.seq)}`, { sealed: fields?.sealed === true, at: this.vt.now() });
     };
     return { event, debug };
   }
 
   /**
    * The README's promise to a client whose command got no reply: it never takes effect after its
-   * connection closed. A batch whose round was given up (its connections closed) must not first
-   * land after that once a seal was confirmed; after a give-up on the time fence alone it may, if a
-   * new leader renewed its fence (the README's limit): counted, not failed.
+   * connection closed, i.e. after anything a node told since. A batch whose round was given up
+   * (its connections closed) must not first land after that once a seal was confirmed. After a
+   * give-up on the time fence alone it may land while no node answered anything since (a new
+   * leader renewed its fence; counted), but not after an append or read barrier issued after the
+   * give-up: nodes revoke overdue fences before either (off, `--no-overdue-revokes`, counted).
    */
   private checkLanding(header: BatchHeader, version: number): void {
     const key = `${header.proposer}.${header.incarnation}#${header.seq}`;
     if (this.landed.has(key)) return;
     this.landed.add(key);
-    const sealed = this.givenUp.get(key);
-    if (sealed === true) this.fail(`batch ${key} landed as v${version} after its round was given up on a confirmed seal`);
-    if (sealed === false) this.landedAfterUnsealedGiveUp++;
+    const givenUp = this.givenUp.get(key);
+    if (givenUp === undefined) return;
+    if (givenUp.sealed) this.fail(`batch ${key} landed as v${version} after its round was given up on a confirmed seal`);
+    this.landedAfterUnsealedGiveUp++;
+    const answeredAt = this.store.answersIssuedUpTo;
+    if (answeredAt <= givenUp.at) return;
+    this.landedAfterLaterAnswer++;
+    if (this.store.overdueRevokes) {
+      this.fail(
+        `batch ${key} landed as v${version} after its round was given up unsealed (t=${givenUp.at.toFixed(1)}) and after a call issued at t=${answeredAt.toFixed(1)} was answered`,
+      );
+    }
   }
 
   private startNode(index: number): void {
@@ -377,9 +396,10 @@ class Simulation {
       leaderChanges,
       intervals: this.ownership.count,
       fencedIntervals: this.ownership.fenced,
-      sealedGiveUps: [...this.givenUp.values()].filter((sealed) => sealed).length,
-      unsealedGiveUps: [...this.givenUp.values()].filter((sealed) => !sealed).length,
+      sealedGiveUps: [...this.givenUp.values()].filter((g) => g.sealed).length,
+      unsealedGiveUps: [...this.givenUp.values()].filter((g) => !g.sealed).length,
       landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
+      landedAfterLaterAnswer: this.landedAfterLaterAnswer,
     };
   }
 

@@ -67,7 +67,12 @@ import type { Timers } from '../../src/runtime/Timers.js';
  *   client looks, on its own timers every JANITOR_SWEEP_MS, for appends whose renewed fence outlasts
  *   the original one; from 3/4 of the original fence after the rejection (the real janitor acts
  *   before its node's fence passes), one that reaches a leader revokes them with a write, which
- *   stops them for good once executed. A paused, cut-off or closed client does not.
+ *   stops them for good once executed. A paused, cut-off or closed client does not. Every append
+ *   and head call of a client first revokes, in the same way, every rejected append past that point
+ *   (renewed or not), as EtcdLog's untilOverdueGone does. Optimistic beside the real janitor: every
+ *   client knows every lease at once (no watch to lag or stall), and its due time leaves a quarter
+ *   of the fence where the real one may leave only about 0.4 s. `answersIssuedUpTo` tells when the
+ *   latest append or head call that executed was issued (the simulation's landing check).
  * - `faults.appendUnknownOutcome`: an append commits, but its caller gets an error (the reply was
  *   lost): etcd3 trap 3's situation; the batch id must make a second copy harmless.
  * - `faults.appendRejected`: an append is refused and does not commit.
@@ -254,6 +259,12 @@ export class MemoryStore {
   };
   /** Live clients revoke appends whose fence a new leader renewed, once overdue (see the file comment). */
   overdueRevokes = false;
+  /**
+   * The latest time (store clock) an append or head call was issued, of those executed so far: a
+   * node answers clients from those two, so a batch landing after one issued after its give-up
+   * could contradict what a client was told since (the simulation checks it).
+   */
+  answersIssuedUpTo = Number.NEGATIVE_INFINITY;
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
   /** Slow fsync; all zero (instant) by default. */
@@ -503,16 +514,23 @@ export class MemoryStore {
     return call.fenced && this.clock.now() <= Math.max(call.failedAt + this.lateCommitMs, call.renewedUntil);
   }
 
+  /** @internal An append or head call issued at `issuedAt` executed (see answersIssuedUpTo). */
+  answerIssued(issuedAt: number): void {
+    if (issuedAt > this.answersIssuedUpTo) this.answersIssuedUpTo = issuedAt;
+  }
+
   /**
-   * @internal The appends a new leader renewed past their own fence that may still land (see
-   * `overdueRevokes`): those due for a revoke at `now`, and whether any falls due later.
+   * @internal The rejected appends that may still land, renewed past their own fence by a new
+   * leader (or, with `renewedOnly` false, any): those due for a revoke at `now` (see
+   * `overdueRevokes`), and whether any falls due later.
    */
-  overdueAppends(now: number): { due: PendingCall[]; later: boolean } {
+  overdueAppends(now: number, renewedOnly = true): { due: PendingCall[]; later: boolean } {
     const due: PendingCall[] = [];
     let later = false;
     for (const client of this.clients) {
       for (const call of client.unexecutedAppends()) {
-        if (call.failedAt === undefined || call.renewedUntil <= call.failedAt + this.lateCommitMs || !this.unfenced(call)) continue;
+        if (call.failedAt === undefined || !this.unfenced(call)) continue;
+        if (renewedOnly && call.renewedUntil <= call.failedAt + this.lateCommitMs) continue;
         if (now >= call.failedAt + (this.lateCommitMs * 3) / 4) due.push(call);
         else later = true;
       }
@@ -1082,23 +1100,30 @@ export class MemoryLog implements ReplicatedLog {
 
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const store = this.store;
-    return this.call(
-      'append',
+    const issuedAt = store.clock.now();
+    return this.afterOverdueRevoked(
       timeoutMs,
-      () => {
-        if (store.chance(store.faults.appendRejected)) {
-          store.note(`${this.label} append refused`);
-          throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
-        }
-        const position = store.appendLog(value);
-        store.note(`${this.label} appends v${position.version} at r${position.revision}`);
-        if (store.chance(store.faults.appendUnknownOutcome)) {
-          store.note(`${this.label} loses the answer of v${position.version}`);
-          throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
-        }
-        return position;
-      },
-      'append',
+      (error) => new AppendRefusedError(`append not sent: ${error.message}`),
+      (left) =>
+        this.call(
+          'append',
+          left,
+          () => {
+            if (store.chance(store.faults.appendRejected)) {
+              store.note(`${this.label} append refused`);
+              throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
+            }
+            const position = store.appendLog(value);
+            store.answerIssued(issuedAt);
+            store.note(`${this.label} appends v${position.version} at r${position.revision}`);
+            if (store.chance(store.faults.appendUnknownOutcome)) {
+              store.note(`${this.label} loses the answer of v${position.version}`);
+              throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
+            }
+            return position;
+          },
+          'append',
+        ),
     );
   }
 
@@ -1145,24 +1170,49 @@ export class MemoryLog implements ReplicatedLog {
     const { due, later } = store.overdueAppends(store.clock.now());
     if (due.length > 0 && !this.revokingOverdue && store.reachable(this)) {
       this.revokingOverdue = true;
-      this.call(
-        'overdue writer lease revoke',
-        JANITOR_REVOKE_MS,
-        () => {
-          let stopped = 0;
-          for (const call of due) {
-            if (!store.unfenced(call)) continue;
-            call.sealed = true;
-            stopped++;
-          }
-          store.note(`${this.label} revokes the overdue leases of ${stopped} append(s)`);
-        },
-        'write',
-      )
+      this.revokeOverdue(due, JANITOR_REVOKE_MS)
         .catch(() => {})
         .finally(() => (this.revokingOverdue = false));
     }
     if (due.length > 0 || later) this.armJanitor();
+  }
+
+  /** A write that, executed, stops the `due` appends still able to land (revoking their writer leases). */
+  private revokeOverdue(due: readonly PendingCall[], timeoutMs: number): Promise<void> {
+    const store = this.store;
+    return this.call(
+      'overdue writer lease revoke',
+      timeoutMs,
+      () => {
+        let stopped = 0;
+        for (const call of due) {
+          if (!store.unfenced(call)) continue;
+          call.sealed = true;
+          stopped++;
+        }
+        store.note(`${this.label} revokes the overdue leases of ${stopped} append(s)`);
+      },
+      'write',
+    );
+  }
+
+  /**
+   * EtcdLog appends and reads the head only once every overdue lease it knows of is gone
+   * (WriterLeaseJanitor.untilOverdueGone): with `overdueRevokes`, a revoke of every rejected append
+   * past its due time goes first (`refused` maps its failure). Calls `then` with the time left.
+   */
+  private afterOverdueRevoked<T>(timeoutMs: number, refused: (error: Error) => Error, then: (timeoutMs: number) => Promise<T>): Promise<T> {
+    const store = this.store;
+    if (!store.overdueRevokes) return then(timeoutMs);
+    const started = store.clock.now();
+    const { due } = store.overdueAppends(started, false);
+    if (due.length === 0) return then(timeoutMs);
+    return this.revokeOverdue(due, timeoutMs).then(
+      () => then(Math.max(1, timeoutMs - (store.clock.now() - started))),
+      (error: unknown) => {
+        throw refused(error as Error);
+      },
+    );
   }
 
   /** @internal A new leader renewed the fences: every append of this client that may still land may until `until`. */
@@ -1174,7 +1224,16 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   head(timeoutMs: number): Promise<LogHead> {
-    return this.call('head', timeoutMs, () => this.store.head());
+    const issuedAt = this.store.clock.now();
+    return this.afterOverdueRevoked(
+      timeoutMs,
+      (error) => error,
+      (left) =>
+        this.call('head', left, () => {
+          this.store.answerIssued(issuedAt);
+          return this.store.head();
+        }),
+    );
   }
 
   since(revision: number, timeoutMs: number): Promise<RetainedSince> {

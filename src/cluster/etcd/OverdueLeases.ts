@@ -3,9 +3,10 @@
  * by this node. etcd's leader revokes an expired lease itself within its lessor's 500 ms check, so
  * leases are gone before they fall due here unless a new leader renewed them, and nodes do not
  * race the leader for every lease. What is left of the time fence's slack
- * (WRITER_LEASE_REVOKE_SLACK_MS, 1 s) is for the watch that brings the announcement: a node that
- * hears of a lease within about 0.4 s of its announcement (a sweep every 0.1 s, then the revoke)
- * revokes it before its node's fence passes.
+ * (WRITER_LEASE_REVOKE_SLACK_MS, 1 s) is for the watch that brings the announcement, the sweep (every
+ * 0.1 s) and the revoke: a node that hears of a lease and gets its revoke applied within about 0.4 s
+ * of the announcement revokes it before its node's fence passes (in the worst case, an attempt that
+ * failed at once right after the announcement).
  */
 export const OVERDUE_MARGIN_MS = 500;
 
@@ -19,9 +20,15 @@ export const OVERDUE_MARGIN_MS = 500;
 export class OverdueLeases {
   private readonly dueAt = new Map<string, number>();
   private readonly revoking = new Set<string>();
+  /** Leases whose last revoke failed: not handed out again before this time. */
+  private readonly retryAt = new Map<string, number>();
 
   get size(): number {
     return this.dueAt.size;
+  }
+
+  has(id: string): boolean {
+    return this.dueAt.has(id);
   }
 
   /** Lease `id`, granted with `ttlMs`, was announced; this node heard of it at `now`. */
@@ -33,6 +40,7 @@ export class OverdueLeases {
   gone(id: string): void {
     this.dueAt.delete(id);
     this.revoking.delete(id);
+    this.retryAt.delete(id);
   }
 
   /**
@@ -40,22 +48,37 @@ export class OverdueLeases {
    * before and missing from it are gone. One not heard of before may have been announced any time
    * up to a TTL ago (renewed since by a new leader, say), so it counts as heard a TTL ago: due
    * OVERDUE_MARGIN_MS from now. A live node whose lease that was is refused once and takes a
-   * fresh one.
+   * fresh one. Returns the leases found gone.
    */
-  listed(leases: ReadonlyArray<{ readonly id: string; readonly ttlMs: number }>, now: number): void {
+  listed(leases: ReadonlyArray<{ readonly id: string; readonly ttlMs: number }>, now: number): string[] {
     const present = new Set<string>();
     for (const { id, ttlMs } of leases) {
       present.add(id);
       this.heard(id, ttlMs, now - ttlMs);
     }
-    for (const id of [...this.dueAt.keys()]) if (!present.has(id)) this.gone(id);
+    const gone = [...this.dueAt.keys()].filter((id) => !present.has(id));
+    for (const id of gone) this.gone(id);
+    return gone;
   }
 
-  /** The leases due at `now` with no revoke in flight; each is marked as being revoked. */
+  /** Whether any lease is due at `now`, its revoke in flight or not (a few leases: a scan). */
+  anyDue(now: number): boolean {
+    for (const at of this.dueAt.values()) if (at <= now) return true;
+    return false;
+  }
+
+  /** Every lease due at `now`, its revoke in flight or not. */
+  due(now: number): string[] {
+    const due: string[] = [];
+    for (const [id, at] of this.dueAt) if (at <= now) due.push(id);
+    return due;
+  }
+
+  /** The leases due at `now` with no revoke in flight nor a failed one just before; each is marked as being revoked. */
   takeDue(now: number): string[] {
     const due: string[] = [];
     for (const [id, at] of this.dueAt) {
-      if (at <= now && !this.revoking.has(id)) {
+      if (at <= now && !this.revoking.has(id) && !((this.retryAt.get(id) ?? 0) > now)) {
         this.revoking.add(id);
         due.push(id);
       }
@@ -63,8 +86,9 @@ export class OverdueLeases {
     return due;
   }
 
-  /** A revoke of `id` failed: it is handed out again at the next `takeDue`. */
-  revokeFailed(id: string): void {
-    this.revoking.delete(id);
+  /** A revoke of `id` failed: it is handed out again by `takeDue` from `retryAt` on. */
+  revokeFailed(id: string, retryAt: number): void {
+    if (!this.revoking.delete(id)) return; // gone meanwhile
+    this.retryAt.set(id, retryAt);
   }
 }

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Watcher } from 'etcd3';
-import { isLeaseNotFound, prefixEnd } from './calls.js';
+import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './calls.js';
 import type { Endpoint, EndpointPool } from './EndpointPool.js';
 import { OverdueLeases } from './OverdueLeases.js';
 
@@ -12,7 +12,15 @@ const LIST_ATTEMPT_MS = 1_000;
 /** Pause before the watch is started again after it ended or its listing failed. */
 const RESTART_MS = 250;
 const REVOKE_TIMEOUT_MS = 2_000;
-const REVOKE_ATTEMPT_MS = 500;
+/** Short: the revoke is due before its lease's node gives up, and a silent member must not eat that. */
+const REVOKE_ATTEMPT_MS = 200;
+/** A revoke that failed is not tried again sooner (every node revokes every renewed lease after a leader change). */
+const REVOKE_RETRY_MS = 300;
+/**
+ * This node's own announcement not heard back on the watch within this time: the watch is stale
+ * (a stalled stream stays open and silent) and moves to another member.
+ */
+const OWN_ANNOUNCEMENT_HEARD_MS = 500;
 /** TTL assumed for an announcement whose value is not a TTL: later than any real one (a late revoke is the safe side here). */
 const UNREADABLE_TTL_MS = 60_000;
 
@@ -39,12 +47,19 @@ export function writerLeaseAnnouncement(prefix: Buffer, id: string, ttlMs: numbe
  */
 export class WriterLeaseJanitor {
   private readonly overdue = new OverdueLeases();
+  /** Calls waiting in `untilOverdueGone`, each for the leases still left of those due when it came. */
+  private readonly waiters = new Set<{ readonly left: Set<string>; readonly done: () => void; readonly fail: (error: Error) => void }>();
   private readonly sweeper: NodeJS.Timeout;
   private watcher: Watcher | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private lastEndpoint: Endpoint | undefined;
+  /** This node's announcements not heard back on the watch yet, with when they were made. */
+  private readonly unheardOwn = new Map<string, number>();
   private closed = false;
   private revokedCount = 0;
+  /** Why the last revoke failed, for the error of a call that waited in vain. */
+  private lastRevokeError = '';
+  private watchRestarts = 0;
 
   constructor(
     private readonly pool: EndpointPool,
@@ -65,10 +80,69 @@ export class WriterLeaseJanitor {
     return this.overdue.size;
   }
 
+  /** Whether this node knows of writer lease `id` (announced, not known gone). For tests. */
+  knows(id: string): boolean {
+    return this.overdue.has(id);
+  }
+
+  /** Times the watch of the announcements started again (ended, or found stale). For tests and reports. */
+  get restarts(): number {
+    return this.watchRestarts;
+  }
+
+  /**
+   * This node announced writer lease `id` (WriterLeases): it is known from now on, whatever the
+   * watch does, and hearing it back on the watch shows the watch is current.
+   */
+  announced(id: string, ttlMs: number): void {
+    const now = performance.now();
+    this.overdue.heard(id, ttlMs, now);
+    this.unheardOwn.set(id, now);
+  }
+
+  /** The log watch moved to another member (its stream broke or stalled): this watch, on the same etcd3 stream, moves too. */
+  moveWatch(): void {
+    this.restart(0);
+  }
+
+  /**
+   * Undefined when no lease this node heard of is overdue (the usual case); otherwise revokes start
+   * at once and the promise resolves when every lease overdue now is gone from etcd, or rejects
+   * after `timeoutMs`. A node appends and reads the log head only after this: a request held on
+   * the way with such a lease (its node gave up on it, a new etcd leader renewed the lease) then
+   * either landed before anything this node is told, or never lands.
+   */
+  untilOverdueGone(timeoutMs: number): Promise<void> | undefined {
+    const now = performance.now();
+    if (!this.overdue.anyDue(now)) return undefined;
+    const left = new Set(this.overdue.due(now));
+    this.sweep();
+    return new Promise<void>((resolve, reject) => {
+      const waiter = {
+        left,
+        done: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        fail: (error: Error) => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          reject(error);
+        },
+      };
+      const timer = setTimeout(
+        () => waiter.fail(new Error(`${waiter.left.size} overdue writer lease(s) not revoked within ${Math.round(timeoutMs)} ms: ${this.lastRevokeError}`)),
+        timeoutMs,
+      );
+      this.waiters.add(waiter);
+    });
+  }
+
   close(): void {
     this.closed = true;
     clearInterval(this.sweeper);
     clearTimeout(this.restartTimer);
+    for (const waiter of [...this.waiters]) waiter.fail(new Error('overdue writer leases: the client is closed'));
     this.stopWatch();
   }
 
@@ -89,10 +163,11 @@ export class WriterLeaseJanitor {
       return;
     }
     if (this.closed) return;
-    this.overdue.listed(
+    const gone = this.overdue.listed(
       listing.kvs.map((kv) => ({ id: this.idOf(kv.key), ttlMs: ttlOf(kv.value) })),
       performance.now(),
     );
+    for (const id of gone) this.forget(id);
     const endpoint = this.pool.preferredOtherThan(this.lastEndpoint);
     this.lastEndpoint = endpoint;
     const watcher = endpoint.client
@@ -106,8 +181,12 @@ export class WriterLeaseJanitor {
       const now = performance.now();
       for (const event of response.events) {
         const id = this.idOf(event.kv.key);
-        if (event.type === 'Put') this.overdue.heard(id, ttlOf(event.kv.value), now);
-        else this.overdue.gone(id);
+        if (event.type === 'Put') {
+          this.overdue.heard(id, ttlOf(event.kv.value), now);
+          this.unheardOwn.delete(id);
+        } else {
+          this.forget(id);
+        }
       }
     });
     watcher.on('disconnected', () => {
@@ -128,30 +207,57 @@ export class WriterLeaseJanitor {
     if (watcher !== undefined) void watcher.cancel().catch(() => {});
   }
 
-  private restart(): void {
+  /** Ends the watch and lists and watches again after `delayMs` (on another member when it can: `lastEndpoint`). */
+  private restart(delayMs = RESTART_MS): void {
     this.stopWatch();
+    this.unheardOwn.clear(); // the listing covers them
     if (this.closed || this.restartTimer !== undefined) return;
+    this.watchRestarts++;
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
       void this.follow();
-    }, RESTART_MS);
+    }, delayMs);
     this.restartTimer.unref();
   }
 
   private sweep(): void {
-    for (const id of this.overdue.takeDue(performance.now())) {
+    const now = performance.now();
+    if (this.watcher !== undefined) {
+      for (const at of this.unheardOwn.values()) {
+        if (now - at < OWN_ANNOUNCEMENT_HEARD_MS) continue;
+        this.restart(0);
+        break;
+      }
+    }
+    for (const id of this.overdue.takeDue(now)) {
       void this.pool
         .call('overdue writer lease revoke', REVOKE_TIMEOUT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options), REVOKE_ATTEMPT_MS)
         .then(
           () => {
             this.revokedCount++;
-            this.overdue.gone(id);
+            this.forget(id);
           },
           (error: unknown) => {
-            if (isLeaseNotFound(error)) this.overdue.gone(id);
-            else this.overdue.revokeFailed(id);
+            if (isLeaseNotFound(error)) return this.forget(id);
+            this.overdue.revokeFailed(id, performance.now() + REVOKE_RETRY_MS);
+            this.lastRevokeError = (error as Error).message;
+            // Refused for want of a leader: so would the call that waits be; it fails now, as it would have.
+            if (!isNoLeaderRefusal(error)) return;
+            for (const waiter of [...this.waiters]) {
+              if (waiter.left.has(id)) waiter.fail(new Error(`overdue writer lease revoke refused: ${this.lastRevokeError}`));
+            }
           },
         );
+    }
+  }
+
+  /** Lease `id` is gone from etcd: forgotten, and the calls that waited for it told. */
+  private forget(id: string): void {
+    this.overdue.gone(id);
+    for (const waiter of this.waiters) {
+      if (!waiter.left.delete(id) || waiter.left.size > 0) continue;
+      this.waiters.delete(waiter);
+      waiter.done();
     }
   }
 

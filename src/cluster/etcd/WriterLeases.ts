@@ -44,6 +44,8 @@ export interface WriterLease {
  * the txn is applied), and revokes a lease by itself once its TTL ran out. An attempt always uses a
  * lease whose grant was answered before the attempt was sent, so its batch commits no later than
  * that grant + TTL + the revoke delay, whatever happens to the request on the way: `lateCommitMs`.
+ * That holds while etcd keeps its leader; a new leader renews every lease, and then the seal (below)
+ * and the other nodes' janitors (WriterLeaseJanitor) stop such a request.
  */
 export class WriterLeases {
   private current: WriterLease | undefined;
@@ -63,6 +65,8 @@ export class WriterLeases {
     private readonly fenceKey: Buffer,
     /** Where each lease is announced before a send names it (WriterLeaseJanitor). */
     private readonly announcePrefix: Buffer,
+    /** Told of each lease once announced (this node's janitor knows it from then on). */
+    private readonly onAnnounced: (id: string, ttlMs: number) => void,
   ) {}
 
   /** How long after an append rejected its batch can still commit (see ReplicatedLog.lateCommitMs). */
@@ -175,12 +179,17 @@ export class WriterLeases {
     const ttlMs = Number(response.TTL) * 1000;
     if (!(ttlMs > 0)) throw new Error(`writer lease grant: etcd granted TTL ${response.TTL} (${response.error})`);
     const { key, value } = writerLeaseAnnouncement(this.announcePrefix, response.ID, ttlMs);
+    const left = timeoutMs - (grantedAt - started);
+    if (left < 1) throw new Error('writer lease announcement: no time left after the grant');
     await this.pool.call(
       'writer lease announcement',
-      timeoutMs - (grantedAt - started),
+      left,
       ({ client }, options) => client.kv.put({ key, value, lease: response.ID }, options),
       GRANT_ATTEMPT_MS,
     );
+    // A lease announced too late to leave a send its minimum is of no use (it would be refused).
+    if (grantedAt + ttlMs - performance.now() < WRITER_LEASE_MIN_LEFT_MS) throw new Error('writer lease announcement: the lease ran short meanwhile');
+    this.onAnnounced(response.ID, ttlMs);
     if (ttlMs > this.ttlMs) this.ttlMs = ttlMs;
     const lease = this.lease(response.ID, grantedAt, ttlMs);
     if (this.current === undefined || this.current.grantedAt < grantedAt) this.current = lease;

@@ -1,0 +1,47 @@
+import { randomBytes } from 'node:crypto';
+import test, { type ExecutionContext } from 'ava';
+import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
+import { pollUntil } from '../../helpers/poll.js';
+import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
+
+// A node's janitor hears of every writer lease through a watch of the announcements. A watch on a
+// paused member stays open and silent (until gRPC keepalive gives up, 10 s or more): the janitor
+// would not hear of a lease another node announces meanwhile, nor revoke it if a new etcd leader
+// renewed it. It notices when its own next announcement does not come back, and moves. Without
+// that (checked by leaving it out) it stays blind for as long as the member is paused.
+
+const etcdTest = needsEtcd(test);
+const CALL_MS = 5_000;
+
+etcdTest(
+  'a janitor whose watch sits on a paused member moves off it once its own announcement does not come back, and hears of the others',
+  async (t: ExecutionContext) => {
+    t.timeout(60_000);
+    const etcd = await EtcdCluster.start(t);
+    const leader = await etcd.leader();
+    const [paused, other] = etcd.others(leader) as [(typeof etcd.members)[number], (typeof etcd.members)[number]];
+    const cluster = `t${randomBytes(5).toString('hex')}`;
+    const node = new EtcdLog({ endpoints: [paused.clientUrl, other.clientUrl, leader.clientUrl], cluster });
+    t.teardown(() => node.close());
+    const writer = new EtcdLog({ endpoints: [leader.clientUrl], cluster });
+    t.teardown(() => writer.close());
+    // Everything of `node` starts on the member about to be paused, its janitor's watch too.
+    const pool = node['pool'];
+    while (pool.preferred.url !== paused.clientUrl) pool.leave(pool.preferred);
+    const janitor = node['janitor'];
+    await pollUntil('the janitor to watch', async () => (janitor['watcher'] !== undefined ? true : undefined), 5_000);
+
+    etcd.pause(paused);
+    t.teardown(() => etcd.resume(paused));
+    await writer.append(Buffer.from('from the writer'), CALL_MS);
+    const writerLease = writer['writers']['current']!.id;
+    // The node's own append goes elsewhere after its grant attempt on the paused member times out.
+    await node.append(Buffer.from('from the node'), CALL_MS);
+    await pollUntil(
+      "the node's janitor to hear of the writer's lease while the member stays paused",
+      async () => (janitor.knows(writerLease) ? true : undefined),
+      8_000,
+    );
+    t.true(janitor.restarts >= 1);
+  },
+);

@@ -35,7 +35,7 @@ import { Command as Cli, Option } from 'commander';
 import { asBuffer } from '../../../src/bytes.js';
 import { RETURN_WAIT_MAX_MS } from '../../../src/cluster/Committer.js';
 import { EtcdLog } from '../../../src/cluster/EtcdLog.js';
-import type { LogRecord } from '../../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, type LogRecord } from '../../../src/cluster/ReplicatedLog.js';
 import { CANNED_REPLIES, FrameCutter, GREETING } from './cannedReplies.js';
 import { BatchCutter, holdsBatchTagged, lengthPrefixed, startsWithTag } from './sequencedBatches.js';
 
@@ -85,6 +85,28 @@ function fail(message: string): never {
   process.exit(1);
 }
 
+/** Refused appends in a row that a node retries, as the Committer does, before it gives up. */
+const MAX_REFUSALS_IN_A_ROW = 20;
+let refusalsInARow = 0;
+
+/**
+ * Appends `value`; a refusal (AppendRefusedError: nothing was committed, e.g. its writer lease was
+ * revoked as overdue by a node that just started) is sent again at once, as a node's Committer
+ * does; any other failure ends the process.
+ */
+function append(value: Buffer, then: () => void): void {
+  log.append(value, CALL_TIMEOUT_MS).then(
+    () => {
+      refusalsInARow = 0;
+      then();
+    },
+    (error: unknown) => {
+      if (!(error instanceof AppendRefusedError) || ++refusalsInARow > MAX_REFUSALS_IN_A_ROW) fail(`append: ${(error as Error).message}`);
+      append(value, then);
+    },
+  );
+}
+
 function maybeDispatch(): void {
   if (inFlight !== undefined || open.count === 0) return;
   const now = performance.now();
@@ -114,7 +136,7 @@ function maybeDispatch(): void {
     for (const piece of lengthPrefixed(batch)) linkToSequencer.write(piece);
     linkToSequencer.uncork();
   } else if (isSequencer) gather(batch);
-  else log.append(batch, CALL_TIMEOUT_MS).catch((error: unknown) => fail(`append: ${(error as Error).message}`));
+  else append(batch, () => {}); // answered from the watch
 }
 
 /** The sequencer's batches (length-prefixed) not appended yet, and whether an append is in flight. */
@@ -132,13 +154,10 @@ function appendGathered(): void {
   appending = true;
   const value = Buffer.concat(gathered);
   gathered.length = 0;
-  log.append(value, CALL_TIMEOUT_MS).then(
-    () => {
-      appending = false;
-      appendGathered();
-    },
-    (error: unknown) => fail(`append: ${(error as Error).message}`),
-  );
+  append(value, () => {
+    appending = false;
+    appendGathered();
+  });
 }
 
 /** Whether a log value holds the batch tagged `tag`. */

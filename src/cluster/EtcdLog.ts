@@ -31,6 +31,13 @@ const RETAINED_DELETES_PER_TXN = 100;
 /** Pages of deletes one snapshot may do (10,000 batches at most between snapshots by default, and leftovers). */
 const MAX_RETAINED_PAGES = 1_000;
 
+/**
+ * Least time an append or read barrier is sent with, once its lease and the overdue revokes are
+ * done: with less it is not sent (an append refused with nothing sent needs no fence; one sent
+ * with a 1 ms deadline would time out, "maybe committed", and move the pool off a healthy member).
+ */
+const MIN_SEND_MS = 50;
+
 /** Longest one attempt of an idempotent setup call (lease grant, name read) may hang on one member. */
 const SETUP_ATTEMPT_MS = 1_000;
 
@@ -129,6 +136,7 @@ export class EtcdLog implements ReplicatedLog {
       throw new AppendRefusedError(`append not sent: ${(error as Error).message}`);
     }
     const left = timeoutMs - (performance.now() - started);
+    if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs} after its lease`);
     // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.
     // The batch is also put under a key of its own (one per attempt, so each commit has one):
@@ -216,6 +224,7 @@ export class EtcdLog implements ReplicatedLog {
     const overdue = this.janitor.untilOverdueGone(timeoutMs); // see WriterLeaseJanitor.untilOverdueGone
     if (overdue !== undefined) await overdue;
     const left = timeoutMs - (performance.now() - started);
+    if (left < MIN_SEND_MS) throw new Error(`read barrier not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs} after the overdue revokes`);
     const response = await this.pool.call('read barrier', left, ({ client }, options) => client.kv.range({ key: this.logKey, keys_only: true }, options));
     const kv = response.kvs[0];
     const storeRevision = Number(response.header.revision);

@@ -24,7 +24,7 @@ test('each lease keeps its own TTL', (t) => {
   t.deepEqual(leases.takeDue(6_000 + OVERDUE_MARGIN_MS), ['long']);
 });
 
-test('a listing drops the leases missing from it, keeps when the others were first heard of, and takes the new ones as heard a TTL ago', (t) => {
+test('a listing drops the leases missing from it, keeps when the others were first heard of, and takes the new ones as due at once', (t) => {
   const leases = new OverdueLeases();
   leases.heard('kept', 3_000, 0);
   leases.heard('dropped', 3_000, 0);
@@ -36,7 +36,7 @@ test('a listing drops the leases missing from it, keeps when the others were fir
     2_000,
   );
   t.is(leases.size, 2);
-  t.deepEqual(leases.takeDue(2_000 + OVERDUE_MARGIN_MS), ['new'], 'announced up to a TTL before the listing: due a margin after it');
+  t.deepEqual(leases.takeDue(2_000), ['new'], 'announced up to a TTL before the listing, maybe overdue already: due at once');
   t.deepEqual(leases.takeDue(3_000 + OVERDUE_MARGIN_MS), ['kept']);
 });
 
@@ -47,4 +47,15 @@ test('a lease gone while its revoke is in flight is forgotten, not handed out ag
   leases.gone('7');
   leases.revokeFailed('7', 5_100); // the revoke's answer comes after etcd's delete event
   t.deepEqual(leases.takeDue(6_000), []);
+});
+
+test('a listing keeps a lease missing from it that it is told to keep (announced after the listing was read)', (t) => {
+  const leases = new OverdueLeases();
+  leases.heard('own', 3_000, 1_000);
+  t.deepEqual(
+    leases.listed([], 1_000, (id) => id === 'own'),
+    [],
+  );
+  t.true(leases.has('own'));
+  t.deepEqual(leases.listed([], 1_000), ['own']);
 });

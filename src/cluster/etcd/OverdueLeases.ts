@@ -46,17 +46,18 @@ export class OverdueLeases {
   /**
    * A fresh listing of every announcement (at start, and after a watch ended): leases heard of
    * before and missing from it are gone. One not heard of before may have been announced any time
-   * up to a TTL ago (renewed since by a new leader, say), so it counts as heard a TTL ago: due
-   * OVERDUE_MARGIN_MS from now. A live node whose lease that was is refused once and takes a
-   * fresh one. Returns the leases found gone.
+   * up to a TTL ago (renewed since by a new leader, say), and may be overdue already: it is due now.
+   * A live node whose lease that was is refused once and takes a
+   * fresh one. Returns the leases found gone (but those `keep` names: announced after the listing
+   * was read, say).
    */
-  listed(leases: ReadonlyArray<{ readonly id: string; readonly ttlMs: number }>, now: number): string[] {
+  listed(leases: ReadonlyArray<{ readonly id: string; readonly ttlMs: number }>, now: number, keep: (id: string) => boolean = () => false): string[] {
     const present = new Set<string>();
     for (const { id, ttlMs } of leases) {
       present.add(id);
-      this.heard(id, ttlMs, now - ttlMs);
+      this.heard(id, ttlMs, now - ttlMs - OVERDUE_MARGIN_MS);
     }
-    const gone = [...this.dueAt.keys()].filter((id) => !present.has(id));
+    const gone = [...this.dueAt.keys()].filter((id) => !present.has(id) && !keep(id));
     for (const id of gone) this.gone(id);
     return gone;
   }

@@ -60,6 +60,13 @@ export class WriterLeaseJanitor {
   /** Why the last revoke failed, for the error of a call that waited in vain. */
   private lastRevokeError = '';
   private watchRestarts = 0;
+  /** Bumped by every restart: a listing that comes back after one is for a watch no longer wanted. */
+  private generation = 0;
+  /** Whether a listing completed once: until then this node knows of no lease, overdue or not. */
+  private listedOnce = false;
+  private readonly firstListingWaiters = new Set<() => void>();
+  /** This node's own announced leases, with when each was announced, until gone. */
+  private readonly own = new Map<string, number>();
 
   constructor(
     private readonly pool: EndpointPool,
@@ -96,6 +103,9 @@ export class WriterLeaseJanitor {
    */
   announced(id: string, ttlMs: number): void {
     const now = performance.now();
+    this.own.set(id, now);
+    // The watch may have brought it back before the put's answer did: then it is heard already.
+    if (this.overdue.has(id)) return;
     this.overdue.heard(id, ttlMs, now);
     this.unheardOwn.set(id, now);
   }
@@ -110,10 +120,14 @@ export class WriterLeaseJanitor {
    * at once and the promise resolves when every lease overdue now is gone from etcd, or rejects
    * after `timeoutMs`. A node appends and reads the log head only after this: a request held on
    * the way with such a lease (its node gave up on it, a new etcd leader renewed the lease) then
-   * either landed before anything this node is told, or never lands.
+   * either landed before the answers to every command this node receives from now on, or never
+   * lands. Before the first listing of the announcements (a node that just started) it waits for
+   * that listing, which counts every lease as overdue.
    */
   untilOverdueGone(timeoutMs: number): Promise<void> | undefined {
+    if (this.closed) return Promise.reject(new Error('overdue writer leases: the client is closed'));
     const now = performance.now();
+    if (!this.listedOnce) return this.afterFirstListing(timeoutMs);
     if (!this.overdue.anyDue(now)) return undefined;
     const left = new Set(this.overdue.due(now));
     this.sweep();
@@ -138,6 +152,24 @@ export class WriterLeaseJanitor {
     });
   }
 
+  /** untilOverdueGone for a node that has not listed the announcements yet (it just started). */
+  private async afterFirstListing(timeoutMs: number): Promise<void> {
+    const started = performance.now();
+    let listed: () => void = () => {};
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        listed = resolve;
+        this.firstListingWaiters.add(listed);
+        timer = setTimeout(() => reject(new Error(`writer lease announcements not listed within ${Math.round(timeoutMs)} ms`)), timeoutMs);
+      });
+    } finally {
+      clearTimeout(timer);
+      this.firstListingWaiters.delete(listed);
+    }
+    await this.untilOverdueGone(timeoutMs - (performance.now() - started));
+  }
+
   close(): void {
     this.closed = true;
     clearInterval(this.sweeper);
@@ -149,6 +181,8 @@ export class WriterLeaseJanitor {
   /** Lists every announcement, then watches from the listing's revision on. */
   private async follow(): Promise<void> {
     if (this.closed) return;
+    const generation = this.generation;
+    const listingStarted = performance.now();
     const prefix = this.prefix;
     let listing;
     try {
@@ -162,12 +196,19 @@ export class WriterLeaseJanitor {
       this.restart();
       return;
     }
-    if (this.closed) return;
+    if (this.closed || generation !== this.generation) return;
+    // This node's own leases announced while the listing was on its way may be missing from it.
     const gone = this.overdue.listed(
       listing.kvs.map((kv) => ({ id: this.idOf(kv.key), ttlMs: ttlOf(kv.value) })),
       performance.now(),
+      (id) => (this.own.get(id) ?? Number.NEGATIVE_INFINITY) >= listingStarted,
     );
     for (const id of gone) this.forget(id);
+    for (const kv of listing.kvs) this.unheardOwn.delete(this.idOf(kv.key));
+    if (!this.listedOnce) {
+      this.listedOnce = true;
+      for (const listed of [...this.firstListingWaiters]) listed();
+    }
     const endpoint = this.pool.preferredOtherThan(this.lastEndpoint);
     this.lastEndpoint = endpoint;
     const watcher = endpoint.client
@@ -209,6 +250,7 @@ export class WriterLeaseJanitor {
 
   /** Ends the watch and lists and watches again after `delayMs` (on another member when it can: `lastEndpoint`). */
   private restart(delayMs = RESTART_MS): void {
+    this.generation++;
     this.stopWatch();
     this.unheardOwn.clear(); // the listing covers them
     if (this.closed || this.restartTimer !== undefined) return;
@@ -254,6 +296,8 @@ export class WriterLeaseJanitor {
   /** Lease `id` is gone from etcd: forgotten, and the calls that waited for it told. */
   private forget(id: string): void {
     this.overdue.gone(id);
+    this.own.delete(id);
+    this.unheardOwn.delete(id);
     for (const waiter of this.waiters) {
       if (!waiter.left.delete(id) || waiter.left.size > 0) continue;
       this.waiters.delete(waiter);

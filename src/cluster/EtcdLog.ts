@@ -65,6 +65,10 @@ const SETUP_ATTEMPT_MS = 1_000;
  *    the leases of its own sends with unknown outcome;
  * 10. `latest()` reads the log key's last batch with its value, which survives any compaction;
  *    snapshots move their pointer by compare-and-swap only (SnapshotStore).
+ * 11. a client's watchers share one stream, and a watcher etcd cancels as it is created (from a
+ *    compacted revision) is paired with whichever watcher waits first, after which etcd3 throws
+ *    out of its stream handler ("Failed to find watcher"): the log watch keeps a stream to itself
+ *    (the writer-lease janitor watches on a namespace of its own, hence its own stream).
  */
 export class EtcdLog implements ReplicatedLog {
   private readonly pool: EndpointPool;

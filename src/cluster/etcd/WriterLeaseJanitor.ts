@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Watcher } from 'etcd3';
+import type { Namespace, Watcher } from 'etcd3';
 import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './calls.js';
 import type { Endpoint, EndpointPool } from './EndpointPool.js';
 import { OverdueLeases } from './OverdueLeases.js';
@@ -65,6 +65,13 @@ export class WriterLeaseJanitor {
   /** Whether a listing completed once: until then this node knows of no lease, overdue or not. */
   private listedOnce = false;
   private readonly firstListingWaiters = new Set<() => void>();
+  /**
+   * Per member, a namespace of its client with its own watch stream: etcd3 multiplexes a client's
+   * watchers on one stream, and a watcher that etcd cancels as it is created (the log watch's,
+   * from a compacted revision) is then matched to whichever watcher waits first; the log watch's
+   * next response finds no watcher and etcd3 throws out of its stream handler (the process dies).
+   */
+  private readonly streams = new Map<Endpoint, Namespace>();
   /** This node's own announced leases, with when each was announced, until gone. */
   private readonly own = new Map<string, number>();
 
@@ -211,7 +218,12 @@ export class WriterLeaseJanitor {
     }
     const endpoint = this.pool.preferredOtherThan(this.lastEndpoint);
     this.lastEndpoint = endpoint;
-    const watcher = endpoint.client
+    let stream = this.streams.get(endpoint);
+    if (stream === undefined) {
+      stream = endpoint.client.namespace('');
+      this.streams.set(endpoint, stream);
+    }
+    const watcher = stream
       .watch()
       .prefix(prefix)
       .startRevision(String(Number(listing.header.revision) + 1))

@@ -47,9 +47,8 @@ export class OverdueLeases {
    * A fresh listing of every announcement (at start, and after a watch ended): leases heard of
    * before and missing from it are gone. One not heard of before may have been announced any time
    * up to a TTL ago (renewed since by a new leader, say), and may be overdue already: it is due now.
-   * A live node whose lease that was is refused once and takes a
-   * fresh one. Returns the leases found gone (but those `keep` names: announced after the listing
-   * was read, say).
+   * A live node whose lease that was is refused once and takes a fresh one. Returns the leases
+   * found gone (but those `keep` names: announced after the listing was read, say).
    */
   listed(leases: ReadonlyArray<{ readonly id: string; readonly ttlMs: number }>, now: number, keep: (id: string) => boolean = () => false): string[] {
     const present = new Set<string>();

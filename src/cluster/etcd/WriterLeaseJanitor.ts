@@ -1,8 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Namespace, Watcher } from 'etcd3';
-import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './calls.js';
+import { isNoLeaderRefusal, prefixEnd } from './calls.js';
 import type { Endpoint, EndpointPool } from './EndpointPool.js';
 import { OverdueLeases } from './OverdueLeases.js';
+import { revokeLease } from './WriterLeases.js';
 
 /** How often due leases are looked for (a handful at most: one timer per node, not per lease). */
 const SWEEP_MS = 100;
@@ -23,11 +24,6 @@ const REVOKE_RETRY_MS = 300;
 const OWN_ANNOUNCEMENT_HEARD_MS = 500;
 /** TTL assumed for an announcement whose value is not a TTL: later than any real one (a late revoke is the safe side here). */
 const UNREADABLE_TTL_MS = 60_000;
-
-/** The announcement of writer lease `id` under `prefix` (see WriterLeases.grant): its value is the TTL granted, in ms. */
-export function writerLeaseAnnouncement(prefix: Buffer, id: string, ttlMs: number): { key: Buffer; value: Buffer } {
-  return { key: Buffer.concat([prefix, Buffer.from(id)]), value: Buffer.from(String(ttlMs)) };
-}
 
 /**
  * Keeps etcd's leader changes from stretching the append fence, for every node at once.
@@ -89,11 +85,6 @@ export class WriterLeaseJanitor {
     return this.revokedCount;
   }
 
-  /** Leases heard of and not known gone. */
-  get tracked(): number {
-    return this.overdue.size;
-  }
-
   /** Whether this node knows of writer lease `id` (announced, not known gone). For tests. */
   knows(id: string): boolean {
     return this.overdue.has(id);
@@ -117,7 +108,10 @@ export class WriterLeaseJanitor {
     this.unheardOwn.set(id, now);
   }
 
-  /** The log watch moved to another member (its stream broke or stalled): this watch, on the same etcd3 stream, moves too. */
+  /**
+   * The log watch moved to another member (its stream broke or stalled): this watch, on another
+   * stream of the same member's connection, moves too.
+   */
   moveWatch(): void {
     this.restart(0);
   }
@@ -284,24 +278,21 @@ export class WriterLeaseJanitor {
       }
     }
     for (const id of this.overdue.takeDue(now)) {
-      void this.pool
-        .call('overdue writer lease revoke', REVOKE_TIMEOUT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options), REVOKE_ATTEMPT_MS)
-        .then(
-          () => {
-            this.revokedCount++;
-            this.forget(id);
-          },
-          (error: unknown) => {
-            if (isLeaseNotFound(error)) return this.forget(id);
-            this.overdue.revokeFailed(id, performance.now() + REVOKE_RETRY_MS);
-            this.lastRevokeError = (error as Error).message;
-            // Refused for want of a leader: so would the call that waits be; it fails now, as it would have.
-            if (!isNoLeaderRefusal(error)) return;
-            for (const waiter of [...this.waiters]) {
-              if (waiter.left.has(id)) waiter.fail(new Error(`overdue writer lease revoke refused: ${this.lastRevokeError}`));
-            }
-          },
-        );
+      void revokeLease(this.pool, 'overdue writer lease revoke', id, REVOKE_TIMEOUT_MS, REVOKE_ATTEMPT_MS).then(
+        (revoked) => {
+          if (revoked) this.revokedCount++;
+          this.forget(id);
+        },
+        (error: unknown) => {
+          this.overdue.revokeFailed(id, performance.now() + REVOKE_RETRY_MS);
+          this.lastRevokeError = (error as Error).message;
+          // Refused for want of a leader: so would the call that waits be; it fails now, as it would have.
+          if (!isNoLeaderRefusal(error)) return;
+          for (const waiter of [...this.waiters]) {
+            if (waiter.left.has(id)) waiter.fail(new Error(`overdue writer lease revoke refused: ${this.lastRevokeError}`));
+          }
+        },
+      );
     }
   }
 

@@ -2,7 +2,6 @@ import { performance } from 'node:perf_hooks';
 import type { IRequestOp } from 'etcd3';
 import { isLeaseNotFound } from './calls.js';
 import type { EndpointPool } from './EndpointPool.js';
-import { writerLeaseAnnouncement } from './WriterLeaseJanitor.js';
 
 /** TTL asked for a writer lease; etcd may raise it to its minimum (1.5 × election timeout, rounded up). */
 export const WRITER_LEASE_TTL_SECONDS = 2;
@@ -27,6 +26,25 @@ const WRITER_LEASE_MIN_LEFT_MS = 1_000;
  * a txn naming the lease still passes. The rest is margin for a busy machine.
  */
 export const WRITER_LEASE_REVOKE_SLACK_MS = 1_000;
+
+/** The announcement of writer lease `id` under `prefix` (see WriterLeases.grant): its value is the TTL granted, in ms. */
+export function writerLeaseAnnouncement(prefix: Buffer, id: string, ttlMs: number): { key: Buffer; value: Buffer } {
+  return { key: Buffer.concat([prefix, Buffer.from(id)]), value: Buffer.from(String(ttlMs)) };
+}
+
+/**
+ * Revokes lease `id`: true once etcd revoked it, false if etcd had it no longer ("lease not found":
+ * gone at that point of the log all the same); any other failure rejects.
+ */
+export async function revokeLease(pool: EndpointPool, what: string, id: string, timeoutMs: number, attemptMs: number): Promise<boolean> {
+  try {
+    await pool.call(what, timeoutMs, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options), attemptMs);
+    return true;
+  } catch (error) {
+    if (isLeaseNotFound(error)) return false;
+    throw error;
+  }
+}
 
 /** A writer lease as granted: its id, and when its grant was answered (performance.now()). */
 export interface WriterLease {
@@ -125,16 +143,7 @@ export class WriterLeases {
     const revoked = await Promise.allSettled(
       leases.map(async (lease) => {
         if (this.current === lease) this.current = undefined; // no send may use it any more
-        try {
-          await this.pool.call(
-            'writer lease revoke',
-            timeoutMs,
-            ({ client }, options) => client.leaseClient.leaseRevoke({ ID: lease.id }, options),
-            GRANT_ATTEMPT_MS,
-          );
-        } catch (error) {
-          if (!isLeaseNotFound(error)) throw error;
-        }
+        await revokeLease(this.pool, 'writer lease revoke', lease.id, timeoutMs, GRANT_ATTEMPT_MS);
         this.unsettled.delete(lease.id);
       }),
     );

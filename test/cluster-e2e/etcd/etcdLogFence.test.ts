@@ -207,6 +207,25 @@ etcdTest.serial(
   },
 );
 
+/**
+ * Node A (`cutOff`) reaches etcd only through the relay, node B (`bystander`) the two other
+ * members. A appends once, then an append of A ("late") is held by the relay and given up on.
+ */
+async function heldFromCutOffNode(
+  t: ExecutionContext,
+  { leader, other, relay, url, cluster }: Pick<Awaited<ReturnType<typeof relayedFollower>>, 'leader' | 'other' | 'relay' | 'url' | 'cluster'>,
+): Promise<{ cutOff: EtcdLog; bystander: EtcdLog; rejectedAt: number }> {
+  const cutOff = new EtcdLog({ endpoints: [url], cluster });
+  t.teardown(() => cutOff.close());
+  const bystander = new EtcdLog({ endpoints: [other.clientUrl, leader.clientUrl], cluster });
+  t.teardown(() => bystander.close());
+  await bystander.head(CALL_MS);
+  t.is((await cutOff.append(Buffer.from('ordinary'), CALL_MS)).version, 1);
+  relay.hold();
+  await t.throwsAsync(cutOff.append(Buffer.from('late'), 300));
+  return { cutOff, bystander, rejectedAt: Date.now() };
+}
+
 // The seal needs its own node to reach etcd. When it cannot (cut off, paused, crashed), every
 // other node revokes the lease once it is overdue (WriterLeaseJanitor), leader change or not.
 // Without that (checked by leaving the janitor out) the held append below commits, as in the
@@ -216,17 +235,7 @@ etcdTest.serial(
   async (t: ExecutionContext) => {
     t.timeout(60_000);
     const { leader, other, relay, url, raw, moveLeader, cluster } = await relayedFollower(t);
-    // Node A reaches etcd only through the relay; node B reaches the two other members.
-    const cutOff = new EtcdLog({ endpoints: [url], cluster });
-    t.teardown(() => cutOff.close());
-    const bystander = new EtcdLog({ endpoints: [other.clientUrl, leader.clientUrl], cluster });
-    t.teardown(() => bystander.close());
-
-    await bystander.head(CALL_MS);
-    t.is((await cutOff.append(Buffer.from('ordinary'), CALL_MS)).version, 1);
-    relay.hold();
-    await t.throwsAsync(cutOff.append(Buffer.from('late'), 300));
-    const rejectedAt = Date.now();
+    const { cutOff, bystander, rejectedAt } = await heldFromCutOffNode(t, { leader, other, relay, url, cluster });
     await moveLeader();
     t.log(`leader moved ${Date.now() - rejectedAt} ms after the append was given up`);
     // Released past the time fence, while the lease the leader change renewed would still pass.
@@ -251,17 +260,8 @@ etcdTest.serial(
   async (t: ExecutionContext) => {
     t.timeout(90_000);
     const { etcd, leader, other, relay, url, raw, cluster } = await relayedFollower(t);
-    const cutOff = new EtcdLog({ endpoints: [url], cluster });
-    t.teardown(() => cutOff.close());
-    const bystander = new EtcdLog({ endpoints: [other.clientUrl, leader.clientUrl], cluster });
-    t.teardown(() => bystander.close());
-    clearInterval(bystander['janitor']['sweeper']);
-
-    await bystander.head(CALL_MS);
-    t.is((await cutOff.append(Buffer.from('ordinary'), CALL_MS)).version, 1);
-    relay.hold();
-    await t.throwsAsync(cutOff.append(Buffer.from('late'), 300));
-    const rejectedAt = Date.now();
+    const { cutOff, bystander, rejectedAt } = await heldFromCutOffNode(t, { leader, other, relay, url, cluster });
+    clearInterval(bystander['janitor']['sweeper']); // nothing is due before the lease's TTL has passed
     // No quorum, hence no leader, until the lease is overdue and the time fence has passed; then
     // the other two members elect a new leader, which renews the lease (the old one stays paused:
     // resumed, its own lessor might revoke the lease, expired in its view, and hide the point).

@@ -275,13 +275,13 @@ export class Committer {
    * The follower applies `batch`: if it is the one in flight here, its commands get their results
    * and the reads sent between them their answers, as they apply.
    */
-  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void {
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, place: number): void {
     const round = this.inFlightWith(batch);
     if (round === undefined) {
-      state.apply(batch, record);
+      state.apply(batch, record, undefined, place);
       return;
     }
-    const results = state.apply(batch, record, (i) => round.reached(i));
+    const results = state.apply(batch, record, (i) => round.reached(i), place);
     if (results === undefined) {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {

@@ -11,6 +11,13 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  *
  * Layout (big-endian): 'B' format(1) name(str) incarnation(u32) reserved(u32, 0) seq(u32) count(u16) command*
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
+ *
+ * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
+ * batches other nodes forwarded to it, each encoded by its own node, in one value):
+ *   'B' format(2) count(u16) { length(u32) batch }*      each batch a whole format-1 batch
+ * The bundle's batches apply in order at one version, their commands numbered on across them
+ * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). This version reads bundles
+ * and writes none: it is the release a rolling upgrade puts on every node before any writes one.
  */
 export const LogOp = {
   Request: 1,
@@ -97,6 +104,8 @@ export interface Batch extends BatchHeader {
 
 const BATCH_MAGIC = 0x42; // 'B'
 const FORMAT = 1;
+/** A log value holding several batches (see the file comment). */
+const BUNDLE_FORMAT = 2;
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per batch. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
@@ -313,6 +322,57 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   for (let i = 0; i < count; i++) commands.push(readCommand(r));
   if (!r.done) throw new LogFormatError('bytes after the last command');
   return { proposer, incarnation, seq, commands };
+}
+
+/**
+ * Writes a bundle of already encoded batches (each a whole format-1 batch, as its node encoded it).
+ * Tests and, later, the sequencer; the caller keeps the whole within one append (MAX_APPEND_BYTES)
+ * and COMMANDS_PER_VERSION commands.
+ */
+export function encodeBundle(batches: readonly Uint8Array[]): Buffer {
+  let length = 4;
+  for (const b of batches) length += 4 + b.length;
+  const out = Buffer.allocUnsafe(length);
+  out[0] = BATCH_MAGIC;
+  out[1] = BUNDLE_FORMAT;
+  out.writeUInt16BE(batches.length, 2);
+  let offset = 4;
+  for (const b of batches) {
+    out.writeUInt32BE(b.length, offset);
+    out.set(b, offset + 4);
+    offset += 4 + b.length;
+  }
+  return out;
+}
+
+/**
+ * Reads a log value: one batch, or each batch of a bundle in order (see the file comment); throws
+ * LogFormatError on anything malformed, including a bundle inside a bundle, an empty bundle and
+ * one whose commands would not all fit one version's positions. `own` as in decodeBatch.
+ */
+export function decodeValue(bytes: Uint8Array, own?: OwnCommands): Batch[] {
+  const buffer = asBuffer(bytes);
+  if (buffer.length < 2 || buffer[0] !== BATCH_MAGIC || buffer[1] !== BUNDLE_FORMAT) return [decodeBatch(buffer, own)];
+  if (buffer.length < 4) throw new LogFormatError('bundle cut short at its count');
+  const count = buffer.readUInt16BE(2);
+  if (count === 0) throw new LogFormatError('a bundle of no batch');
+  const batches: Batch[] = [];
+  let commands = 0;
+  let offset = 4;
+  for (let i = 0; i < count; i++) {
+    if (offset + 4 > buffer.length) throw new LogFormatError(`bundle cut short at byte ${offset}`);
+    const end = offset + 4 + buffer.readUInt32BE(offset);
+    if (end > buffer.length) throw new LogFormatError(`bundle cut short in batch ${i + 1} of ${count}`);
+    const inner = buffer.subarray(offset + 4, end);
+    if (inner.length >= 2 && inner[1] !== FORMAT) throw new LogFormatError(`batch ${i + 1} of a bundle is not a format-${FORMAT} batch`);
+    const batch = decodeBatch(inner, own);
+    commands += batch.commands.length;
+    batches.push(batch);
+    offset = end;
+  }
+  if (offset !== buffer.length) throw new LogFormatError('bytes after the last batch of a bundle');
+  if (commands > COMMANDS_PER_VERSION) throw new LogFormatError(`a bundle of ${commands} commands (${COMMANDS_PER_VERSION} at most)`);
+  return batches;
 }
 
 function readCommand(r: BatchReader): LogCommand {

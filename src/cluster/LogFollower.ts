@@ -1,5 +1,5 @@
 import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
-import { decodeBatch, type Batch, type OwnCommands } from './LogCodec.js';
+import { decodeValue, type Batch, type OwnCommands } from './LogCodec.js';
 import { LogGapError, ReplicaState } from './ReplicaState.js';
 import type { LogRecord, LogWatch, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -24,8 +24,11 @@ const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
 
 /** What the follower hands on as it applies the log. */
 export interface FollowerHost {
-  /** Applies one batch to `state` (the committer answers its own batches' commands as they apply). */
-  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord): void;
+  /**
+   * Applies one batch to `state` (the committer answers its own batches' commands as they apply);
+   * `place` as in ReplicaState.apply (0 but for a bundle's later batches).
+   */
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, place: number): void;
   /** The commands of the host's own batch in flight, so they are not decoded again (see decodeBatch). */
   readonly ownCommands: OwnCommands;
   /** A batch of `bytes` was applied (the leader's snapshot rule counts log volume). */
@@ -202,9 +205,14 @@ export class LogFollower {
   private applyRecords(records: readonly LogRecord[]): string | undefined {
     for (const record of records) {
       if (record.version <= this.current.position.version) continue; // delivered again after a restart
-      const batch = decodeBatch(record.value, this.host.ownCommands);
+      const batches = decodeValue(record.value, this.host.ownCommands);
       try {
-        this.host.applyBatch(this.current, batch, record);
+        // Only the first batch can meet a gap; the rest of a bundle follows it at the same version.
+        let place = 0;
+        for (const batch of batches) {
+          this.host.applyBatch(this.current, batch, record, place);
+          place += batch.commands.length;
+        }
       } catch (error) {
         if (error instanceof LogGapError) {
           this.afterApply();

@@ -69,6 +69,12 @@ export class ReplicaState {
   private readonly rules: ReplicaRules;
   /** The last batch applied. */
   position: LogPosition = { version: 0, revision: 0 };
+  /**
+   * Commands applied so far at `position.version`: where the next batch of the same bundle begins
+   * (see LogCodec). A bundle applies whole within one synchronous pass, so a snapshot never sits
+   * inside one and this is not part of it.
+   */
+  private placeInVersion = 0;
   /** `${name}\0${incarnation}` → last applied seq; insertion order is recency (oldest first). */
   private readonly proposers = new Map<string, number>();
   /**
@@ -131,13 +137,21 @@ export class ReplicaState {
 
   /**
    * Applies the batch at `at` (which must be the next version) and returns each command's
-   * result, or undefined when it was a duplicate and changed nothing but the position.
+   * result, or undefined when it was a duplicate and changed nothing but the position. A batch of
+   * a bundle after its first comes at the same version with `place`, the number of commands of the
+   * bundle's batches before it (duplicates included): its commands are numbered from there.
    */
-  apply(batch: Batch, at: LogPosition, step?: ApplyStep): number[] | undefined {
-    if (at.version !== this.position.version + 1) {
-      throw new LogGapError(`batch ${at.version} arrived after batch ${this.position.version}`);
+  apply(batch: Batch, at: LogPosition, step?: ApplyStep, place = 0): number[] | undefined {
+    if (place === 0) {
+      if (at.version !== this.position.version + 1) {
+        throw new LogGapError(`batch ${at.version} arrived after batch ${this.position.version}`);
+      }
+    } else if (at.version !== this.position.version || place !== this.placeInVersion) {
+      // Not a gap in the log: the follower hands a bundle's batches on in order, in one pass.
+      throw new Error(`a bundle's batch at ${at.version}:${place} arrived after ${this.position.version}:${this.placeInVersion}`);
     }
     this.position = at;
+    this.placeInVersion = place + batch.commands.length;
     if (this.isDuplicate(batch)) return undefined;
     const key = proposerKey(batch.proposer, batch.incarnation);
     this.proposers.delete(key);
@@ -151,7 +165,7 @@ export class ReplicaState {
     try {
       for (let i = 0; i < commands.length; i++) {
         step?.(i);
-        const position = commandPosition(at.version, i);
+        const position = commandPosition(at.version, place + i);
         this.rules.beginCommand(position, batch.proposer);
         results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch.proposer);
       }

@@ -4,6 +4,8 @@ import {
   commandPosition,
   commandSize,
   decodeBatch,
+  decodeValue,
+  encodeBundle,
   LogFormatError,
   LogOp,
   MAX_BATCH_COMMANDS,
@@ -93,13 +95,13 @@ function batch(random: Random, commands: number): Batch {
   };
 }
 
-/** Only LogFormatError may come out of decoding, whatever the bytes. */
-function decodeOrFormatError(bytes: Uint8Array): Batch | LogFormatError {
+/** Only LogFormatError may come out of decoding a log value, whatever the bytes. */
+function decodeOrFormatError(bytes: Uint8Array): Batch[] | LogFormatError {
   try {
-    return decodeBatch(bytes);
+    return decodeValue(bytes);
   } catch (error) {
     if (error instanceof LogFormatError) return error;
-    throw new Error(`decodeBatch threw ${String(error)} for ${Buffer.from(bytes).toString('hex')}`);
+    throw new Error(`decodeValue threw ${String(error)} for ${Buffer.from(bytes).toString('hex')}`);
   }
 }
 
@@ -184,9 +186,12 @@ test('garbage and damaged batches never throw anything but LogFormatError', (t) 
     let bytes: Buffer;
     if (i % 2 === 0) {
       bytes = Buffer.from(Array.from({ length: int(random, 64) }, () => int(random, 256)));
-      if (bytes.length > 1 && random() < 0.5) [bytes[0], bytes[1]] = [0x42, 1]; // get past the magic sometimes
-    } else {
+      if (bytes.length > 1 && random() < 0.5) [bytes[0], bytes[1]] = [0x42, 1 + int(random, 2)]; // get past the magic sometimes
+    } else if (i % 4 === 1) {
       bytes = Buffer.from(encoder.encode(batch(random, 3)));
+      for (let flips = 1 + int(random, 3); flips > 0; flips--) bytes[int(random, bytes.length)] = int(random, 256);
+    } else {
+      bytes = encodeBundle([encoder.encode(batch(random, 2)), encoder.encode(batch(random, 1))]);
       for (let flips = 1 + int(random, 3); flips > 0; flips--) bytes[int(random, bytes.length)] = int(random, 256);
     }
     if (decodeOrFormatError(bytes) instanceof LogFormatError) refused++;
@@ -209,7 +214,7 @@ test('an encode that threw leaves nothing behind for the next batch', (t) => {
     instanceOf: RangeError,
   });
   const next: Batch = { proposer: 'n', incarnation: 1, seq: 2, commands: [] };
-  t.deepEqual(decodeOrFormatError(encoder.encode(next)), next);
+  t.deepEqual(decodeOrFormatError(encoder.encode(next)), [next]);
 });
 
 test('names that share their length, or differ in one byte only, decode as themselves (a repeated name is reused, never a near one)', (t) => {
@@ -269,4 +274,50 @@ test("a batch filled to its byte limit with the longest names fits one append wi
   t.true(bytes.length <= MAX_APPEND_BYTES, `${bytes.length} bytes`);
   t.true(bytes.length > MAX_APPEND_BYTES - commandSize(request), 'and it is as full as one more command allows');
   t.true(appendRequestBytes(bytes.length) <= STORE_MAX_REQUEST_BYTES);
+});
+
+test('a bundle decodes to its batches in order, each as its node encoded it; a single batch decodes as a value of one', (t) => {
+  const random = mulberry32(11);
+  const encoder = new BatchEncoder();
+  for (let round = 0; round < 100; round++) {
+    const batches = Array.from({ length: 1 + int(random, 5) }, () => batch(random, int(random, 8)));
+    const bytes = encodeBundle(batches.map((b) => encoder.encode(b)));
+    t.deepEqual(decodeValue(bytes), batches);
+  }
+  const one = batch(random, 3);
+  t.deepEqual(decodeValue(encoder.encode(one)), [one]);
+});
+
+test('a bundle cut at any byte, or with a byte more, is a LogFormatError', (t) => {
+  const random = mulberry32(12);
+  const encoder = new BatchEncoder();
+  const bytes = encodeBundle([encoder.encode(batch(random, 3)), encoder.encode(batch(random, 0)), encoder.encode(batch(random, 2))]);
+  for (let cut = 0; cut < bytes.length; cut++) {
+    if (!(decodeOrFormatError(bytes.subarray(0, cut)) instanceof LogFormatError)) return t.fail(`a bundle cut at ${cut} of ${bytes.length} bytes decoded`);
+  }
+  t.true(decodeOrFormatError(Buffer.concat([bytes, Buffer.from([0])])) instanceof LogFormatError);
+});
+
+test('a bundle of no batch, a bundle inside a bundle, and one with more commands than a version numbers are refused', (t) => {
+  const encoder = new BatchEncoder();
+  t.throws(() => decodeValue(encodeBundle([])), { instanceOf: LogFormatError, message: /no batch/ });
+  const inner = encodeBundle([encoder.encode({ proposer: 'n', incarnation: 1, seq: 1, commands: [] })]);
+  t.throws(() => decodeValue(encodeBundle([inner])), { instanceOf: LogFormatError, message: /not a format-1 batch/ });
+  const release: LogCommand = { op: LogOp.ReleaseAll, owner: 'o' };
+  const full = (seq: number, count: number) => encoder.encode({ proposer: 'n', incarnation: 1, seq, commands: Array.from({ length: count }, () => release) });
+  // 65,536 commands is every place a version has; one more has none.
+  const fits = Array.from({ length: 16 }, (_, i) => full(i + 1, 4_096));
+  t.is(decodeValue(encodeBundle(fits)).length, 16);
+  t.throws(() => decodeValue(encodeBundle([...fits, full(17, 1)])), { instanceOf: LogFormatError, message: /65537 commands/ });
+});
+
+test("in a bundle, a node's own batch takes its commands from the node and the others are decoded", (t) => {
+  const random = mulberry32(13);
+  const encoder = new BatchEncoder();
+  const [before, mine, after] = [batch(random, 2), batch(random, 4), batch(random, 3)];
+  const held = mine.commands.map((c) => ({ ...c }));
+  const own = (header: { seq: number; proposer: string }) => (header.seq === mine.seq && header.proposer === mine.proposer ? held : undefined);
+  const decoded = decodeValue(encodeBundle([before, mine, after].map((b) => encoder.encode(b))), own);
+  t.is(decoded[1]!.commands, held);
+  t.deepEqual(decoded, [before, mine, after]);
 });

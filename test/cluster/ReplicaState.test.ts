@@ -686,3 +686,52 @@ test('a snapshot from before tokens (formats 1 and 2) loads: an owner’s token 
   t.deepEqual(stagedOld.apply({ proposer: 'A', incarnation: 1, seq: 1, commands: [commit(4)] }, at(1)), [2]);
   t.is(stagedOld.table.fence('k', 'i', 'alice'), commandPosition(1, 0), 'saved without a token: granted one at the commit');
 });
+
+test("a bundle's batches apply at one version in order, their commands numbered on across them, a duplicate's included", (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  const first = feed.batch('A', [request('k', 'i', 'a')]);
+  feed.apply(state, first);
+  // Version 2 holds B's two commands, a copy of A's batch, then C's two.
+  const b = feed.batch('B', [request('x', 'i', 'b'), request('y', 'i', 'b')]);
+  const c = feed.batch('C', [request('z', 'i', 'c'), { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }]);
+  const steps: number[] = [];
+  t.deepEqual(state.apply(b, at(2), undefined, 0), [1, 1]);
+  t.is(
+    state.apply(first, at(2), (i) => steps.push(i), 2),
+    undefined,
+    'the copy changes nothing',
+  );
+  t.deepEqual(
+    state.apply(c, at(2), (i) => steps.push(i), 3),
+    [1, 1],
+  );
+  t.deepEqual(steps, [0, 1, 2], 'steps count within the batch');
+  t.deepEqual(state.position, at(2));
+  t.is(state.table.fence('y', 'i', 'b'), commandPosition(2, 1));
+  t.is(state.table.fence('z', 'i', 'c'), commandPosition(2, 3), "C's first command comes after the copy's place");
+  t.deepEqual([state.entriesFrom('A'), state.entriesFrom('B'), state.entriesFrom('C')], [0, 2, 1], 'each batch its own origin');
+  t.true(state.highestToken <= commandPosition(3, 0));
+  // The next version begins at place 0 again.
+  t.deepEqual(state.apply(feed.batch('A', [request('k', 'i', 'a')]), at(3)), [1]);
+  t.is(state.table.fence('k', 'i', 'a'), commandPosition(3, 0));
+});
+
+test("a bundle's later batch at another place or version is refused (not a log gap) and changes nothing", (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  t.deepEqual(state.apply(feed.batch('A', [request('k', 'i', 'a'), request('k', 'i', 'b')]), at(1)), [1, 2]);
+  const digest = state.digest();
+  const next = feed.batch('B', [request('k', 'i', 'c')]);
+  for (const [version, place] of [
+    [1, 1],
+    [1, 3],
+    [2, 2],
+    [0, 2],
+  ] as const) {
+    const error = t.throws(() => state.apply(next, at(version), undefined, place));
+    t.false(error instanceof LogGapError, `${version}:${place}`);
+    t.is(state.digest(), digest);
+  }
+  t.deepEqual(state.apply(next, at(1), undefined, 2), [3]);
+});

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { decodeBatch, type BatchHeader } from '../../src/cluster/LogCodec.js';
+import { decodeValue, type BatchHeader } from '../../src/cluster/LogCodec.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
@@ -146,6 +146,8 @@ export interface SimulationReport {
    * overdue revokes on, the simulation fails on any; off, it counts them.
    */
   readonly landedAfterLaterAnswer: number;
+  /** Whether the log held bundles (MemoryStore.bundleAppends), each node's batch after another's. */
+  readonly bundled: boolean;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -200,21 +202,21 @@ class Simulation {
       members: 3,
     });
     this.store.overdueRevokes = options.overdueRevokes !== false;
+    // Half the seeds, from a stream of its own (every other draw of a seed stays as it was).
+    this.store.bundleAppends = mulberry32(options.seed ^ 0xb0d1e)() < 0.5;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
-      this.checkLanding(
-        decodeBatch(record.value, () => []),
-        record.version,
-      );
+      for (const batch of decodeValue(record.value, () => [])) this.checkLanding(batch, record.version);
       if (process.env.SIM_TRACE_FILE !== undefined) {
-        const batch = decodeBatch(record.value);
-        const commands = batch.commands.map((c) =>
-          Object.entries(c)
-            .filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate')
-            .map(([k, v]) => `${k}=${String(v)}`)
-            .join(' '),
-        );
-        this.note(`log v${record.version}: ${batch.proposer}.${batch.incarnation % 1000}#${batch.seq} ${commands.join('; ')}`);
+        for (const batch of decodeValue(record.value)) {
+          const commands = batch.commands.map((c) =>
+            Object.entries(c)
+              .filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate')
+              .map(([k, v]) => `${k}=${String(v)}`)
+              .join(' '),
+          );
+          this.note(`log v${record.version}: ${batch.proposer}.${batch.incarnation % 1000}#${batch.seq} ${commands.join('; ')}`);
+        }
       }
     };
     // Drawn now (the seed fixes them), switched on once the never-expiring entries are taken.
@@ -400,6 +402,7 @@ class Simulation {
       unsealedGiveUps: [...this.givenUp.values()].filter((g) => !g.sealed).length,
       landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
       landedAfterLaterAnswer: this.landedAfterLaterAnswer,
+      bundled: this.store.bundleAppends,
     };
   }
 

@@ -32,9 +32,10 @@ async function settle<T extends readonly unknown[]>(vt: VirtualTimers, ...promis
   return values;
 }
 
-async function cluster(t: { teardown(fn: () => Promise<void>): void }, names: string[]) {
+async function cluster(t: { teardown(fn: () => Promise<void>): void }, names: string[], bundled = false) {
   const vt = new VirtualTimers();
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(3) });
+  store.bundleAppends = bundled;
   const nodes = names.map((name) => node(store, vt, name));
   for (const n of nodes) void n.start();
   await vt.until(10_000, () => nodes.every((n) => n.isReady));
@@ -77,6 +78,25 @@ test('a request with fence answers the token its own command granted, though lat
   const [carolNow] = await settle(vt, a.fence('k', 'i', 'carol'));
   t.is(carolNow, commandPosition(store.logHead.version, 0));
   t.true(carolNow >= highest, 'highestToken was at or above every token granted so far, and this grant came later');
+});
+
+test("a node's batch read from a bundle, after another batch of one command, is answered alike: its reads in place and its tokens numbered on", async (t) => {
+  const { vt, store, nodes } = await cluster(t, ['a', 'b'], true);
+  const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+  const [alice, aliceOwns, released, bob, owner] = await settle<[FencedPosition, number, number, FencedPosition, string]>(
+    vt,
+    a.requestFenced(lock('alice'), true),
+    a.location('k', 'i', 'alice'),
+    a.release('k', 'i', 'alice'),
+    a.requestFenced(lock('bob'), true),
+    a.findOwner('k', 'i'),
+  );
+  const version = store.logHead.version;
+  // MemoryStore.bundleAppends puts a batch of one command before each node's own.
+  t.deepEqual(alice, { position: 1, token: commandPosition(version, 1) });
+  t.deepEqual([aliceOwns, released, owner], [1, 1, 'bob'], 'each read sees exactly the writes sent before it');
+  t.deepEqual(bob, { position: 1, token: commandPosition(version, 3) });
+  t.deepEqual(await settle(vt, b.fence('k', 'i', 'bob')), [bob.token], 'the other node numbers it alike');
 });
 
 test('an import keeps its owners’ tokens and every later grant is above the file’s high-water', async (t) => {

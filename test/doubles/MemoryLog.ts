@@ -15,6 +15,7 @@ import type {
   WatchEnd,
 } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
+import { BatchEncoder, encodeBundle, LogOp } from '../../src/cluster/LogCodec.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -265,6 +266,16 @@ export class MemoryStore {
    * could contradict what a client was told since (the simulation checks it).
    */
   answersIssuedUpTo = Number.NEGATIVE_INFINITY;
+  /**
+   * Stores each appended batch inside a bundle (LogCodec), after a batch of one no-op command
+   * (a renewal of a lock nobody holds) from a proposer of its own: stands in for a node that
+   * bundles other nodes' batches, so the simulation runs the followers' reading of bundles, with
+   * every node's own batch at a place after the first. etcd stores what it is given; this is the
+   * writer's doing, not the store's.
+   */
+  bundleAppends = false;
+  private bundledSeq = 0;
+  private readonly bundleEncoder = new BatchEncoder();
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
   /** Slow fsync; all zero (instant) by default. */
@@ -672,11 +683,18 @@ export class MemoryStore {
     if (appendRequestBytes(value.length) > this.maxRequestBytes) {
       throw new MemoryLogError('too-large', `etcdserver: request is too large (${appendRequestBytes(value.length)} bytes)`);
     }
+    if (this.bundleAppends) value = this.bundle(value);
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
     const position = { version: this.kv.get(LOG_KEY)!.version, revision };
     this.retained.push({ ...position, value: new Uint8Array(value) });
     this.onAppend?.({ ...position, value });
     return position;
+  }
+
+  private bundle(value: Uint8Array): Uint8Array {
+    const noOp = { op: LogOp.Renew, key: '\u0000bundled', index: '', owner: '' } as const;
+    const first = this.bundleEncoder.encode({ proposer: 'bundler', incarnation: 1, seq: ++this.bundledSeq, commands: [noOp] });
+    return encodeBundle([first, value]);
   }
 
   /** @internal The log's head and the retained batches appended after `revision`, read at once. */

@@ -22,6 +22,7 @@ import type {
   StoredSnapshot,
 } from './ReplicatedLog.js';
 import { AppendRefusedError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
+import { LOG_FORMATS_READ } from './LogCodec.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
@@ -78,6 +79,8 @@ export class EtcdLog implements ReplicatedLog {
   private readonly logKey: Buffer;
   private readonly namePrefix: string;
   private readonly candidatePrefix: string;
+  /** `<formatsPrefix><name>`: the log value formats the node of that name reads, held by its name's lease. */
+  private readonly formatsPrefix: string;
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
   /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
@@ -97,6 +100,7 @@ export class EtcdLog implements ReplicatedLog {
     this.logKey = Buffer.from(`${root}log`);
     this.namePrefix = `${root}nodes/`;
     this.candidatePrefix = `${root}candidates/`;
+    this.formatsPrefix = `${root}formats/`;
     this.readLogVersion = { request_range: { key: this.logKey, keys_only: true } };
     // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
     const clientId = randomBytes(8).toString('hex');
@@ -338,7 +342,10 @@ export class EtcdLog implements ReplicatedLog {
     const revoke = (): void =>
       void this.pool.call('lease revoke', SETUP_ATTEMPT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options)).catch(() => {});
     const nameKey = Buffer.from(this.namePrefix + name);
-    const success: IRequestOp[] = [{ request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } }];
+    const success: IRequestOp[] = [
+      { request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } },
+      { request_put: { key: Buffer.from(this.formatsPrefix + name), value: Buffer.from(LOG_FORMATS_READ.join(',')), lease: id } },
+    ];
     if (priority !== undefined) {
       success.push({ request_put: { key: Buffer.from(this.candidatePrefix + name), value: Buffer.from(String(priority)), lease: id } });
     }

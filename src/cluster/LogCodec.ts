@@ -106,6 +106,11 @@ const BATCH_MAGIC = 0x42; // 'B'
 const FORMAT = 1;
 /** A log value holding several batches (see the file comment). */
 const BUNDLE_FORMAT = 2;
+/**
+ * The log value formats this version reads (decodeValue), as each node declares them in the store
+ * with its name: a format is written only once every live node declares it (rolling upgrades).
+ */
+export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT];
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per batch. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */

@@ -321,3 +321,17 @@ etcdTest.serial('a member left without a quorum refuses calls with "no leader" a
   log['writers'].chooseNext('1', 60_000);
   await t.throwsAsync(log.append(Buffer.from('never'), 1_000), { instanceOf: AppendRefusedError, message: /etcdserver: no leader/ });
 });
+
+etcdTest('a node declares the log formats it reads beside its name, held by the same lease: gone when the name is given up', async (t) => {
+  t.timeout(60_000);
+  const { cluster, log, raw } = await singleMember(t);
+  const claim = await log.claimName('n1', 3, 5, CALL_MS);
+  if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
+  const formats = await raw.get(`/${cluster}/formats/n1`).exec();
+  const name = await raw.get(`/${cluster}/nodes/n1`).exec();
+  t.is(formats.kvs[0]?.value.toString(), '1,2', 'one batch, and bundles');
+  t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
+  t.not(name.kvs[0]?.lease, '0');
+  await claim.session.release();
+  t.is(await raw.get(`/${cluster}/formats/n1`).string(), null);
+});

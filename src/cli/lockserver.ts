@@ -135,6 +135,9 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
     snapshotEveryBatches: options.snapshotEvery,
+    // Prototype (issue 20), not an option yet.
+    sequencerPort: process.env.LOCKSERVER_SEQUENCER_PORT === undefined ? undefined : Number(process.env.LOCKSERVER_SEQUENCER_PORT),
+    forwardToPort: process.env.LOCKSERVER_FORWARD_TO_PORT === undefined ? undefined : Number(process.env.LOCKSERVER_FORWARD_TO_PORT),
     importLockFile: options.importLockFile === undefined ? undefined : resolve(options.importLockFile),
   };
 }

@@ -22,9 +22,45 @@ import type {
   StoredSnapshot,
 } from './ReplicatedLog.js';
 import { AppendRefusedError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
-import { LOG_FORMATS_READ } from './LogCodec.js';
+import { encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
+import type { SequencerLink } from './PeerLink.js';
+import type { Sequencer } from './Sequencer.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
+
+/** A writer lease lent to one append attempt (EtcdLog.lendFence); `endsAt` on performance.now()'s clock. */
+export interface LentFence {
+  readonly leaseId: string;
+  readonly fenceKey: Uint8Array;
+  readonly endsAt: number;
+}
+
+/** One batch of a bundle append, with the fence its node lent for it. */
+export interface BundlePart {
+  readonly value: Uint8Array;
+  readonly fence: LentFence;
+}
+
+const EMPTY = Buffer.alloc(0);
+/** After a forward failed, appends go to etcd directly this long. */
+const LINK_REST_MS = 1_000;
+
+/** `promise`, or a rejection (outcome unknown) once `ms` passed. */
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no outcome within ${Math.round(ms)} ms`)), Math.max(0, ms));
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e as Error);
+      },
+    );
+  });
+}
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
 
 /** Retained batches deleted per transaction: etcd's default --max-txn-ops is 128. */
@@ -91,6 +127,9 @@ export class EtcdLog implements ReplicatedLog {
   private readonly nameLeases = new Set<NameLease>();
   /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
   private readonly watches = new Set<() => void>();
+  private sequencer: Sequencer | undefined;
+  private link: SequencerLink | undefined;
+  private linkDownUntil = 0;
   /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
   private lastWatchEndpoint: Endpoint | undefined;
 
@@ -128,11 +167,43 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
-    if (value.length > MAX_APPEND_BYTES) {
-      throw new AppendRefusedError(
-        `append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`,
-      );
+    const started = performance.now();
+    const fence = await this.lendFence(timeoutMs);
+    const left = (): number => timeoutMs - (performance.now() - started);
+    const forwarding = this.sequencer === undefined && this.link?.up === true && performance.now() >= this.linkDownUntil;
+    try {
+      let position: LogPosition;
+      if (this.sequencer !== undefined) position = await withTimeout(this.sequencer.submit(value, fence), left());
+      else if (forwarding) position = await this.link!.forward(value, fence, left());
+      else position = await this.appendBundle([{ value, fence }], left());
+      this.fenceReturned(fence, 'settled');
+      return position;
+    } catch (error) {
+      // A forward that failed in any way sends this node's next attempts to etcd itself for a while.
+      if (forwarding) this.linkDownUntil = performance.now() + LINK_REST_MS;
+      this.fenceReturned(fence, error instanceof AppendRefusedError ? (error.leaseGone ? 'lease-gone' : 'settled') : 'unsettled');
+      throw error;
     }
+  }
+
+  /** Prototype (issue 20): this node sequences; its own appends and forwarded ones go in its bundles. */
+  sequenceHere(sequencer: Sequencer): void {
+    this.sequencer = sequencer;
+  }
+
+  /** Prototype (issue 20): this node forwards its appends over `link` while it is up. */
+  forwardThrough(link: SequencerLink): void {
+    this.link = link;
+  }
+
+  /**
+   * A writer lease for one append attempt, sent by this node or by a sequencer it forwards the
+   * batch to (the fence put goes in whichever transaction carries the batch): granted and
+   * announced before it is lent, and only once every lease this node knows to be overdue is gone.
+   * The lender must say how the attempt ended (fenceReturned). AppendRefusedError when none could
+   * be had: nothing was sent.
+   */
+  async lendFence(timeoutMs: number): Promise<LentFence> {
     const started = performance.now();
     let lease: WriterLease;
     try {
@@ -145,18 +216,54 @@ export class EtcdLog implements ReplicatedLog {
     }
     const left = timeoutMs - (performance.now() - started);
     if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs} after its lease`);
-    // One transaction puts the batch and the fence (checked by etcd when it applies the txn), and
+    const lent: LentFence & { readonly lease: WriterLease } = { lease, leaseId: lease.id, fenceKey: this.writers.fenceKeyBytes, endsAt: lease.endsAt };
+    return lent;
+  }
+
+  /**
+   * How an attempt with a lent fence ended: 'settled' (committed, or refused where it can never
+   * commit), 'lease-gone' (refused: etcd found a lease of its transaction gone; this one is not
+   * used again), 'unsettled' (no answer: the request may still land; the next seal revokes it).
+   */
+  fenceReturned(fence: LentFence, outcome: 'settled' | 'lease-gone' | 'unsettled'): void {
+    const lease = (fence as LentFence & { lease?: WriterLease }).lease;
+    if (lease === undefined) return;
+    if (outcome === 'lease-gone') this.writers.refused(lease);
+    else if (outcome === 'unsettled') this.writers.unsettledSend(lease);
+  }
+
+  /**
+   * Appends `parts` as one log value (a bundle when more than one: the sequencer), in one
+   * transaction with each part's fence put: etcd refuses all of it if any of those leases has
+   * ended, so each part keeps its own node's lateCommitMs bound. Rejects with AppendRefusedError
+   * (leaseGone set when a lease was found gone) only when none of it can ever commit.
+   */
+  async appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition> {
+    const started = performance.now();
+    const value = parts.length === 1 ? parts[0]!.value : encodeBundle(parts.map((p) => p.value));
+    if (value.length > MAX_APPEND_BYTES) {
+      throw new AppendRefusedError(
+        `append: a batch of ${value.length} bytes is over the ${MAX_APPEND_BYTES} one append can carry (etcd refuses a request above 1.5 MiB)`,
+      );
+    }
+    if (parts.length > 1) {
+      try {
+        const overdue = this.janitor.untilOverdueGone(timeoutMs);
+        if (overdue !== undefined) await overdue;
+      } catch (error) {
+        throw new AppendRefusedError(`append not sent: ${(error as Error).message}`);
+      }
+    }
+    const left = timeoutMs - (performance.now() - started);
+    if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs}`);
+    // One transaction puts the batch and the fences (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.
     // The batch is also put under a key of its own (one per attempt, so each commit has one):
     // compaction never removes a live key, so a follower can read it back whoever compacts.
     const bytes = asBuffer(value);
     const retained = Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36));
-    const success: IRequestOp[] = [
-      { request_put: { key: this.logKey, value: bytes } },
-      { request_put: { key: retained, value: bytes } },
-      lease.fence,
-      this.readLogVersion,
-    ];
+    const success: IRequestOp[] = [{ request_put: { key: this.logKey, value: bytes } }, { request_put: { key: retained, value: bytes } }, this.readLogVersion];
+    for (const part of parts) success.push({ request_put: { key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId } });
     // The pool may try several members within this call (after a fast failure): what each try
     // got decides whether the call's batch can still commit.
     let tries = 0;
@@ -175,20 +282,16 @@ export class EtcdLog implements ReplicatedLog {
         })
       ).responses;
     } catch (error) {
-      // Two refusals are final. etcd checks the fence lease when it applies a txn and refuses all
-      // of it: once one try found the lease gone, no try (all name it) can be applied after. The
+      // Two refusals are final. etcd checks the fence leases when it applies a txn and refuses all
+      // of it: once one try found a lease gone, no try (all name them) can be applied after. The
       // require-leader check refuses a call before its handler runs, so such a try was never
       // proposed; but a try before it that got no such answer may have been.
       const message = (error as Error).message;
-      if (leaseGone) {
-        this.writers.refused(lease);
-        throw new AppendRefusedError(`append refused: ${message}`);
-      }
+      if (leaseGone) throw new AppendRefusedError(`append refused: ${message}`, true);
       if (isNoLeaderRefusal(error) && refusedTries === tries) throw new AppendRefusedError(`append refused: ${message}`);
-      this.writers.unsettledSend(lease); // a request may still be on its way: seal() revokes its lease
       throw error;
     }
-    const kv = responses[3]?.response_range.kvs[0];
+    const kv = responses[2]?.response_range.kvs[0];
     if (kv === undefined) throw new Error('append: the log key vanished');
     return { version: Number(kv.version), revision: Number(kv.mod_revision) };
   }

@@ -34,6 +34,14 @@ export const MAX_APPEND_BYTES = Math.floor((STORE_MAX_REQUEST_BYTES - APPEND_REQ
  */
 export class AppendRefusedError extends Error {
   override name = 'AppendRefusedError';
+
+  /** @param leaseGone etcd found a fence lease of the transaction gone. */
+  constructor(
+    message: string,
+    readonly leaseGone = false,
+  ) {
+    super(message);
+  }
 }
 
 /** Where a batch sits in the log. */

@@ -16,6 +16,9 @@ export interface ClusterConfig {
   readonly importLockFile?: string;
   /** The leader snapshots after this many batches (undefined: the default). */
   readonly snapshotEveryBatches?: number;
+  /** Prototype (issue 20): sequence on this port (127.0.0.1), or forward to this port. */
+  readonly sequencerPort?: number;
+  readonly forwardToPort?: number;
 }
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
@@ -46,6 +49,17 @@ export async function startClusterService(
   });
   // Loaded here, not at start-up: the etcd client and gRPC cost a single node ~28 MB of RSS it never uses.
   const { EtcdLog } = await import('./EtcdLog.js');
+  const log = new EtcdLog(config.etcd);
+  if (config.sequencerPort !== undefined) {
+    const { Sequencer } = await import('./Sequencer.js');
+    const { SequencerListener } = await import('./PeerLink.js');
+    const sequencer = new Sequencer(log);
+    log.sequenceHere(sequencer);
+    await new SequencerListener(sequencer).listen(config.sequencerPort, '127.0.0.1');
+  } else if (config.forwardToPort !== undefined) {
+    const { SequencerLink } = await import('./PeerLink.js');
+    log.forwardThrough(new SequencerLink(config.forwardToPort, '127.0.0.1'));
+  }
   const service = new ClusterLockService(
     {
       nodeName: config.nodeName,
@@ -55,7 +69,7 @@ export async function startClusterService(
       snapshotEveryBatches: config.snapshotEveryBatches,
     },
     // The incarnation only has to differ between a node's restarts: any random source will do.
-    { log: new EtcdLog(config.etcd), clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
+    { log, clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
   );
   // A node waiting for its name or for etcd has nothing else to keep it up.
   await keepingAlive(service.start());

@@ -231,6 +231,7 @@ export class BenchCluster {
         this.options.onNodeLine?.(node.name, line);
       },
       cwd: node.dir,
+      env: sequencedEnv(node, this.nodes),
     });
     node.paused = false;
     return Date.now() - t0;
@@ -319,4 +320,11 @@ export class BenchCluster {
     this.nodeLog?.end();
     await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/** Prototype (issue 20): with BENCH_SEQUENCED=1 the first node sequences and the others forward to it. */
+function sequencedEnv(node: Node, nodes: readonly Node[]): NodeJS.ProcessEnv {
+  if (process.env.BENCH_SEQUENCED !== '1') return process.env;
+  const port = String(nodes[0]!.port + 1000);
+  return node === nodes[0] ? { ...process.env, LOCKSERVER_SEQUENCER_PORT: port } : { ...process.env, LOCKSERVER_FORWARD_TO_PORT: port };
 }

@@ -87,6 +87,11 @@ export class WriterLeases {
     private readonly onAnnounced: (id: string, ttlMs: number) => void,
   ) {}
 
+  /** This client's fence key (each lease's fence put names it). */
+  get fenceKeyBytes(): Buffer {
+    return this.fenceKey;
+  }
+
   /** How long after an append rejected its batch can still commit (see ReplicatedLog.lateCommitMs). */
   get lateCommitMs(): number {
     return this.ttlMs + WRITER_LEASE_REVOKE_SLACK_MS;

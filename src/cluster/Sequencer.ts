@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { BundlePart, LentFence } from './EtcdLog.js';
 import { COMMANDS_PER_VERSION, MAX_BATCH_COMMANDS } from './LogCodec.js';
@@ -20,6 +21,7 @@ const MAX_BUNDLE_PARTS = Math.floor(COMMANDS_PER_VERSION / MAX_BATCH_COMMANDS);
 /** Parts waiting at most; beyond this a forwarded batch is refused (its node appends it itself). */
 const MAX_WAITING_PARTS = 256;
 const IN_FLIGHT = Number(process.env.SEQ_IN_FLIGHT ?? 1);
+const GATHER_MS = Number(process.env.SEQ_GATHER_MS ?? 0);
 /** A bundle's bytes besides its parts: its header and each part's length. */
 const BUNDLE_HEADER_BYTES = 4;
 const PART_HEADER_BYTES = 4;
@@ -46,14 +48,26 @@ export class Sequencer {
   appends = 0;
   parts = 0;
 
-  constructor(private readonly appender: BundleAppender) {}
+  constructor(private readonly appender: BundleAppender) {
+    if (process.env.SEQ_STATS !== undefined) {
+      let last = { appends: 0, parts: 0, bytes: 0 };
+      setInterval(() => {
+        const now = { appends: this.appends, parts: this.parts, bytes: this.bytes };
+        appendFileSync(process.env.SEQ_STATS!, `${new Date().toISOString()} appends/s ${(now.appends - last.appends) / 2} parts/append ${((now.parts - last.parts) / Math.max(1, now.appends - last.appends)).toFixed(2)} bytes/append ${Math.round((now.bytes - last.bytes) / Math.max(1, now.appends - last.appends))}\n`);
+        last = now;
+      }, 2_000).unref();
+    }
+  }
+  bytes = 0;
 
   /** Appends `value` fenced by `fence` in the next bundle; settles as an append would (ReplicatedLog.append). */
   submit(value: Uint8Array, fence: LentFence): Promise<LogPosition> {
     if (this.closed) return Promise.reject(new AppendRefusedError('sequencer closed: not sent'));
     if (this.waiting.length >= MAX_WAITING_PARTS) return Promise.reject(new AppendRefusedError('sequencer full: not sent'));
+    this.lastSeen.set(Buffer.from(fence.fenceKey).toString('latin1'), performance.now());
     return new Promise((resolve, reject) => {
       this.waiting.push({ part: { value, fence }, resolve, reject });
+      this.gathered?.();
       if (!this.sending) void this.send();
     });
   }
@@ -67,6 +81,23 @@ export class Sequencer {
     this.sending = true;
     try {
       while (this.waiting.length > 0 && !this.closed) {
+        if (GATHER_MS > 0) {
+          // Wait (briefly) for a part from every node heard from lately, so one append carries them all.
+          if (this.distinctWaiting() < this.activeNodes()) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(() => {
+                this.gathered = undefined;
+                resolve();
+              }, GATHER_MS);
+              this.gathered = () => {
+                if (this.distinctWaiting() < this.activeNodes()) return;
+                clearTimeout(timer);
+                this.gathered = undefined;
+                resolve();
+              };
+            });
+          }
+        }
         if (IN_FLIGHT > 1 && this.inFlight < IN_FLIGHT - 1) {
           const extra = this.take();
           if (extra.length > 0) void this.sendOne(extra);
@@ -76,6 +107,7 @@ export class Sequencer {
         if (bundle.length === 0) continue;
         this.appends++;
         this.parts += bundle.length;
+        for (const w of bundle) this.bytes += w.part.value.length;
         try {
           const position = await this.appender.appendBundle(
             bundle.map((w) => w.part),
@@ -92,6 +124,22 @@ export class Sequencer {
   }
 
   private inFlight = 0;
+  private gathered: (() => void) | undefined;
+  /** Fence key → when a part of it last arrived. */
+  private readonly lastSeen = new Map<string, number>();
+
+  private distinctWaiting(): number {
+    const keys = new Set<string>();
+    for (const w of this.waiting) keys.add(Buffer.from(w.part.fence.fenceKey).toString('latin1'));
+    return keys.size;
+  }
+
+  private activeNodes(): number {
+    const now = performance.now();
+    let n = 0;
+    for (const at of this.lastSeen.values()) if (now - at < 1_000) n++;
+    return n;
+  }
 
   private async sendOne(bundle: Waiting[]): Promise<void> {
     this.inFlight++;

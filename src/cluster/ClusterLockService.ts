@@ -54,7 +54,7 @@ export class ClusterLockService implements LockService {
       () => this.follower.state.position.version,
     );
     this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, {
-      applyBatch: (state, batch, record, place) => this.committer.applyBatch(state, batch, record, place),
+      applyBatch: (state, batch, record, inValue) => this.committer.applyBatch(state, batch, record, inValue),
       ownCommands: (header) => this.committer.ownCommands(header),
       noteApplied: (bytes) => this.leadership.noteApplied(bytes),
       stateReplaced: (state, bytes) => {

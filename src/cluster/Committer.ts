@@ -2,7 +2,7 @@ import type { ClusterDeps } from './ClusterOptions.js';
 import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
 import { BatchEncoder, type Batch, type BatchHeader, type LogCommand } from './LogCodec.js';
-import type { ReplicaState } from './ReplicaState.js';
+import type { PlaceInValue, ReplicaState } from './ReplicaState.js';
 import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
@@ -275,13 +275,13 @@ export class Committer {
    * The follower applies `batch`: if it is the one in flight here, its commands get their results
    * and the reads sent between them their answers, as they apply.
    */
-  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, place: number): void {
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue): void {
     const round = this.inFlightWith(batch);
     if (round === undefined) {
-      state.apply(batch, record, undefined, place);
+      state.apply(batch, record, undefined, inValue);
       return;
     }
-    const results = state.apply(batch, record, (i) => round.reached(i), place);
+    const results = state.apply(batch, record, (i) => round.reached(i), inValue);
     if (results === undefined) {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {

@@ -111,7 +111,7 @@ const BUNDLE_FORMAT = 2;
  * with its name: a format is written only once every live node declares it (rolling upgrades).
  */
 export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT];
-/** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per batch. */
+/** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
 const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 4 + 4 + 2;
@@ -120,10 +120,10 @@ const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 4 + 4 + 2;
  * twice in a request etcd caps at 1.5 MiB by default; see MAX_APPEND_BYTES).
  */
 export const MAX_BATCH_BYTES = MAX_APPEND_BYTES - MAX_BATCH_HEADER_BYTES;
-/** Commands a batch can hold; a position is `version * COMMANDS_PER_VERSION + index in batch`. */
+/** Commands a log value can hold; a position is `version * COMMANDS_PER_VERSION + place in the value`. */
 export const COMMANDS_PER_VERSION = 65_536;
 
-/** The log position of the command at `index` in the batch numbered `version`: its ticket. */
+/** The log position of the command at place `index` in the log value numbered `version`: its ticket. */
 export function commandPosition(version: number, index: number): number {
   return version * COMMANDS_PER_VERSION + index;
 }

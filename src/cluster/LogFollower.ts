@@ -1,7 +1,7 @@
 import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
 import { decodeValue, type Batch, type OwnCommands } from './LogCodec.js';
-import { LogGapError, ReplicaState } from './ReplicaState.js';
-import type { LogRecord, LogWatch, WatchEnd } from './ReplicatedLog.js';
+import { LogGapError, ReplicaState, type PlaceInValue } from './ReplicaState.js';
+import type { LogRecord, LogWatch, RetainedSince, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
 
@@ -25,10 +25,10 @@ const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
 /** What the follower hands on as it applies the log. */
 export interface FollowerHost {
   /**
-   * Applies one batch to `state` (the committer answers its own batches' commands as they apply);
-   * `place` as in ReplicaState.apply (0 but for a bundle's later batches).
+   * Applies one batch to `state` (the committer answers its own batches' commands as they apply),
+   * at its place in the record's value (ReplicaState.apply).
    */
-  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, place: number): void;
+  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue): void;
   /** The commands of the host's own batch in flight, so they are not decoded again (see decodeBatch). */
   readonly ownCommands: OwnCommands;
   /** A batch of `bytes` was applied (the leader's snapshot rule counts log volume). */
@@ -164,8 +164,18 @@ export class LogFollower {
     const { log, logger } = this.deps;
     try {
       await this.loadSnapshot();
+      let retained: RetainedSince | undefined;
       try {
-        const { head, batches } = await log.since(this.current.position.revision, this.commitTimeoutMs);
+        retained = await log.since(this.current.position.revision, this.commitTimeoutMs);
+      } catch (error) {
+        this.contact.heard(false);
+        logger.debug?.(`reading the retained batches failed: ${(error as Error).message}`);
+        await pause(this.deps.timers, RETRY_MS);
+      }
+      // Outside the catch: a value this version cannot read (LogFormatError) stops the node, as on
+      // the watch, rather than passing for an unreachable etcd and being retried forever.
+      if (retained !== undefined) {
+        const { head, batches } = retained;
         this.contact.heard(true, head.version);
         const from = this.current.position.version;
         const missing = head.version - from;
@@ -184,10 +194,6 @@ export class LogFollower {
           });
           await pause(this.deps.timers, RETRY_MS);
         }
-      } catch (error) {
-        this.contact.heard(false);
-        logger.debug?.(`reading the retained batches failed: ${(error as Error).message}`);
-        await pause(this.deps.timers, RETRY_MS);
       }
     } finally {
       this.reloading = false;
@@ -207,10 +213,12 @@ export class LogFollower {
       if (record.version <= this.current.position.version) continue; // delivered again after a restart
       const batches = decodeValue(record.value, this.host.ownCommands);
       try {
-        // Only the first batch can meet a gap; the rest of a bundle follows it at the same version.
+        // Only the value's first batch can meet a gap (ReplicaState.apply); the rest of a bundle
+        // follows it at the same version, an empty first batch or not.
         let place = 0;
-        for (const batch of batches) {
-          this.host.applyBatch(this.current, batch, record, place);
+        for (let i = 0; i < batches.length; i++) {
+          const batch = batches[i]!;
+          this.host.applyBatch(this.current, batch, record, { place, first: i === 0 });
           place += batch.commands.length;
         }
       } catch (error) {

@@ -55,6 +55,19 @@ export class LogGapError extends Error {
 export type ApplyStep = (commandIndex: number) => void;
 
 /**
+ * Where a batch sits in its log value: `first` for the value's first batch (a plain batch, or a
+ * bundle's first), which must come at the next version; `place` the number of commands of the
+ * bundle's batches before it (duplicates and empty batches included), from which its commands are
+ * numbered. A bundle's later batches come at the same version.
+ */
+export interface PlaceInValue {
+  readonly place: number;
+  readonly first: boolean;
+}
+
+const WHOLE_VALUE: PlaceInValue = { place: 0, first: true };
+
+/**
  * The replicated state of the cluster: the lock table as the log has made it, the position of
  * the last batch applied, and each proposer's last sequence number. `apply` is deterministic:
  * it reads no clock and no node-local state, so every node that applies the same log holds the
@@ -137,15 +150,16 @@ export class ReplicaState {
 
   /**
    * Applies the batch at `at` (which must be the next version) and returns each command's
-   * result, or undefined when it was a duplicate and changed nothing but the position. A batch of
-   * a bundle after its first comes at the same version with `place`, the number of commands of the
-   * bundle's batches before it (duplicates included): its commands are numbered from there.
+   * result, or undefined when it was a duplicate and changed nothing but the position. A bundle's
+   * batches say where they sit in it (`inValue`; a plain batch is its value's whole).
    */
-  apply(batch: Batch, at: LogPosition, step?: ApplyStep, place = 0): number[] | undefined {
-    if (place === 0) {
+  apply(batch: Batch, at: LogPosition, step?: ApplyStep, inValue: PlaceInValue = WHOLE_VALUE): number[] | undefined {
+    const place = inValue.place;
+    if (inValue.first) {
       if (at.version !== this.position.version + 1) {
         throw new LogGapError(`batch ${at.version} arrived after batch ${this.position.version}`);
       }
+      if (place !== 0) throw new Error(`a value's first batch at place ${place}`);
     } else if (at.version !== this.position.version || place !== this.placeInVersion) {
       // Not a gap in the log: the follower hands a bundle's batches on in order, in one pass.
       throw new Error(`a bundle's batch at ${at.version}:${place} arrived after ${this.position.version}:${this.placeInVersion}`);

@@ -2,6 +2,7 @@ import test from 'ava';
 import { connect } from 'node:net';
 import { EtcdCluster, freePorts, LockCluster, needsEtcd, startCluster } from '../helpers/etcdCluster.js';
 import { ask, bytes, hex } from '../helpers/wire.js';
+import { Etcd3 } from 'etcd3';
 
 // A node's life in the cluster: drain, start with etcd down, a name already taken.
 
@@ -117,3 +118,18 @@ etcdTest.serial(
     t.is(await ask.request(c2, 'k', '1', 'bob'), 2);
   },
 );
+
+etcdTest.serial('a node that meets a log value of a format it cannot read stops (exit 70, a fatal event naming the format) rather than guess', async (t) => {
+  t.timeout(60_000);
+  const { etcd, cluster, nodes } = await startCluster(t, { nodes: 1 });
+  const node = nodes[0]!;
+  const client = await node.accepted();
+  t.is(await ask.request(client, 'k', '1', 'alice'), 1);
+  // What a later version's value might look like: 'B', then a format number this version does not know.
+  const raw = new Etcd3({ hosts: etcd.endpointList });
+  t.teardown(() => raw.close());
+  await raw.put(`/${cluster.name}/log`).value(Buffer.from([0x42, 3, 0, 0]));
+  const fatal = await node.event('fatal', () => true, 10_000);
+  t.regex(fatal.fields.error ?? '', /format 3/);
+  t.deepEqual(await node.waitForExit(10_000), { code: 70, signal: null });
+});

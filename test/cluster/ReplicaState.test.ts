@@ -696,14 +696,14 @@ test("a bundle's batches apply at one version in order, their commands numbered 
   const b = feed.batch('B', [request('x', 'i', 'b'), request('y', 'i', 'b')]);
   const c = feed.batch('C', [request('z', 'i', 'c'), { op: LogOp.Release, key: 'k', index: 'i', owner: 'a' }]);
   const steps: number[] = [];
-  t.deepEqual(state.apply(b, at(2), undefined, 0), [1, 1]);
+  t.deepEqual(state.apply(b, at(2), undefined, { place: 0, first: true }), [1, 1]);
   t.is(
-    state.apply(first, at(2), (i) => steps.push(i), 2),
+    state.apply(first, at(2), (i) => steps.push(i), { place: 2, first: false }),
     undefined,
     'the copy changes nothing',
   );
   t.deepEqual(
-    state.apply(c, at(2), (i) => steps.push(i), 3),
+    state.apply(c, at(2), (i) => steps.push(i), { place: 3, first: false }),
     [1, 1],
   );
   t.deepEqual(steps, [0, 1, 2], 'steps count within the batch');
@@ -726,12 +726,26 @@ test("a bundle's later batch at another place or version is refused (not a log g
   for (const [version, place] of [
     [1, 1],
     [1, 3],
+    [1, 0],
     [2, 2],
     [0, 2],
   ] as const) {
-    const error = t.throws(() => state.apply(next, at(version), undefined, place));
+    const error = t.throws(() => state.apply(next, at(version), undefined, { place, first: false }));
     t.false(error instanceof LogGapError, `${version}:${place}`);
     t.is(state.digest(), digest);
   }
-  t.deepEqual(state.apply(next, at(1), undefined, 2), [3]);
+  t.deepEqual(state.apply(next, at(1), undefined, { place: 2, first: false }), [3]);
+});
+
+test('a bundle whose first batch is empty: the next batch comes at the same version and place 0, not as a gap', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  const empty = feed.batch('A', []);
+  const x = feed.batch('B', [request('k', 'i', 'b')]);
+  t.deepEqual(state.apply(empty, at(1), undefined, { place: 0, first: true }), []);
+  t.deepEqual(state.apply(x, at(1), undefined, { place: 0, first: false }), [1]);
+  t.is(state.table.fence('k', 'i', 'b'), commandPosition(1, 0));
+  t.deepEqual(state.position, at(1));
+  // A value's first batch is the one that must come at the next version.
+  t.throws(() => state.apply(feed.batch('C', []), at(1), undefined, { place: 0, first: true }), { instanceOf: LogGapError });
 });

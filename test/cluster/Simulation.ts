@@ -203,7 +203,8 @@ class Simulation {
     });
     this.store.overdueRevokes = options.overdueRevokes !== false;
     // Half the seeds, from a stream of its own (every other draw of a seed stays as it was).
-    this.store.bundleAppends = mulberry32(options.seed ^ 0xb0d1e)() < 0.5;
+    const bundling = mulberry32(options.seed ^ 0xb0d1e);
+    if (bundling() < 0.5) this.store.bundleAppends = bundling;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
       for (const batch of decodeValue(record.value, () => [])) this.checkLanding(batch, record.version);
@@ -402,7 +403,7 @@ class Simulation {
       unsealedGiveUps: [...this.givenUp.values()].filter((g) => !g.sealed).length,
       landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
       landedAfterLaterAnswer: this.landedAfterLaterAnswer,
-      bundled: this.store.bundleAppends,
+      bundled: this.store.bundleAppends !== undefined,
     };
   }
 

@@ -15,7 +15,7 @@ import type {
   WatchEnd,
 } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
-import { BatchEncoder, encodeBundle, LogOp } from '../../src/cluster/LogCodec.js';
+import { BatchEncoder, encodeBundle, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -267,13 +267,15 @@ export class MemoryStore {
    */
   answersIssuedUpTo = Number.NEGATIVE_INFINITY;
   /**
-   * Stores each appended batch inside a bundle (LogCodec), after a batch of one no-op command
-   * (a renewal of a lock nobody holds) from a proposer of its own: stands in for a node that
-   * bundles other nodes' batches, so the simulation runs the followers' reading of bundles, with
-   * every node's own batch at a place after the first. etcd stores what it is given; this is the
+   * When set, each appended batch is stored inside a bundle (LogCodec), drawn with this source:
+   * up to two batches of a proposer of its own before it and one after, each empty, a no-op (a
+   * renewal of a lock nobody holds) or a grant and release of a lock of its own, and now and then
+   * a copy of the batch itself after it. It stands in for a node that bundles other nodes' batches,
+   * so the simulation runs the followers' reading of bundles: a node's own batch first, last or in
+   * between, empty batches, a duplicate inside one value. etcd stores what it is given; this is the
    * writer's doing, not the store's.
    */
-  bundleAppends = false;
+  bundleAppends: Random | undefined;
   private bundledSeq = 0;
   private readonly bundleEncoder = new BatchEncoder();
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
@@ -680,10 +682,10 @@ export class MemoryStore {
   /** @internal The put of one batch. */
   appendLog(value: Uint8Array): LogPosition {
     // The request carries the batch twice (the log key and the retained copy), as EtcdLog's does.
+    if (this.bundleAppends !== undefined) value = this.bundle(value, this.bundleAppends);
     if (appendRequestBytes(value.length) > this.maxRequestBytes) {
       throw new MemoryLogError('too-large', `etcdserver: request is too large (${appendRequestBytes(value.length)} bytes)`);
     }
-    if (this.bundleAppends) value = this.bundle(value);
     const revision = this.write([{ key: LOG_KEY, value: new Uint8Array(value) }]);
     const position = { version: this.kv.get(LOG_KEY)!.version, revision };
     this.retained.push({ ...position, value: new Uint8Array(value) });
@@ -691,10 +693,27 @@ export class MemoryStore {
     return position;
   }
 
-  private bundle(value: Uint8Array): Uint8Array {
-    const noOp = { op: LogOp.Renew, key: '\u0000bundled', index: '', owner: '' } as const;
-    const first = this.bundleEncoder.encode({ proposer: 'bundler', incarnation: 1, seq: ++this.bundledSeq, commands: [noOp] });
-    return encodeBundle([first, value]);
+  private bundle(value: Uint8Array, random: Random): Uint8Array {
+    const extra = (): Buffer => {
+      const seq = ++this.bundledSeq;
+      const pick = random();
+      const commands: LogCommand[] = [];
+      if (pick < 0.3) commands.push({ op: LogOp.Renew, key: '\u0000bundled', index: '', owner: '' });
+      else if (pick < 0.7) {
+        const key = `\u0000bundled ${seq}`;
+        commands.push(
+          { op: LogOp.Request, key, index: '', owner: 'bundler', ttl: 0, ttw: 0, priority: 0, allowCreate: true, maxEntries: 2 ** 32 - 1 },
+          { op: LogOp.Release, key, index: '', owner: 'bundler' },
+        );
+      }
+      return this.bundleEncoder.encode({ proposer: 'bundler', incarnation: 1, seq, commands });
+    };
+    const parts: Uint8Array[] = [];
+    for (let n = Math.floor(random() * 3); n > 0; n--) parts.push(extra());
+    parts.push(value);
+    if (random() < 0.1) parts.push(value);
+    if (random() < 0.5) parts.push(extra());
+    return encodeBundle(parts);
   }
 
   /** @internal The log's head and the retained batches appended after `revision`, read at once. */

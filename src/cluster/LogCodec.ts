@@ -330,6 +330,22 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
 }
 
 /**
+ * The command count in an encoded format-1 batch's header, without decoding its commands: what a
+ * sequencer checks of a batch it is handed before it bundles it. LogFormatError if not a batch.
+ */
+export function peekCommandCount(bytes: Uint8Array): number {
+  const r = new CheckedReader(bytes);
+  if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
+  const format = r.u8();
+  if (format !== FORMAT) throw new LogFormatError(`batch format ${format}, not ${FORMAT}`);
+  r.string(); // proposer
+  r.u32(); // incarnation
+  r.u32(); // reserved
+  r.u32(); // seq
+  return r.u16();
+}
+
+/**
  * Writes a bundle of already encoded batches (each a whole format-1 batch, as its node encoded it).
  * Tests and, later, the sequencer; the caller keeps the whole within one append (MAX_APPEND_BYTES)
  * and COMMANDS_PER_VERSION commands.

@@ -51,9 +51,12 @@ export async function startClusterService(
   const { EtcdLog } = await import('./EtcdLog.js');
   const log = new EtcdLog(config.etcd);
   if (config.sequencerPort !== undefined) {
-    const { Sequencer } = await import('./Sequencer.js');
+    const { Sequencer, DEFAULT_SEQUENCER_OPTIONS } = await import('./Sequencer.js');
     const { SequencerListener } = await import('./PeerLink.js');
-    const sequencer = new Sequencer(log);
+    const sequencer = new Sequencer(log, clock, realTimers, {
+      ...DEFAULT_SEQUENCER_OPTIONS,
+      gatherMs: Number(process.env.SEQ_GATHER_MS ?? DEFAULT_SEQUENCER_OPTIONS.gatherMs),
+    });
     log.sequenceHere(sequencer);
     await new SequencerListener(sequencer).listen(config.sequencerPort, '127.0.0.1');
   } else if (config.forwardToPort !== undefined) {

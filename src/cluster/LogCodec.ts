@@ -237,6 +237,16 @@ export class CheckedReader {
     return this.offset === this.buffer.length;
   }
 
+  /** Bytes not read yet. */
+  get remaining(): number {
+    return this.buffer.length - this.offset;
+  }
+
+  skip(n: number): void {
+    this.need(n);
+    this.offset += n;
+  }
+
   private need(n: number): void {
     if (this.offset + n > this.buffer.length) throw new LogFormatError(`value cut short at byte ${this.offset}`);
   }

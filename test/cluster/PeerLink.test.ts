@@ -1,0 +1,106 @@
+import test from 'ava';
+import { once } from 'node:events';
+import { performance } from 'node:perf_hooks';
+import type { BundlePart, LentFence } from '../../src/cluster/EtcdLog.js';
+import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
+import { SequencerLink, SequencerListener } from '../../src/cluster/PeerLink.js';
+import { AppendRefusedError, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
+import { systemClock } from '../../src/runtime/Clock.js';
+import { realTimers } from '../../src/runtime/Timers.js';
+import { bounded } from '../helpers/bounded.js';
+
+// The link over real loopback sockets: a node's forward reaches the sequencer with its fence,
+// and each outcome comes back as the same kind of answer an append gives.
+
+const batch = new BatchEncoder().encode({ proposer: 'n2', incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
+const fence = (leftMs = 2_000): LentFence => ({ leaseId: '694d7c4f8a1b2c3d', fenceKey: Buffer.from('/c/fences/n2'), endsAt: performance.now() + leftMs });
+
+/** An appender that answers each bundle with what the test queued. */
+class ScriptedAppender implements BundleAppender {
+  readonly seen: BundlePart[][] = [];
+  readonly answers: Array<() => Promise<LogPosition>> = [];
+  appendBundle(parts: readonly BundlePart[]): Promise<LogPosition> {
+    this.seen.push([...parts]);
+    return (this.answers.shift() ?? (() => new Promise<LogPosition>(() => {})))();
+  }
+}
+
+async function linked(t: { teardown(f: () => void): void }) {
+  const appender = new ScriptedAppender();
+  const sequencer = new Sequencer(appender, systemClock, realTimers, { gatherMs: 0, appendTimeoutMs: 2_000 });
+  const listener = new SequencerListener(sequencer);
+  await listener.listen(0, '127.0.0.1');
+  const link = new SequencerLink(listener.port, '127.0.0.1');
+  t.teardown(() => {
+    link.close();
+    listener.close();
+    sequencer.close();
+  });
+  await bounded(
+    (async () => {
+      while (!link.up) await new Promise((r) => setTimeout(r, 5));
+    })(),
+    5_000,
+    'the link to come up',
+  );
+  return { appender, link, listener };
+}
+
+test('a forward reaches the sequencer with its batch and fence, and its outcome comes back: committed, refused, lease gone, unknown', async (t) => {
+  const { appender, link } = await linked(t);
+  appender.answers.push(async () => ({ version: 42, revision: 420 }));
+  t.deepEqual(await link.forward(batch, fence(), 2_000), { version: 42, revision: 420 });
+  const [part] = appender.seen[0]!;
+  t.deepEqual(Buffer.from(part!.value), Buffer.from(batch));
+  t.is(part!.fence.leaseId, '694d7c4f8a1b2c3d');
+  t.deepEqual(Buffer.from(part!.fence.fenceKey), Buffer.from('/c/fences/n2'));
+  t.true(part!.fence.endsAt <= performance.now() + 2_000, 'the lease is not taken to last longer than the node said');
+
+  appender.answers.push(() => Promise.reject(new AppendRefusedError('etcdserver: no leader')));
+  const refused = await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError });
+  t.false((refused as AppendRefusedError).leaseGone);
+  appender.answers.push(() => Promise.reject(new AppendRefusedError('requested lease not found', true)));
+  const gone = await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError });
+  t.true((gone as AppendRefusedError).leaseGone);
+  appender.answers.push(() => Promise.reject(new Error('context deadline exceeded')));
+  const unknown = await t.throwsAsync(link.forward(batch, fence(), 2_000));
+  t.false(unknown instanceof AppendRefusedError, 'may still commit: the node waits out its fence');
+  // A lease about to end at the sequencer is never sent.
+  const short = await t.throwsAsync(link.forward(batch, fence(100), 2_000), { instanceOf: AppendRefusedError });
+  t.regex(short.message, /refused by the sequencer/);
+});
+
+test('no outcome in time is an unknown outcome', async (t) => {
+  const { link } = await linked(t);
+  const timedOut = await t.throwsAsync(link.forward(batch, fence(), 200)); // the appender never answers
+  t.false(timedOut instanceof AppendRefusedError);
+});
+
+test('the link lost with a forward out is an unknown outcome; with no link a forward is refused unsent', async (t) => {
+  const { appender, link, listener } = await linked(t);
+  const lost = link.forward(batch, fence(), 5_000);
+  lost.catch(() => {});
+  await bounded(
+    (async () => {
+      while (appender.seen.length < 1) await new Promise((r) => setTimeout(r, 5));
+    })(),
+    5_000,
+    'the forward to reach the sequencer',
+  );
+  listener.close();
+  const error = await t.throwsAsync(lost);
+  t.false(error instanceof AppendRefusedError);
+  t.regex(error.message, /lost/);
+  await t.throwsAsync(link.forward(batch, fence(), 1_000), { instanceOf: AppendRefusedError, message: /no link/ });
+});
+
+test('a peer that sends what is not a frame is dropped', async (t) => {
+  const { listener } = await linked(t);
+  const { connect } = await import('node:net');
+  const socket = connect({ port: listener.port, host: '127.0.0.1' });
+  await once(socket, 'connect');
+  socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1]));
+  await bounded(once(socket, 'close'), 5_000, 'the sequencer to drop the peer');
+  t.pass();
+});

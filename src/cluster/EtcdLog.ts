@@ -56,7 +56,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
       },
       (e: unknown) => {
         clearTimeout(timer);
-        reject(e as Error);
+        reject(e);
       },
     );
   });

@@ -59,10 +59,10 @@ test('a forward reaches the sequencer with its batch and fence, and its outcome 
 
   appender.answers.push(() => Promise.reject(new AppendRefusedError('etcdserver: no leader')));
   const refused = await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError });
-  t.false((refused as AppendRefusedError).leaseGone);
+  t.false(refused.leaseGone);
   appender.answers.push(() => Promise.reject(new AppendRefusedError('requested lease not found', true)));
   const gone = await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError });
-  t.true((gone as AppendRefusedError).leaseGone);
+  t.true(gone.leaseGone);
   appender.answers.push(() => Promise.reject(new Error('context deadline exceeded')));
   const unknown = await t.throwsAsync(link.forward(batch, fence(), 2_000));
   t.false(unknown instanceof AppendRefusedError, 'may still commit: the node waits out its fence');

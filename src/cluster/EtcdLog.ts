@@ -21,25 +21,12 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, MAX_APPEND_BYTES } from './ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence } from './ReplicatedLog.js';
 import { encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
 import type { SequencerLink } from './PeerLink.js';
 import type { Sequencer } from './Sequencer.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
-
-/** A writer lease lent to one append attempt (EtcdLog.lendFence); `endsAt` on performance.now()'s clock. */
-export interface LentFence {
-  readonly leaseId: string;
-  readonly fenceKey: Uint8Array;
-  readonly endsAt: number;
-}
-
-/** One batch of a bundle append, with the fence its node lent for it. */
-export interface BundlePart {
-  readonly value: Uint8Array;
-  readonly fence: LentFence;
-}
 
 const EMPTY = Buffer.alloc(0);
 /** After a forward failed, appends go to etcd directly this long. */

@@ -1,9 +1,8 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import type { LentFence } from './EtcdLog.js';
 import { decodeForward, decodeOutcome, encodeForward, encodeOutcome, OutcomeKind, PeerFrameCutter } from './PeerCodec.js';
 import type { Sequencer } from './Sequencer.js';
-import { AppendRefusedError, type LogPosition } from './ReplicatedLog.js';
+import { AppendRefusedError, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /**
  * The link between a node and the sequencer (issue 20): TCP, frames as in PeerCodec. A node keeps

@@ -44,6 +44,23 @@ export class AppendRefusedError extends Error {
   }
 }
 
+/**
+ * A writer lease lent to one append attempt (EtcdLog.lendFence), for whichever transaction carries
+ * the batch: its own node's, or a sequencer's bundle (issue 20). `endsAt` on the node's monotonic
+ * clock (performance.now(); a peer's is converted from the time it said was left).
+ */
+export interface LentFence {
+  readonly leaseId: string;
+  readonly fenceKey: Uint8Array;
+  readonly endsAt: number;
+}
+
+/** One batch of a bundle append, with the fence its node lent for it. */
+export interface BundlePart {
+  readonly value: Uint8Array;
+  readonly fence: LentFence;
+}
+
 /** Where a batch sits in the log. */
 export interface LogPosition {
   /** The batch's number: the log key's version (1 for the first batch). 0 = before any batch. */

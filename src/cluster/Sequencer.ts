@@ -1,8 +1,7 @@
 import type { Clock } from '../runtime/Clock.js';
 import type { Timers } from '../runtime/Timers.js';
-import type { BundlePart, LentFence } from './EtcdLog.js';
 import { COMMANDS_PER_VERSION, MAX_BATCH_COMMANDS, peekCommandCount } from './LogCodec.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type LogPosition } from './ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /** What the sequencer appends with (EtcdLog.appendBundle; the in-memory etcd's in the simulation). */
 export interface BundleAppender {

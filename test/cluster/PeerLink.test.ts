@@ -1,10 +1,9 @@
 import test from 'ava';
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import type { BundlePart, LentFence } from '../../src/cluster/EtcdLog.js';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
 import { SequencerLink, SequencerListener } from '../../src/cluster/PeerLink.js';
-import { AppendRefusedError, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
 import { systemClock } from '../../src/runtime/Clock.js';
 import { realTimers } from '../../src/runtime/Timers.js';

@@ -1,8 +1,7 @@
 import test from 'ava';
 import { setImmediate as turn } from 'node:timers/promises';
-import type { BundlePart, LentFence } from '../../src/cluster/EtcdLog.js';
 import { BatchEncoder, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { ACTIVE_MS, MAX_BUNDLE_PARTS, MAX_WAITING_PARTS, MIN_FENCE_LEFT_MS, Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 

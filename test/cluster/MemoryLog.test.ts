@@ -741,3 +741,55 @@ test('snapshot savers racing: the pointer moves forward only by compare-and-swap
   t.is(await pointed(), 9);
   t.is(store.keys('snap/chunk/').length, 3);
 });
+
+test('a bundle of two clients’ batches, each fenced by the fence its client lent, commits as one value; both fences are used up', async (t) => {
+  const { timers, store } = setup(31, { latencyMs: [1, 1], lateCommitMs: 1_000 });
+  const [a, b] = [store.client('a'), store.client('b')];
+  const [fa, fb] = [track(a.lendFence(CALL_MS)), track(b.lendFence(CALL_MS))];
+  await timers.advance(1);
+  const appended = track(
+    a.appendBundle(
+      [
+        { value: bytes('A'), fence: fa.value! },
+        { value: bytes('B'), fence: fb.value! },
+      ],
+      CALL_MS,
+    ),
+  );
+  await timers.advance(10);
+  t.deepEqual(appended.value, store.logHead);
+  t.is(store.logHead.version, 1);
+  t.is(a.unexecutedAppends().size + b.unexecutedAppends().size, 0);
+});
+
+test('a bundle lands only while every part’s fence holds: a part whose client gave up past lateCommitMs, or sealed, refuses the whole (lease gone)', async (t) => {
+  for (const how of ['expired', 'sealed', 'live'] as const) {
+    const { timers, store } = setup(32, { latencyMs: [1, 1], lateCommitMs: 1_000 });
+    const [a, b] = [store.client('a'), store.client('b')];
+    const [fa, fb] = [track(a.lendFence(CALL_MS)), track(b.lendFence(CALL_MS))];
+    await timers.advance(1);
+    // b's attempt is given up with its outcome unknown (its forward timed out, say).
+    b.fenceReturned(fb.value!, 'unsettled');
+    if (how === 'sealed') {
+      track(b.seal(CALL_MS));
+      await timers.advance(10);
+    }
+    if (how === 'expired') await timers.advance(1_100);
+    const appended = track(
+      a.appendBundle(
+        [
+          { value: bytes('A'), fence: fa.value! },
+          { value: bytes('B'), fence: fb.value! },
+        ],
+        5_000,
+      ),
+    );
+    await timers.advance(20);
+    if (how === 'live') {
+      t.is(store.logHead.version, 1, 'within the fence of a part given up, a bundle still lands');
+      continue;
+    }
+    t.true(appended.error instanceof AppendRefusedError && appended.error.leaseGone, `${how}: ${String(appended.error)}`);
+    t.is(store.logHead.version, 0, `${how}: nothing of it committed`);
+  }
+});

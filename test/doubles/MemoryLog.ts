@@ -16,6 +16,7 @@ import type {
 } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import { BatchEncoder, encodeBundle, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
+import type { BundlePart, LentFence } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -231,6 +232,17 @@ interface PendingCall {
   sealed: boolean;
   /** A new leader renewed the call's fence (faults.newLeaderRenewsFences): it may land until then too. */
   renewedUntil: number;
+  /**
+   * A bundle append (appendBundle): fenced by these, the lent fences of its parts (each a pending
+   * call of the client that lent it, as a writer lease is its node's), not by its own failure.
+   */
+  readonly parts?: readonly PendingCall[];
+}
+
+/** A fence lent for one append attempt (MemoryLog.lendFence): the pending call that models it, and its client. */
+interface LentToken {
+  readonly token: PendingCall;
+  readonly client: MemoryLog;
 }
 
 /** A request that reached no leader; sent again when quorum (or the client's link) returns. */
@@ -277,6 +289,13 @@ export class MemoryStore {
    */
   bundleAppends: Random | undefined;
   private bundledSeq = 0;
+  /** @internal Fences lent by clients (MemoryLog.lendFence), by the object handed out. */
+  readonly lent = new WeakMap<LentFence, LentToken>();
+  private nextLentId = 1;
+  /** @internal A fresh id for a lent fence (as etcd's lease ids). */
+  lentId(): number {
+    return this.nextLentId++;
+  }
   private readonly bundleEncoder = new BatchEncoder();
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
@@ -522,6 +541,8 @@ export class MemoryStore {
    * lateCommitMs ago (or before a fence a new leader renewed), and no seal stopped it.
    */
   unfenced(call: PendingCall): boolean {
+    // A bundle lands only while every part's fence holds (etcd refuses the whole txn otherwise).
+    if (call.parts !== undefined) return call.parts.every((t) => this.unfenced(t));
     if (call.sealed) return false;
     if (call.failedAt === undefined) return !call.settled;
     return call.fenced && this.clock.now() <= Math.max(call.failedAt + this.lateCommitMs, call.renewedUntil);
@@ -567,6 +588,14 @@ export class MemoryStore {
   }
 
   private arrive(client: MemoryLog, call: PendingCall, arrive: () => void): void {
+    if (call.parts !== undefined && !this.unfenced(call)) {
+      // etcd checks a bundle's leases as it applies it: a gone one refuses the whole, with an answer.
+      this.note(`${client.label} bundle refused: a part's fence is gone`);
+      this.reply(client, () => {
+        if (!call.lost) call.fail(new AppendRefusedError('append refused: etcdserver: requested lease not found (simulated)', true));
+      });
+      return;
+    }
     if (!this.unfenced(call)) {
       if (call.fenced && call.failedAt !== undefined)
         this.note(`${client.label} append fenced (gave up ${(this.clock.now() - call.failedAt).toFixed(0)} ms ago)`);
@@ -1165,6 +1194,89 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   /**
+   * See EtcdLog.lendFence: a fence for one append attempt of this client, carried by whichever
+   * append takes the batch (this client's appendBundle, or a sequencer's). Modelled as a pending
+   * append of this client that never travels: failed when the attempt is given up (fenceReturned
+   * 'unsettled'), then alive for lateCommitMs (or as long as a new leader renewed it), sealed by
+   * this client's seal, revoked when overdue, like any append of its.
+   */
+  lendFence(timeoutMs: number): Promise<LentFence> {
+    const store = this.store;
+    return this.afterOverdueRevoked(
+      timeoutMs,
+      (error) => new AppendRefusedError(`append not sent: ${error.message}`),
+      () => {
+        if (this.isClosed) return Promise.reject(new AppendRefusedError('append not sent: client closed'));
+        const token: PendingCall = {
+          settled: false,
+          failedAt: undefined,
+          fenced: true,
+          lost: false,
+          fail: () => {},
+          refusal: () => new AppendRefusedError('not sent'),
+          sealed: false,
+          renewedUntil: Number.NEGATIVE_INFINITY,
+        };
+        this.unexecuted.add(token);
+        const fence: LentFence = {
+          leaseId: String(store.lentId()),
+          fenceKey: Buffer.from(`fence/${this.label}/${this.id}`),
+          endsAt: store.clock.now() + store.lateCommitMs,
+        };
+        store.lent.set(fence, { token, client: this });
+        return Promise.resolve(fence);
+      },
+    );
+  }
+
+  /** See EtcdLog.fenceReturned. */
+  fenceReturned(fence: LentFence, outcome: 'settled' | 'lease-gone' | 'unsettled'): void {
+    const lent = this.store.lent.get(fence);
+    if (lent === undefined || lent.token.settled || lent.token.failedAt !== undefined) return;
+    if (outcome === 'unsettled') lent.token.failedAt = this.store.clock.now();
+    else {
+      lent.token.settled = true;
+      this.unexecuted.delete(lent.token);
+    }
+  }
+
+  /** See EtcdLog.appendBundle: one append of every part, fenced by each part's lent fence. */
+  appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition> {
+    const store = this.store;
+    const issuedAt = store.clock.now();
+    const lent = parts.map((p) => store.lent.get(p.fence));
+    if (lent.some((l) => l === undefined)) return Promise.reject(new AppendRefusedError('append not sent: a fence not lent by this store'));
+    const tokens = lent.map((l) => l!.token);
+    const value = parts.length === 1 ? parts[0]!.value : encodeBundle(parts.map((p) => p.value));
+    return this.afterOverdueRevoked(
+      timeoutMs,
+      (error) => new AppendRefusedError(`append not sent: ${error.message}`),
+      (left) =>
+        this.call(
+          'append',
+          left,
+          () => {
+            if (store.chance(store.faults.appendRejected)) {
+              store.note(`${this.label} bundle refused`);
+              throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
+            }
+            const position = store.appendLog(value);
+            for (const l of lent) l!.client.unexecutedAppends().delete(l!.token);
+            store.answerIssued(issuedAt);
+            store.note(`${this.label} appends a bundle of ${parts.length} as v${position.version} at r${position.revision}`);
+            if (store.chance(store.faults.appendUnknownOutcome)) {
+              store.note(`${this.label} loses the answer of v${position.version}`);
+              throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
+            }
+            return position;
+          },
+          'append',
+          tokens,
+        ),
+    );
+  }
+
+  /**
    * A write that travels like the others; executed at the store, it stops every append of this
    * client that had rejected when seal() was called (as revoking their writer leases does on etcd).
    */
@@ -1185,8 +1297,8 @@ export class MemoryLog implements ReplicatedLog {
     );
   }
 
-  /** @internal The appends of this client whose request has not executed (yet). */
-  unexecutedAppends(): ReadonlySet<PendingCall> {
+  /** @internal The appends of this client whose request has not executed (yet), and its lent fences. */
+  unexecutedAppends(): Set<PendingCall> {
     return this.unexecuted;
   }
 
@@ -1390,7 +1502,7 @@ export class MemoryLog implements ReplicatedLog {
    * @internal One call: travels to the store, runs `execute` there (a throw is the store's
    * refusal), travels back. Rejects 'timeout' after `timeoutMs` whatever happened meanwhile.
    */
-  call<T>(what: string, timeoutMs: number, execute: () => T, kind: 'read' | 'write' | 'append' = 'read'): Promise<T> {
+  call<T>(what: string, timeoutMs: number, execute: () => T, kind: 'read' | 'write' | 'append' = 'read', parts?: readonly PendingCall[]): Promise<T> {
     if (this.isClosed) return Promise.reject(new MemoryLogError('closed', `${what}: client closed`));
     if (!(timeoutMs > 0)) return Promise.reject(new MemoryLogError('timeout', `${what}: no time left (${timeoutMs} ms)`));
     if (this.pending.size >= this.store.maxPendingCalls) {
@@ -1417,6 +1529,7 @@ export class MemoryLog implements ReplicatedLog {
           }),
         sealed: false,
         renewedUntil: Number.NEGATIVE_INFINITY,
+        parts,
         refusal: () =>
           kind === 'append'
             ? new AppendRefusedError(`${what} refused: etcdserver: no leader (simulated)`)
@@ -1427,7 +1540,8 @@ export class MemoryLog implements ReplicatedLog {
         this.maybeSwitchMember();
       });
       this.pending.add(call);
-      if (call.fenced) this.unexecuted.add(call);
+      // A bundle's own failure fences nothing (its parts' fences do): no seal of this client concerns it.
+      if (call.fenced && parts === undefined) this.unexecuted.add(call);
       store.send(
         this,
         call,

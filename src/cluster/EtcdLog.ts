@@ -21,33 +21,12 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence } from './ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
 import { encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
-import type { SequencerLink } from './PeerLink.js';
-import type { Sequencer } from './Sequencer.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 
 const EMPTY = Buffer.alloc(0);
-/** After a forward failed, appends go to etcd directly this long. */
-const LINK_REST_MS = 1_000;
-
-/** `promise`, or a rejection (outcome unknown) once `ms` passed. */
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no outcome within ${Math.round(ms)} ms`)), Math.max(0, ms));
-    promise.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
-}
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
 
 /** Retained batches deleted per transaction: etcd's default --max-txn-ops is 128. */
@@ -114,9 +93,6 @@ export class EtcdLog implements ReplicatedLog {
   private readonly nameLeases = new Set<NameLease>();
   /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
   private readonly watches = new Set<() => void>();
-  private sequencer: Sequencer | undefined;
-  private link: SequencerLink | undefined;
-  private linkDownUntil = 0;
   /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
   private lastWatchEndpoint: Endpoint | undefined;
 
@@ -156,31 +132,14 @@ export class EtcdLog implements ReplicatedLog {
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const started = performance.now();
     const fence = await this.lendFence(timeoutMs);
-    const left = (): number => timeoutMs - (performance.now() - started);
-    const forwarding = this.sequencer === undefined && this.link?.up === true && performance.now() >= this.linkDownUntil;
     try {
-      let position: LogPosition;
-      if (this.sequencer !== undefined) position = await withTimeout(this.sequencer.submit(value, fence), left());
-      else if (forwarding) position = await this.link!.forward(value, fence, left());
-      else position = await this.appendBundle([{ value, fence }], left());
+      const position = await this.appendBundle([{ value, fence }], timeoutMs - (performance.now() - started));
       this.fenceReturned(fence, 'settled');
       return position;
     } catch (error) {
-      // A forward that failed in any way sends this node's next attempts to etcd itself for a while.
-      if (forwarding) this.linkDownUntil = performance.now() + LINK_REST_MS;
       this.fenceReturned(fence, error instanceof AppendRefusedError ? (error.leaseGone ? 'lease-gone' : 'settled') : 'unsettled');
       throw error;
     }
-  }
-
-  /** Prototype (issue 20): this node sequences; its own appends and forwarded ones go in its bundles. */
-  sequenceHere(sequencer: Sequencer): void {
-    this.sequencer = sequencer;
-  }
-
-  /** Prototype (issue 20): this node forwards its appends over `link` while it is up. */
-  forwardThrough(link: SequencerLink): void {
-    this.link = link;
   }
 
   /**
@@ -212,7 +171,7 @@ export class EtcdLog implements ReplicatedLog {
    * commit), 'lease-gone' (refused: etcd found a lease of its transaction gone; this one is not
    * used again), 'unsettled' (no answer: the request may still land; the next seal revokes it).
    */
-  fenceReturned(fence: LentFence, outcome: 'settled' | 'lease-gone' | 'unsettled'): void {
+  fenceReturned(fence: LentFence, outcome: FenceOutcome): void {
     const lease = (fence as LentFence & { lease?: WriterLease }).lease;
     if (lease === undefined) return;
     if (outcome === 'lease-gone') this.writers.refused(lease);

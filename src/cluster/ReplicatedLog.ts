@@ -55,6 +55,13 @@ export interface LentFence {
   readonly endsAt: number;
 }
 
+/**
+ * How an attempt with a lent fence ended: 'settled' (committed, or refused where it can never
+ * commit), 'lease-gone' (refused: the store found a fence of its append gone; this one is not used
+ * again), 'unsettled' (no answer: it may still land within lateCommitMs; the next seal stops it).
+ */
+export type FenceOutcome = 'settled' | 'lease-gone' | 'unsettled';
+
 /** One batch of a bundle append, with the fence its node lent for it. */
 export interface BundlePart {
   readonly value: Uint8Array;
@@ -156,6 +163,21 @@ export interface ReplicatedLog {
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition>;
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */
   readonly lateCommitMs: number;
+  /**
+   * `append` in two halves, for a batch another node appends (issue 20's sequencer): a fence for
+   * one attempt, lent to whichever append carries the batch (`appendBundle`, here or on the
+   * sequencer), then `fenceReturned` with how that attempt ended. Such an attempt keeps `append`'s
+   * promises: once it rejected (the lender returned the fence 'unsettled'), its batch commits
+   * within lateCommitMs or never, and `seal` stops it. AppendRefusedError when no fence could be
+   * had (nothing was sent).
+   */
+  lendFence(timeoutMs: number): Promise<LentFence>;
+  fenceReturned(fence: LentFence, outcome: FenceOutcome): void;
+  /**
+   * Appends `parts` as one log value (a bundle when more than one), each fenced by its lent fence:
+   * refused whole (AppendRefusedError, leaseGone) if any of them no longer holds when it is applied.
+   */
+  appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition>;
   /**
    * Seals this client's appends: once it resolves, no append attempt of it that rejected before
    * the call can commit any more, whenever its request reaches the store (any that committed did

@@ -4,6 +4,7 @@ import type { Logger } from '../runtime/Logger.js';
 import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
 import type { EtcdConnection } from './EtcdLog.js';
 import { realTimers } from '../runtime/Timers.js';
+import { RoutedLog, type AppendRoute } from './RoutedLog.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 
 /** Cluster mode's settings (`--etcd` and friends). */
@@ -49,20 +50,23 @@ export async function startClusterService(
   });
   // Loaded here, not at start-up: the etcd client and gRPC cost a single node ~28 MB of RSS it never uses.
   const { EtcdLog } = await import('./EtcdLog.js');
-  const log = new EtcdLog(config.etcd);
+  const etcdLog = new EtcdLog(config.etcd);
+  // Prototype wiring (issue 20): a fixed sequencer, chosen by environment; discovery comes later.
+  let route: AppendRoute = { kind: 'direct' };
   if (config.sequencerPort !== undefined) {
     const { Sequencer, DEFAULT_SEQUENCER_OPTIONS } = await import('./Sequencer.js');
     const { SequencerListener } = await import('./PeerLink.js');
-    const sequencer = new Sequencer(log, clock, realTimers, {
+    const sequencer = new Sequencer(etcdLog, clock, realTimers, {
       ...DEFAULT_SEQUENCER_OPTIONS,
       gatherMs: Number(process.env.SEQ_GATHER_MS ?? DEFAULT_SEQUENCER_OPTIONS.gatherMs),
     });
-    log.sequenceHere(sequencer);
     await new SequencerListener(sequencer).listen(config.sequencerPort, '127.0.0.1');
+    route = { kind: 'here', sequencer };
   } else if (config.forwardToPort !== undefined) {
     const { SequencerLink } = await import('./PeerLink.js');
-    log.forwardThrough(new SequencerLink(config.forwardToPort, '127.0.0.1'));
+    route = { kind: 'forward', channel: new SequencerLink(config.forwardToPort, '127.0.0.1') };
   }
+  const log = new RoutedLog(etcdLog, () => route, clock, realTimers);
   const service = new ClusterLockService(
     {
       nodeName: config.nodeName,

@@ -16,7 +16,7 @@ import type {
 } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import { BatchEncoder, encodeBundle, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
-import type { BundlePart, LentFence } from '../../src/cluster/ReplicatedLog.js';
+import type { BundlePart, FenceOutcome, LentFence } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -1230,7 +1230,7 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   /** See EtcdLog.fenceReturned. */
-  fenceReturned(fence: LentFence, outcome: 'settled' | 'lease-gone' | 'unsettled'): void {
+  fenceReturned(fence: LentFence, outcome: FenceOutcome): void {
     const lent = this.store.lent.get(fence);
     if (lent === undefined || lent.token.settled || lent.token.failedAt !== undefined) return;
     if (outcome === 'unsettled') lent.token.failedAt = this.store.clock.now();

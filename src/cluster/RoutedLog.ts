@@ -1,0 +1,156 @@
+import type { Clock } from '../runtime/Clock.js';
+import type { Timers } from '../runtime/Timers.js';
+import {
+  AppendRefusedError,
+  type BundlePart,
+  type Candidate,
+  type FenceOutcome,
+  type LentFence,
+  type LogHead,
+  type LogListener,
+  type LogPosition,
+  type LogWatch,
+  type NameClaim,
+  type ReplicatedLog,
+  type RetainedSince,
+  type StoredSnapshot,
+} from './ReplicatedLog.js';
+
+/** A way to the sequencer on another node (PeerLink's SequencerLink; an in-memory one in the simulation). */
+export interface SequencerChannel {
+  /** Whether a forward can be sent now. */
+  readonly up: boolean;
+  /** As PeerLink's SequencerLink.forward: settles as an append attempt does. */
+  forward(value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition>;
+}
+
+/** What appends through a sequencer on this node (Sequencer). */
+export interface LocalSequencer {
+  submit(value: Uint8Array, fence: LentFence): Promise<LogPosition>;
+}
+
+/** Where this node's append attempts go now. */
+export type AppendRoute =
+  | { readonly kind: 'direct' }
+  | { readonly kind: 'here'; readonly sequencer: LocalSequencer }
+  | { readonly kind: 'forward'; readonly channel: SequencerChannel };
+
+/** After a forward that failed in any way, this node appends itself this long. */
+export const FORWARD_REST_MS = 1_000;
+
+/**
+ * The log as the committer sees it, with each append attempt sent where the cluster's sequencer
+ * is (issue 20): to this node's own sequencer, over the link to another node's, or, when there is
+ * none or the way to it just failed, to the store directly. Every route lends the attempt the same
+ * fence from this node's log and returns it with the attempt's outcome, so an attempt keeps
+ * ReplicatedLog.append's promises whichever way it went (a retry may take another way; the batch
+ * id makes a second copy harmless). Everything else goes straight to the log.
+ */
+export class RoutedLog implements ReplicatedLog {
+  /** Until when (clock time) appends skip the sequencer of another node. */
+  private forwardRestUntil = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly log: ReplicatedLog,
+    private readonly route: () => AppendRoute,
+    private readonly clock: Clock,
+    private readonly timers: Timers,
+  ) {}
+
+  get lateCommitMs(): number {
+    return this.log.lateCommitMs;
+  }
+
+  async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+    const started = this.clock.now();
+    const route = this.route();
+    const forwarding = route.kind === 'forward' && route.channel.up && started >= this.forwardRestUntil;
+    if (route.kind === 'direct' || (route.kind === 'forward' && !forwarding)) return this.log.append(value, timeoutMs);
+    const fence = await this.log.lendFence(timeoutMs);
+    const left = timeoutMs - (this.clock.now() - started);
+    try {
+      const position = route.kind === 'here' ? await this.bounded(route.sequencer.submit(value, fence), left) : await route.channel.forward(value, fence, left);
+      this.log.fenceReturned(fence, 'settled');
+      return position;
+    } catch (error) {
+      if (forwarding) this.forwardRestUntil = this.clock.now() + FORWARD_REST_MS;
+      this.log.fenceReturned(fence, outcomeOf(error));
+      throw error;
+    }
+  }
+
+  /** `promise`, or an unknown outcome once `ms` passed (the sequencer may still send it: its fence bounds it). */
+  private bounded<T>(promise: Promise<T>, ms: number): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const cancel = this.timers.after(Math.max(0, ms), () => reject(new Error(`no outcome from the sequencer within ${Math.round(ms)} ms`)));
+      promise.then(
+        (v) => {
+          cancel();
+          resolve(v);
+        },
+        (e: unknown) => {
+          cancel();
+          reject(e);
+        },
+      );
+    });
+  }
+
+  lendFence(timeoutMs: number): Promise<LentFence> {
+    return this.log.lendFence(timeoutMs);
+  }
+
+  fenceReturned(fence: LentFence, outcome: FenceOutcome): void {
+    this.log.fenceReturned(fence, outcome);
+  }
+
+  appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition> {
+    return this.log.appendBundle(parts, timeoutMs);
+  }
+
+  seal(timeoutMs: number): Promise<void> {
+    return this.log.seal(timeoutMs);
+  }
+
+  head(timeoutMs: number): Promise<LogHead> {
+    return this.log.head(timeoutMs);
+  }
+
+  since(revision: number, timeoutMs: number): Promise<RetainedSince> {
+    return this.log.since(revision, timeoutMs);
+  }
+
+  watch(fromRevision: number, listener: LogListener): LogWatch {
+    return this.log.watch(fromRevision, listener);
+  }
+
+  loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined> {
+    return this.log.loadSnapshot(timeoutMs);
+  }
+
+  saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+    return this.log.saveSnapshot(snapshot, timeoutMs);
+  }
+
+  compact(revision: number, timeoutMs: number): Promise<void> {
+    return this.log.compact(revision, timeoutMs);
+  }
+
+  claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim> {
+    return this.log.claimName(name, priority, leaseSeconds, timeoutMs);
+  }
+
+  candidates(timeoutMs: number): Promise<Candidate[]> {
+    return this.log.candidates(timeoutMs);
+  }
+
+  close(): Promise<void> {
+    return this.log.close();
+  }
+}
+
+/** The fence's fate from an attempt's error: refused for good, refused for a gone lease, or unknown. */
+function outcomeOf(error: unknown): FenceOutcome {
+  if (!(error instanceof AppendRefusedError)) return 'unsettled';
+  return error.leaseGone ? 'lease-gone' : 'settled';
+}

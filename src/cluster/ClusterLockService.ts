@@ -79,6 +79,11 @@ export class ClusterLockService implements LockService {
     return this.leadership.isLeader;
   }
 
+  /** The node this one takes to lead, if any (the sequencer's node, issue 20). */
+  get leader(): string | undefined {
+    return this.leadership.leader;
+  }
+
   get leaderChanges(): number {
     return this.leadership.changes;
   }

@@ -2,6 +2,9 @@ import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { decodeValue, type BatchHeader } from '../../src/cluster/LogCodec.js';
+import type { LentFence, LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { RoutedLog, type AppendRoute, type SequencerChannel } from '../../src/cluster/RoutedLog.js';
+import { Sequencer } from '../../src/cluster/Sequencer.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
@@ -81,6 +84,8 @@ interface SimNode {
   time: NodeTime;
   log: MemoryLog;
   service: ClusterLockService;
+  /** Its sequencer, used while it leads (issue 20; seeds that run sequenced). */
+  sequencer: Sequencer;
   alive: boolean;
   incarnations: number;
 }
@@ -148,6 +153,10 @@ export interface SimulationReport {
   readonly landedAfterLaterAnswer: number;
   /** Whether the log held bundles (MemoryStore.bundleAppends), each node's batch after another's. */
   readonly bundled: boolean;
+  /** Whether nodes appended through the leader's sequencer (issue 20), and the forwards sent to it and committed. */
+  readonly sequenced: boolean;
+  readonly forwards: number;
+  readonly forwardsCommitted: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -190,7 +199,20 @@ class Simulation {
   /** Longest a command may stay unanswered and open, beyond its node's pauses. */
   private readonly hangUpBoundMs: number;
 
+  /** Seeds that run with a sequencer (issue 20): half of them, from a stream of their own. */
+  private readonly sequenced: boolean;
+  private readonly peerRng: () => number;
+  private readonly peerFaults: { readonly hopMs: readonly [number, number]; readonly loss: number; readonly slow: number };
+  /** Every peer link is cut (a fault of its own, beside the etcd ones). */
+  private peerCut = false;
+  /** Forwards sent to a sequencer, and those answered committed (the report). */
+  private forwards = 0;
+  private forwardsCommitted = 0;
+
   constructor(private readonly options: SimulationOptions) {
+    this.peerRng = mulberry32(options.seed ^ 0x5e9e);
+    this.sequenced = this.peerRng() < 0.5;
+    this.peerFaults = { hopMs: [0.05, 0.3 + 2 * this.peerRng()], loss: 0.05 * this.peerRng(), slow: 0.02 * this.peerRng() };
     this.rng = mulberry32(options.seed);
     this.lateCommitMs = this.rng() < 0.2 ? 0 : Math.round(this.rng() * 3_000);
     this.store = new MemoryStore({
@@ -204,7 +226,8 @@ class Simulation {
     this.store.overdueRevokes = options.overdueRevokes !== false;
     // Half the seeds, from a stream of its own (every other draw of a seed stays as it was).
     const bundling = mulberry32(options.seed ^ 0xb0d1e);
-    if (bundling() < 0.5) this.store.bundleAppends = bundling;
+    // Not with a sequencer, whose bundles the store must keep as they are (a bundle holds no bundle).
+    if (bundling() < 0.5 && !this.sequenced) this.store.bundleAppends = bundling;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
       for (const batch of decodeValue(record.value, () => [])) this.checkLanding(batch, record.version);
@@ -323,12 +346,15 @@ class Simulation {
     const time = new NodeTime(this.vt, this.between(-1e6, 1e6), this.between(MIN_RATE, MAX_RATE));
     const log = this.store.client(name, time);
     let incarnation = 0;
+    const sequencer = new Sequencer(log, time, time, { gatherMs: 5, appendTimeoutMs: 2_000 });
+    // Sequenced seeds: each append attempt goes where this node takes the sequencer to be.
+    const routed = this.sequenced ? new RoutedLog(log, () => this.routeFor(node), time, time) : log;
     const service = new ClusterLockService(
       { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
-      { log, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name, () => incarnation) },
+      { log: routed, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name, () => incarnation) },
     );
     incarnation = service.incarnation;
-    const node: SimNode = { name, priority, time, log, service, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
+    const node: SimNode = { name, priority, time, log, service, sequencer, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
     this.nodes[index] = node;
     this.note(`${name} starts (incarnation ${node.incarnations}, member m${log.member})`);
     time.after(0, () => void service.start().catch((error: unknown) => this.note(`${name} start failed: ${messageOf(error)}`)));
@@ -339,6 +365,7 @@ class Simulation {
     if (!node.alive) return;
     node.alive = false;
     node.time.dead = true;
+    node.sequencer.close();
     node.log.crash();
     this.crashes++;
     this.note(`${node.name} crashes (kill -9)`);
@@ -354,6 +381,55 @@ class Simulation {
         if (c.client.ops === op) c.client.busy = false;
       });
     }
+  }
+
+  /** Where `node` sends an append attempt now: its own sequencer while it leads, the leader's over a link, or etcd. */
+  private routeFor(node: SimNode): AppendRoute {
+    if (node.service.isLeader) return { kind: 'here', sequencer: node.sequencer };
+    const leader = this.nodes.find((n) => n.name === node.service.leader);
+    if (leader === undefined || leader === node) return { kind: 'direct' };
+    return { kind: 'forward', channel: this.peerChannel(node, leader) };
+  }
+
+  /**
+   * The link from `from` to the sequencer on `to`, in memory: down while either is crashed or the
+   * pair is cut; a forward takes a peer hop each way (longer now and then), is lost with
+   * `peerFaults.loss`, and lands in whatever sequencer `to` runs when it arrives (a restarted node's
+   * new one); its outcome is lost if `from` restarted meanwhile. The lease a batch carries has no
+   * end the sequencer could read in the in-memory etcd (see MemoryLog.lendFence).
+   */
+  private peerChannel(from: SimNode, to: SimNode): SequencerChannel {
+    const fromIncarnation = from.incarnations;
+    const up = (): boolean => from.alive && to.alive && !this.peerCut;
+    const hop = (): number => this.peerFaults.hopMs[0] + this.peerRng() * (this.peerRng() < this.peerFaults.slow ? 500 : this.peerFaults.hopMs[1]);
+    const forward = (value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition> =>
+      new Promise<LogPosition>((resolve, reject) => {
+        let done = false;
+        const finish = (settle: () => void): void => {
+          if (done || from.incarnations !== fromIncarnation) return;
+          done = true;
+          settle();
+        };
+        from.time.after(timeoutMs, () => finish(() => reject(new Error(`no outcome from the sequencer within ${timeoutMs} ms`))));
+        this.forwards++;
+        if (this.peerRng() < this.peerFaults.loss) return; // lost on the way: the forwarder times out
+        this.vt.after(hop(), () => {
+          if (!to.alive || this.peerCut) return;
+          to.sequencer.submit(value, fence).then(
+            (position) => {
+              this.forwardsCommitted++;
+              this.vt.after(hop(), () => finish(() => resolve(position)));
+            },
+            (error: unknown) => this.vt.after(hop(), () => finish(() => reject(error))),
+          );
+        });
+      });
+    return {
+      get up() {
+        return up();
+      },
+      forward,
+    };
   }
 
   private readyNodes(): number[] {
@@ -404,6 +480,9 @@ class Simulation {
       landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
       landedAfterLaterAnswer: this.landedAfterLaterAnswer,
       bundled: this.store.bundleAppends !== undefined,
+      sequenced: this.sequenced,
+      forwards: this.forwards,
+      forwardsCommitted: this.forwardsCommitted,
     };
   }
 
@@ -427,6 +506,7 @@ class Simulation {
   }
 
   private heal(): void {
+    this.peerCut = false;
     this.store.setQuorum(true);
     for (let m = 0; m < this.store.memberCount; m++) this.store.isolateMember(m, false);
     for (const [i, node] of this.nodes.entries()) {
@@ -440,6 +520,15 @@ class Simulation {
   }
 
   private injectFault(): void {
+    // Peer links fail on their own too (a stream of its own: every other draw of a seed stays).
+    if (this.sequenced && !this.peerCut && this.peerRng() < 0.15) {
+      this.peerCut = true;
+      this.note('peer links cut');
+      this.vt.after(200 + this.peerRng() * 2_800, () => {
+        this.peerCut = false;
+        this.note('peer links back');
+      });
+    }
     const roll = this.rng();
     const alive = this.nodes.flatMap((n, i) => (n.alive ? [i] : []));
     if (roll < 0.16 && alive.length > 1) {

@@ -83,6 +83,8 @@ export class EtcdLog implements ReplicatedLog {
   private readonly candidatePrefix: string;
   /** `<formatsPrefix><name>`: the log value formats the node of that name reads, held by its name's lease. */
   private readonly formatsPrefix: string;
+  /** `<peersPrefix><name>`: where the node of that name takes forwarded batches, held by its name's lease. */
+  private readonly peersPrefix: string;
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
   /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
@@ -96,13 +98,21 @@ export class EtcdLog implements ReplicatedLog {
   /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
   private lastWatchEndpoint: Endpoint | undefined;
 
-  constructor(connection: EtcdConnection) {
+  /**
+   * @param peerAddress `host:port` where this node takes forwarded batches when it sequences (issue
+   *   20), declared with its name (`/<cluster>/peers/<name>`) under the name lease; none if unset.
+   */
+  constructor(
+    connection: EtcdConnection,
+    private readonly peerAddress?: string,
+  ) {
     this.pool = new EndpointPool(connection, randomInt(0, 2 ** 31));
     const root = `/${connection.cluster}/`;
     this.logKey = Buffer.from(`${root}log`);
     this.namePrefix = `${root}nodes/`;
     this.candidatePrefix = `${root}candidates/`;
     this.formatsPrefix = `${root}formats/`;
+    this.peersPrefix = `${root}peers/`;
     this.readLogVersion = { request_range: { key: this.logKey, keys_only: true } };
     // One fence key per client: a restarted node has a new one, and the last lease's expiry deletes it.
     const clientId = randomBytes(8).toString('hex');
@@ -395,6 +405,9 @@ export class EtcdLog implements ReplicatedLog {
       { request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } },
       { request_put: { key: Buffer.from(this.formatsPrefix + name), value: Buffer.from(LOG_FORMATS_READ.join(',')), lease: id } },
     ];
+    if (this.peerAddress !== undefined) {
+      success.push({ request_put: { key: Buffer.from(this.peersPrefix + name), value: Buffer.from(this.peerAddress), lease: id } });
+    }
     if (priority !== undefined) {
       success.push({ request_put: { key: Buffer.from(this.candidatePrefix + name), value: Buffer.from(String(priority)), lease: id } });
     }
@@ -423,6 +436,13 @@ export class EtcdLog implements ReplicatedLog {
     const session = new NameLease(this.pool, id, Number(grant.TTL) * 1000, grantedAt, (lease) => this.nameLeases.delete(lease));
     this.nameLeases.add(session);
     return { taken: true, session };
+  }
+
+  /** Every live node's declared peer address (`host:port`), by name (issue 20's sequencer). */
+  async peers(timeoutMs: number): Promise<Map<string, string>> {
+    const prefix = Buffer.from(this.peersPrefix);
+    const response = await this.pool.call('peers', timeoutMs, ({ client }, options) => client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, options));
+    return new Map(response.kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
   }
 
   async candidates(timeoutMs: number): Promise<Candidate[]> {

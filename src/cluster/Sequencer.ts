@@ -17,6 +17,11 @@ export interface SequencerOptions {
   readonly gatherMs: number;
   /** Longest one bundle append may take (the store pool tries members within it). */
   readonly appendTimeoutMs: number;
+  /**
+   * Whether an append may carry more than one batch now: only once every live node declares it
+   * reads bundles (rolling upgrades); until then each batch goes alone, as a plain value.
+   */
+  readonly bundling?: () => boolean;
 }
 
 export const DEFAULT_SEQUENCER_OPTIONS: SequencerOptions = { gatherMs: 5, appendTimeoutMs: 2_000 };
@@ -118,7 +123,7 @@ export class Sequencer {
       this.state = State.Idle;
       return;
     }
-    if (this.options.gatherMs > 0 && !this.allActiveWaiting()) {
+    if (this.options.gatherMs > 0 && this.bundles() && !this.allActiveWaiting()) {
       this.state = State.Gathering;
       this.cancelGather = this.timers.after(this.options.gatherMs, () => this.endGather());
       return;
@@ -157,6 +162,10 @@ export class Sequencer {
       .finally(() => this.next());
   }
 
+  private bundles(): boolean {
+    return this.options.bundling?.() ?? true;
+  }
+
   /** Whether a batch of every node active lately waits (stale nodes are forgotten here). */
   private allActiveWaiting(): boolean {
     const now = this.clock.now();
@@ -176,7 +185,8 @@ export class Sequencer {
     const bundle: Waiting[] = [];
     const nodes = new Set<string>();
     let bytes = BUNDLE_HEADER_BYTES;
-    for (let i = 0; i < this.waiting.length && bundle.length < MAX_BUNDLE_PARTS;) {
+    const maxParts = this.bundles() ? MAX_BUNDLE_PARTS : 1;
+    for (let i = 0; i < this.waiting.length && bundle.length < maxParts;) {
       const w = this.waiting[i]!;
       if (w.part.fence.endsAt - now < MIN_FENCE_LEFT_MS) {
         this.waiting.splice(i, 1);

@@ -191,3 +191,27 @@ test('closed or full, it refuses at once; closing refuses what waits, and an app
   t.true(late.error instanceof AppendRefusedError);
   t.is(appender.calls.length, 1);
 });
+
+test('until every live node reads bundles, each batch goes alone, without waiting to gather', async (t) => {
+  const vt = new VirtualTimers(1_000);
+  const appender = new HandAppender();
+  let everyNodeReadsBundles = false;
+  const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000, bundling: () => everyNodeReadsBundles });
+  const fence = (node: string): LentFence => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + 2_000 });
+  const submit = (node: string) => void sequencer.submit(encoder.encode({ proposer: node, incarnation: 1, seq: 1, commands: [] }), fence(node)).catch(() => {});
+  submit('a');
+  submit('b');
+  submit('c');
+  appender.calls[0]!.resolve(at(1));
+  await turn();
+  t.deepEqual(appender.nodes(1), ['b'], 'no gathering, one batch');
+  appender.calls[1]!.resolve(at(2));
+  await turn();
+  t.deepEqual(appender.nodes(2), ['c']);
+  everyNodeReadsBundles = true;
+  submit('a');
+  submit('b');
+  appender.calls[2]!.resolve(at(3));
+  await vt.advance(GATHER_MS);
+  t.deepEqual(appender.nodes(3), ['a', 'b']);
+});

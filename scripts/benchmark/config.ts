@@ -7,6 +7,7 @@ export const CLUSTER_SCENARIOS = [
   'cluster-etcd-go',
   'cluster-ceiling',
   'cluster-ceiling-sequenced',
+  'cluster-peer',
   'cluster-contention',
   'cluster-failover',
   'cluster-scale',

@@ -245,13 +245,17 @@ export function checkClusterGoGoals(results: BenchResults): GoalCheck[] {
   const ceiling = (connections: number, depth: number) => cluster?.ceiling?.find((r) => r.connections === connections && r.depth === depth)?.result;
   /** The same shape on the null nodes with one sequencer, if measured. */
   const sequenced = (connections: number, depth: number) => cluster?.sequencedCeiling?.find((r) => r.connections === connections && r.depth === depth)?.result;
-  /** What the null nodes reached at a shape, as `of` puts it: " (null-node ceiling …; one sequencer …)", or nothing. */
+  /** The same shape on real nodes started with --peer, if measured. */
+  const peered = (connections: number, depth: number) => cluster?.peered?.find((r) => r.connections === connections && r.depth === depth)?.result;
+  /** What the null nodes and the --peer nodes reached at a shape, as `of` puts it: " (null-node ceiling …; one sequencer …; with --peer …)", or nothing. */
   const ceilings = (connections: number, depth: number, of: (r: LoadResult) => string): string => {
     const said: string[] = [];
     const plain = ceiling(connections, depth);
     if (plain !== undefined) said.push(`null-node ceiling ${of(plain)}`);
     const oneSequencer = sequenced(connections, depth);
     if (oneSequencer !== undefined) said.push(`one sequencer ${of(oneSequencer)}`);
+    const withPeer = peered(connections, depth);
+    if (withPeer !== undefined) said.push(`with --peer ${of(withPeer)}`);
     return said.length === 0 ? '' : ` (${said.join('; ')})`;
   };
   const goLock = (lockers: number) => go?.lock.find((r) => r.concurrency === lockers)?.result;

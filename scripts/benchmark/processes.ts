@@ -28,7 +28,6 @@ export interface SpawnOptions {
   readonly onLine?: (line: string) => void;
   /** Working directory of the process. */
   readonly cwd?: string;
-  readonly env?: NodeJS.ProcessEnv;
 }
 
 /** Every process the benchmark started and that has not exited: killed when the benchmark ends. */
@@ -57,7 +56,7 @@ process.once('exit', () => void killAllChildren());
 
 /** Starts a server process and resolves once it logs readiness; rejects (with its output) otherwise. */
 export function spawnServer(command: string, args: readonly string[], options: SpawnOptions): Promise<ServerProcess> {
-  const child = trackChild(spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: options.cwd, env: options.env ?? process.env }));
+  const child = trackChild(spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: options.cwd }));
   const lines: string[] = [];
   const log = options.logFile === undefined ? undefined : createWriteStream(options.logFile, { flags: 'a' });
   const exited = new Promise<number | null>((resolve) =>

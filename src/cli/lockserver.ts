@@ -12,6 +12,7 @@ import { ClusterLockService } from '../cluster/ClusterLockService.js';
 import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
+import type { PeerAddress } from '../cluster/PeerAddress.js';
 import { streamLogger } from '../runtime/Logger.js';
 import {
   integerIn,
@@ -22,6 +23,7 @@ import {
   parseFileName,
   parseListenAddress,
   parseNodeName,
+  parsePeer,
   parsePort,
 } from './options.js';
 
@@ -64,6 +66,11 @@ const program = new Command()
   .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
+  .option(
+    '--peer <host:port>',
+    "cluster mode: take the other nodes' batches here while this node leads, and append them with its own in one etcd write (default: off; the host must be one they can dial)",
+    parsePeer,
+  )
   .option('--import-lock-file <file>', "cluster mode: seed an empty cluster from a single node's lock file (refused if it holds entries)", parseFileName)
   .option(
     '--snapshot-every <batches>',
@@ -96,16 +103,17 @@ interface CliOptions {
   etcdKey?: string;
   etcdUser?: { username: string; password: string };
   importLockFile?: string;
+  peer?: PeerAddress;
   snapshotEvery?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile'].filter(
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile', 'peer'].filter(
       (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
     );
-    if (stray.length > 0) throw new StartupError('--name, --snapshot-every, --import-lock-file and the --etcd-* options need --etcd (cluster mode)');
+    if (stray.length > 0) throw new StartupError('--name, --snapshot-every, --import-lock-file, --peer and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
   }
   if ((options.etcdCert === undefined) !== (options.etcdKey === undefined)) {
@@ -135,9 +143,7 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
     snapshotEveryBatches: options.snapshotEvery,
-    // Prototype (issue 20), not an option yet.
-    sequencerPort: process.env.LOCKSERVER_SEQUENCER_PORT === undefined ? undefined : Number(process.env.LOCKSERVER_SEQUENCER_PORT),
-    forwardToPort: process.env.LOCKSERVER_FORWARD_TO_PORT === undefined ? undefined : Number(process.env.LOCKSERVER_FORWARD_TO_PORT),
+    peer: options.peer,
     importLockFile: options.importLockFile === undefined ? undefined : resolve(options.importLockFile),
   };
 }

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { InvalidArgumentError } from 'commander';
+import { parsePeerAddress, type PeerAddress } from '../cluster/PeerAddress.js';
 
 /** Parsers for command-line values; each throws InvalidArgumentError with a one-line reason. */
 
@@ -68,4 +69,13 @@ export function parseEtcdUser(value: string): { username: string; password: stri
   const cut = value.indexOf(':');
   if (cut <= 0) throw new InvalidArgumentError('expected user:password.');
   return { username: value.slice(0, cut), password: value.slice(cut + 1) };
+}
+
+/** `--peer host:port`: see parsePeerAddress. */
+export function parsePeer(value: string): PeerAddress {
+  try {
+    return parsePeerAddress(value);
+  } catch (error) {
+    throw new InvalidArgumentError(`${(error as Error).message}.`);
+  }
 }

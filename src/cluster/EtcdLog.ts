@@ -22,7 +22,8 @@ import type {
   StoredSnapshot,
 } from './ReplicatedLog.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
-import { encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
+import { BUNDLE_FORMAT, encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
+import type { PeerView } from './PeerRouting.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 
@@ -438,11 +439,22 @@ export class EtcdLog implements ReplicatedLog {
     return { taken: true, session };
   }
 
-  /** Every live node's declared peer address (`host:port`), by name (issue 20's sequencer). */
-  async peers(timeoutMs: number): Promise<Map<string, string>> {
-    const prefix = Buffer.from(this.peersPrefix);
-    const response = await this.pool.call('peers', timeoutMs, ({ client }, options) => client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, options));
-    return new Map(response.kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
+  /**
+   * What the live nodes declare (issue 20's sequencer), read at one revision: their peer
+   * addresses, and whether every one of them reads bundles (a node whose name has no formats key
+   * predates them).
+   */
+  async peerView(timeoutMs: number): Promise<PeerView> {
+    const ranges = [this.namePrefix, this.formatsPrefix, this.peersPrefix].map((p) => Buffer.from(p));
+    const response = await this.pool.call('peer view', timeoutMs, ({ client }, options) =>
+      client.kv.txn({ compare: [], success: ranges.map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })), failure: [] }, options),
+    );
+    const [names, formats, peers] = ranges.map((prefix, i) => {
+      const kvs = response.responses[i]?.response_range.kvs ?? [];
+      return new Map(kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
+    }) as [Map<string, string>, Map<string, string>, Map<string, string>];
+    const readsBundles = [...names.keys()].every((name) => (formats.get(name) ?? '').split(',').includes(String(BUNDLE_FORMAT)));
+    return { peers, readsBundles };
   }
 
   async candidates(timeoutMs: number): Promise<Candidate[]> {

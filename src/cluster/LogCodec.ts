@@ -105,7 +105,7 @@ export interface Batch extends BatchHeader {
 const BATCH_MAGIC = 0x42; // 'B'
 const FORMAT = 1;
 /** A log value holding several batches (see the file comment). */
-const BUNDLE_FORMAT = 2;
+export const BUNDLE_FORMAT = 2;
 /**
  * The log value formats this version reads (decodeValue), as each node declares them in the store
  * with its name: a format is written only once every live node declares it (rolling upgrades).

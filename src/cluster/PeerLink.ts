@@ -1,7 +1,7 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { decodeForward, decodeOutcome, encodeForward, encodeOutcome, OutcomeKind, PeerFrameCutter } from './PeerCodec.js';
-import type { Sequencer } from './Sequencer.js';
+import type { LocalSequencer } from './RoutedLog.js';
 import { AppendRefusedError, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /**
@@ -14,8 +14,16 @@ import { AppendRefusedError, type LentFence, type LogPosition } from './Replicat
 export class SequencerListener {
   private readonly server: Server;
   private readonly sockets = new Set<Socket>();
+  private sequencer: LocalSequencer | undefined;
 
-  constructor(private readonly sequencer: Sequencer) {
+  /**
+   * @param admits whether a connecting address may forward (the hosts file: the peer port is no
+   *   more open than the lock port); refused connections are closed at once.
+   */
+  constructor(
+    private readonly admits: (address: string | undefined) => boolean,
+    private readonly onRefused: (address: string | undefined) => void = () => {},
+  ) {
     this.server = createServer((socket) => this.accept(socket));
   }
 
@@ -24,6 +32,11 @@ export class SequencerListener {
       this.server.once('error', reject);
       this.server.listen(port, host, () => resolve());
     });
+  }
+
+  /** From here on, forwarded batches go to `sequencer`; until then each is refused (its node appends it itself). */
+  serve(sequencer: LocalSequencer): void {
+    this.sequencer = sequencer;
   }
 
   /** The port it listens on (after listen). */
@@ -38,6 +51,11 @@ export class SequencerListener {
   }
 
   private accept(socket: Socket): void {
+    if (!this.admits(socket.remoteAddress)) {
+      this.onRefused(socket.remoteAddress);
+      socket.destroy();
+      return;
+    }
     this.sockets.add(socket);
     socket.setNoDelay(true);
     const cutter = new PeerFrameCutter();
@@ -58,6 +76,7 @@ export class SequencerListener {
     const answer = (kind: OutcomeKind, position = NOWHERE): void => {
       if (!socket.destroyed) socket.write(encodeOutcome({ id: f.id, kind, position }));
     };
+    if (this.sequencer === undefined) return answer(OutcomeKind.Refused);
     this.sequencer.submit(f.batch, fence).then(
       (position) => answer(OutcomeKind.Committed, position),
       (error: unknown) => answer(error instanceof AppendRefusedError ? (error.leaseGone ? OutcomeKind.LeaseGone : OutcomeKind.Refused) : OutcomeKind.Unknown),

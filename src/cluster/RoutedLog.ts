@@ -35,6 +35,12 @@ export type AppendRoute =
   | { readonly kind: 'here'; readonly sequencer: LocalSequencer }
   | { readonly kind: 'forward'; readonly channel: SequencerChannel };
 
+/** Chooses each attempt's route (PeerRouting); closed with the log. */
+export interface AppendRouter {
+  route(): AppendRoute;
+  close(): void;
+}
+
 /** After a forward that failed in any way, this node appends itself this long. */
 export const FORWARD_REST_MS = 1_000;
 
@@ -52,7 +58,7 @@ export class RoutedLog implements ReplicatedLog {
 
   constructor(
     private readonly log: ReplicatedLog,
-    private readonly route: () => AppendRoute,
+    private readonly router: AppendRouter,
     private readonly clock: Clock,
     private readonly timers: Timers,
   ) {}
@@ -63,7 +69,7 @@ export class RoutedLog implements ReplicatedLog {
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const started = this.clock.now();
-    const route = this.route();
+    const route = this.router.route();
     const forwarding = route.kind === 'forward' && route.channel.up && started >= this.forwardRestUntil;
     if (route.kind === 'direct' || (route.kind === 'forward' && !forwarding)) return this.log.append(value, timeoutMs);
     const fence = await this.log.lendFence(timeoutMs);
@@ -145,6 +151,7 @@ export class RoutedLog implements ReplicatedLog {
   }
 
   close(): Promise<void> {
+    this.router.close();
     return this.log.close();
   }
 }

@@ -4,7 +4,12 @@ import type { Logger } from '../runtime/Logger.js';
 import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
 import type { EtcdConnection } from './EtcdLog.js';
 import { realTimers } from '../runtime/Timers.js';
-import { RoutedLog, type AppendRoute } from './RoutedLog.js';
+import { RoutedLog, type AppendRouter } from './RoutedLog.js';
+import type { EtcdLog } from './EtcdLog.js';
+import { formatPeerAddress, parsePeerAddress, type PeerAddress } from './PeerAddress.js';
+import { SequencerLink, SequencerListener } from './PeerLink.js';
+import { PeerRouting } from './PeerRouting.js';
+import { DEFAULT_SEQUENCER_OPTIONS, Sequencer } from './Sequencer.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 
 /** Cluster mode's settings (`--etcd` and friends). */
@@ -17,9 +22,12 @@ export interface ClusterConfig {
   readonly importLockFile?: string;
   /** The leader snapshots after this many batches (undefined: the default). */
   readonly snapshotEveryBatches?: number;
-  /** Prototype (issue 20): sequence on this port (127.0.0.1), or forward to this port. */
-  readonly sequencerPort?: number;
-  readonly forwardToPort?: number;
+  /**
+   * `--peer`: where this node takes the other nodes' batches while it leads (its sequencer, issue
+   * 20), declared to them beside its name. Unset: it sequences nothing, but still forwards to a
+   * leader that declared one.
+   */
+  readonly peer?: PeerAddress;
 }
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
@@ -41,6 +49,7 @@ export async function startClusterService(
   clock: Clock,
   logger: Logger,
   observer?: ClusterObserver,
+  peerAdmits: (address: string | undefined) => boolean = () => true,
 ): Promise<ClusterLockService> {
   logger.event('cluster-starting', {
     etcd: config.etcd.endpoints.join(','),
@@ -50,24 +59,9 @@ export async function startClusterService(
   });
   // Loaded here, not at start-up: the etcd client and gRPC cost a single node ~28 MB of RSS it never uses.
   const { EtcdLog } = await import('./EtcdLog.js');
-  const etcdLog = new EtcdLog(config.etcd);
-  // Prototype wiring (issue 20): a fixed sequencer, chosen by environment; discovery comes later.
-  let route: AppendRoute = { kind: 'direct' };
-  if (config.sequencerPort !== undefined) {
-    const { Sequencer, DEFAULT_SEQUENCER_OPTIONS } = await import('./Sequencer.js');
-    const { SequencerListener } = await import('./PeerLink.js');
-    const sequencer = new Sequencer(etcdLog, clock, realTimers, {
-      ...DEFAULT_SEQUENCER_OPTIONS,
-      gatherMs: Number(process.env.SEQ_GATHER_MS ?? DEFAULT_SEQUENCER_OPTIONS.gatherMs),
-    });
-    await new SequencerListener(sequencer).listen(config.sequencerPort, '127.0.0.1');
-    route = { kind: 'here', sequencer };
-  } else if (config.forwardToPort !== undefined) {
-    const { SequencerLink } = await import('./PeerLink.js');
-    route = { kind: 'forward', channel: new SequencerLink(config.forwardToPort, '127.0.0.1') };
-  }
-  const log = new RoutedLog(etcdLog, () => route, clock, realTimers);
-  const service = new ClusterLockService(
+  const { etcdLog, router } = await appendRouting(config, EtcdLog, peerAdmits, () => service, clock, logger);
+  const log = new RoutedLog(etcdLog, router, clock, realTimers);
+  const service: ClusterLockService = new ClusterLockService(
     {
       nodeName: config.nodeName,
       candidatePriority: config.candidatePriority,
@@ -78,7 +72,69 @@ export async function startClusterService(
     // The incarnation only has to differ between a node's restarts: any random source will do.
     { log, clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
   );
+  router.start();
   // A node waiting for its name or for etcd has nothing else to keep it up.
   await keepingAlive(service.start());
   return service;
+}
+
+/**
+ * The etcd log and where appends go (issue 20): with `--peer`, a listener for the other nodes'
+ * batches (opened first, so a port 0 is known before it is declared) and a sequencer used while
+ * this node leads; every node forwards to the leader's sequencer when the leader declared one.
+ */
+async function appendRouting(
+  config: ClusterConfig,
+  EtcdLogClass: typeof EtcdLog,
+  peerAdmits: (address: string | undefined) => boolean,
+  service: () => ClusterLockService | undefined,
+  clock: Clock,
+  logger: Logger,
+): Promise<{ etcdLog: EtcdLog; router: AppendRouter & { start(): void } }> {
+  let listener: SequencerListener | undefined;
+  let declared: string | undefined;
+  if (config.peer !== undefined) {
+    listener = new SequencerListener(peerAdmits, (address) => logger.event('peer-refused', { address: address ?? 'unknown', reason: 'not in the hosts file' }));
+    try {
+      await listener.listen(config.peer.port, config.peer.host);
+    } catch (error) {
+      throw new Error(`cannot listen on --peer ${formatPeerAddress(config.peer)}: ${(error as Error).message}`);
+    }
+    declared = formatPeerAddress({ host: config.peer.host, port: listener.port });
+    logger.event('peer-listening', { address: declared });
+  }
+  const etcdLog = new EtcdLogClass(config.etcd, declared);
+  const sequencer =
+    listener === undefined ? undefined : new Sequencer(etcdLog, clock, realTimers, { ...DEFAULT_SEQUENCER_OPTIONS, bundling: () => routing.readsBundles });
+  if (sequencer !== undefined) listener?.serve(sequencer);
+  const routing: PeerRouting = new PeerRouting(
+    {
+      get isLeader() {
+        return service()?.isLeader ?? false;
+      },
+      get leader() {
+        return service()?.leader;
+      },
+    },
+    etcdLog,
+    (address) => {
+      const { host, port } = parsePeerAddress(address);
+      return new SequencerLink(port, host);
+    },
+    sequencer,
+    realTimers,
+    logger,
+  );
+  return {
+    etcdLog,
+    router: {
+      start: () => routing.start(),
+      route: () => routing.route(),
+      close: () => {
+        routing.close();
+        sequencer?.close();
+        listener?.close();
+      },
+    },
+  };
 }

@@ -114,12 +114,15 @@ export class Daemon {
     const { logger, clock } = deps;
     let service: LockService;
     let restored = 0;
+    let server: LockServer | undefined;
     if (config.cluster === undefined) {
       ({ service, restored } = await startLocal(config, deps));
     } else {
       // A bad file to import stops the start before the node joins anything.
       const toImport = config.cluster.importLockFile === undefined ? undefined : await readImport(config.cluster.importLockFile);
-      const cluster = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
+      // The peer port (--peer) admits what the lock port admits: the hosts file, as reloaded by SIGHUP.
+      const peerAdmits = (address: string | undefined): boolean => (server?.hosts ?? allowList).allows(address);
+      const cluster = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver, peerAdmits);
       service = cluster;
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
       if (toImport !== undefined) {
@@ -133,7 +136,7 @@ export class Daemon {
       }
     }
     let daemon: Daemon | undefined;
-    const server = new LockServer({
+    server = new LockServer({
       service,
       allowList,
       maxConnections: config.maxConnections,

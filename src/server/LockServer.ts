@@ -100,6 +100,11 @@ export class LockServer implements ConnectionHost {
     return this.connections.size;
   }
 
+  /** The allowlist in force (the hosts file as last loaded). */
+  get hosts(): AllowList {
+    return this.allowList;
+  }
+
   setAllowList(allowList: AllowList): void {
     this.allowList = allowList;
   }

@@ -110,71 +110,98 @@ function overlaps(intervals: readonly Interval[]): Array<[Interval, Interval]> {
   return found;
 }
 
+/** The node that last said it leads (`event=leader … self=true` as its latest leader line); the first if none did. */
+function leaderIndex(nodes: readonly ServerProcess[]): number {
+  const found = nodes.findIndex((n) => /\bself=true\b/.test([...n.lines].reverse().find((line) => /\bevent=leader\b/.test(line)) ?? ''));
+  return Math.max(found, 0);
+}
+
+/**
+ * S1 under kills and pauses of nodes and etcd members, with the nodes started with `args`; the
+ * node killed, and later the one paused, is the one leading then (with `--peer`, the sequencer's).
+ */
+async function s1UnderFaults(t: ExecutionContext, args: readonly string[]): Promise<ServerProcess[]> {
+  t.timeout(240_000);
+  const seed = Number(process.env.S1_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  t.log(`seed ${seed} (replay the clients' choices with S1_SEED=${seed})`);
+  const { etcd, cluster, nodes } = await startCluster(t, { args: ['--commit-timeout', '2', ...args] });
+  const current: ServerProcess[] = [...nodes];
+  const run: Run = { stop: false, phase: 'warm-up', intervals: [], ports: () => current.map((n) => n.port) };
+  const clients = Array.from({ length: CONTENDERS }, (_, id) => contender(t, id, run, seed));
+  /** A bounded load phase: contention goes on for `ms` while the fault lasts. */
+  const phase = async (name: string, ms: number): Promise<void> => {
+    run.phase = name;
+    await delay(ms);
+  };
+
+  await phase('warm-up', 2_000);
+
+  // The node leading (with --peer, the sequencer) is the one killed, and later the one paused.
+  const killed = leaderIndex(current);
+  const victim = current[killed]!;
+  victim.signal('SIGKILL');
+  await victim.waitForExit();
+  await phase(`leading node n${killed + 1} killed -9`, 3_000);
+  current[killed] = await cluster.restart(victim);
+  await phase(`node n${killed + 1} restarted`, 1_500);
+
+  const etcdLeader = await etcd.leader();
+  await etcd.kill(etcdLeader);
+  await phase('etcd leader killed -9', 4_000);
+  await etcd.restart(etcdLeader);
+  await phase('etcd member restarted', 1_500);
+
+  const pausedIndex = leaderIndex(current);
+  const paused = current[pausedIndex]!;
+  paused.signal('SIGSTOP');
+  await phase(`leading node n${pausedIndex + 1} paused`, 4_000);
+  paused.signal('SIGCONT');
+  await phase(`node n${pausedIndex + 1} resumed`, 1_500);
+
+  const etcdPaused = await etcd.leader();
+  etcd.pause(etcdPaused);
+  await phase('etcd leader paused', 4_000);
+  etcd.resume(etcdPaused);
+  await phase('healed', 2_000);
+
+  run.stop = true;
+  await Promise.all(clients);
+
+  const byPhase = new Map<string, number>();
+  for (const i of run.intervals) byPhase.set(i.phase, (byPhase.get(i.phase) ?? 0) + 1);
+  t.log(`ownership intervals per phase: ${[...byPhase].map(([p, n]) => `${p}: ${n}`).join(', ')}`);
+  const bad = overlaps(run.intervals);
+  t.deepEqual(bad, [], `overlapping ownership intervals (seed ${seed})`);
+  t.true(run.intervals.length > 0, 'someone owned the lock at some point');
+
+  // Liveness once healed: a newcomer gets the lock through every node in turn (bounded waits;
+  // the contenders' leftover entries expire within their TTL/TTW).
+  for (const [i, node] of current.entries()) {
+    const owner = `final-${i}`;
+    await untilAnswered(node, async (c) => {
+      for (;;) {
+        if ((await ask.request(c, KEY, INDEX, owner, { ttl: 0, ttw: TTW_S })) === 1) return;
+        await delay(100);
+      }
+    });
+    t.is(await untilAnswered(current[(i + 1) % 3]!, (c) => ask.findOwner(c, KEY, INDEX)), owner);
+    t.is(await untilAnswered(node, (c) => ask.release(c, KEY, INDEX, owner)), 1);
+  }
+  return current;
+}
+
 etcdTest.serial(
   'S1: one (key, index), six clients on three nodes with 2 s TTLs: no two ownership intervals overlap while nodes and etcd members are killed and paused',
   async (t) => {
-    t.timeout(240_000);
-    const seed = Number(process.env.S1_SEED ?? Math.floor(Math.random() * 2 ** 31));
-    t.log(`seed ${seed} (replay the clients' choices with S1_SEED=${seed})`);
-    const { etcd, cluster, nodes } = await startCluster(t, { args: ['--commit-timeout', '2'] });
-    const current: ServerProcess[] = [...nodes];
-    const run: Run = { stop: false, phase: 'warm-up', intervals: [], ports: () => current.map((n) => n.port) };
-    const clients = Array.from({ length: CONTENDERS }, (_, id) => contender(t, id, run, seed));
-    /** A bounded load phase: contention goes on for `ms` while the fault lasts. */
-    const phase = async (name: string, ms: number): Promise<void> => {
-      run.phase = name;
-      await delay(ms);
-    };
+    await s1UnderFaults(t, []);
+  },
+);
 
-    await phase('warm-up', 2_000);
-
-    const victim = current[2]!;
-    victim.signal('SIGKILL');
-    await victim.waitForExit();
-    await phase('node n3 killed -9', 3_000);
-    current[2] = await cluster.restart(victim);
-    await phase('node n3 restarted', 1_500);
-
-    const etcdLeader = await etcd.leader();
-    await etcd.kill(etcdLeader);
-    await phase('etcd leader killed -9', 4_000);
-    await etcd.restart(etcdLeader);
-    await phase('etcd member restarted', 1_500);
-
-    const paused = current[0]!;
-    paused.signal('SIGSTOP');
-    await phase('node n1 paused', 4_000);
-    paused.signal('SIGCONT');
-    await phase('node n1 resumed', 1_500);
-
-    const etcdPaused = await etcd.leader();
-    etcd.pause(etcdPaused);
-    await phase('etcd leader paused', 4_000);
-    etcd.resume(etcdPaused);
-    await phase('healed', 2_000);
-
-    run.stop = true;
-    await Promise.all(clients);
-
-    const byPhase = new Map<string, number>();
-    for (const i of run.intervals) byPhase.set(i.phase, (byPhase.get(i.phase) ?? 0) + 1);
-    t.log(`ownership intervals per phase: ${[...byPhase].map(([p, n]) => `${p}: ${n}`).join(', ')}`);
-    const bad = overlaps(run.intervals);
-    t.deepEqual(bad, [], `overlapping ownership intervals (seed ${seed})`);
-    t.true(run.intervals.length > 0, 'someone owned the lock at some point');
-
-    // Liveness once healed: a newcomer gets the lock through every node in turn (bounded waits;
-    // the contenders' leftover entries expire within their TTL/TTW).
-    for (const [i, node] of current.entries()) {
-      const owner = `final-${i}`;
-      await untilAnswered(node, async (c) => {
-        for (;;) {
-          if ((await ask.request(c, KEY, INDEX, owner, { ttl: 0, ttw: TTW_S })) === 1) return;
-          await delay(100);
-        }
-      });
-      t.is(await untilAnswered(current[(i + 1) % 3]!, (c) => ask.findOwner(c, KEY, INDEX)), owner);
-      t.is(await untilAnswered(node, (c) => ask.release(c, KEY, INDEX, owner)), 1);
-    }
+etcdTest.serial(
+  'S1 with --peer (every node forwards its batches to the leader, which appends them together): no overlap while the nodes, the leader among them, and etcd members are killed and paused',
+  async (t) => {
+    const nodes = await s1UnderFaults(t, ['--peer', '127.0.0.1:0']);
+    const forwarded = nodes.some((n) => n.lines.some((line) => /event=append-route via="forward /.test(line)));
+    t.true(forwarded, 'some node forwarded to a sequencer');
   },
 );

@@ -25,24 +25,30 @@ class ScriptedAppender implements BundleAppender {
   }
 }
 
-async function linked(t: { teardown(f: () => void): void }) {
-  const appender = new ScriptedAppender();
-  const sequencer = new Sequencer(appender, systemClock, realTimers, { gatherMs: 0, appendTimeoutMs: 2_000 });
-  const listener = new SequencerListener(sequencer);
-  await listener.listen(0, '127.0.0.1');
-  const link = new SequencerLink(listener.port, '127.0.0.1');
-  t.teardown(() => {
-    link.close();
-    listener.close();
-    sequencer.close();
-  });
-  await bounded(
+/** Resolves once the link is connected (bounded). */
+function untilUp(link: SequencerLink): Promise<void> {
+  return bounded(
     (async () => {
       while (!link.up) await new Promise((r) => setTimeout(r, 5));
     })(),
     5_000,
     'the link to come up',
   );
+}
+
+async function linked(t: { teardown(f: () => void): void }) {
+  const appender = new ScriptedAppender();
+  const sequencer = new Sequencer(appender, systemClock, realTimers, { gatherMs: 0, appendTimeoutMs: 2_000 });
+  const listener = new SequencerListener(() => true);
+  await listener.listen(0, '127.0.0.1');
+  listener.serve(sequencer);
+  const link = new SequencerLink(listener.port, '127.0.0.1');
+  t.teardown(() => {
+    link.close();
+    listener.close();
+    sequencer.close();
+  });
+  await untilUp(link);
   return { appender, link, listener };
 }
 
@@ -102,4 +108,31 @@ test('a peer that sends what is not a frame is dropped', async (t) => {
   socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1]));
   await bounded(once(socket, 'close'), 5_000, 'the sequencer to drop the peer');
   t.pass();
+});
+
+test('a connection from an address the hosts file does not allow is closed at once, and said so', async (t) => {
+  const refused: Array<string | undefined> = [];
+  const listener = new SequencerListener(
+    () => false,
+    (address) => refused.push(address),
+  );
+  await listener.listen(0, '127.0.0.1');
+  t.teardown(() => listener.close());
+  const { connect } = await import('node:net');
+  const socket = connect({ port: listener.port, host: '127.0.0.1' });
+  socket.on('error', () => {});
+  await bounded(once(socket, 'close'), 5_000, 'the listener to close the connection');
+  t.deepEqual(refused, ['127.0.0.1']);
+});
+
+test('before it serves a sequencer, the listener refuses each forward (its node appends it itself)', async (t) => {
+  const listener = new SequencerListener(() => true);
+  await listener.listen(0, '127.0.0.1');
+  const link = new SequencerLink(listener.port, '127.0.0.1');
+  t.teardown(() => {
+    link.close();
+    listener.close();
+  });
+  await untilUp(link);
+  await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError, message: /refused by the sequencer/ });
 });

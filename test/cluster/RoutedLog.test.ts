@@ -18,7 +18,7 @@ function setup() {
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(5), latencyMs: [1, 1], lateCommitMs: 1_000 });
   const client = store.client('n1');
   let route: AppendRoute = { kind: 'direct' };
-  const log = new RoutedLog(client, () => route, vt, vt);
+  const log = new RoutedLog(client, { route: () => route, close: () => {} }, vt, vt);
   return { vt, store, client, log, setRoute: (r: AppendRoute) => (route = r) };
 }
 

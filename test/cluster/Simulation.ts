@@ -3,7 +3,8 @@ import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { decodeValue, type BatchHeader } from '../../src/cluster/LogCodec.js';
 import type { LentFence, LogPosition } from '../../src/cluster/ReplicatedLog.js';
-import { RoutedLog, type AppendRoute, type SequencerChannel } from '../../src/cluster/RoutedLog.js';
+import { RoutedLog } from '../../src/cluster/RoutedLog.js';
+import { PeerRouting, type PeerChannel } from '../../src/cluster/PeerRouting.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
@@ -348,7 +349,14 @@ class Simulation {
     let incarnation = 0;
     const sequencer = new Sequencer(log, time, time, { gatherMs: 5, appendTimeoutMs: 2_000 });
     // Sequenced seeds: each append attempt goes where this node takes the sequencer to be.
-    const routed = this.sequenced ? new RoutedLog(log, () => this.routeFor(node), time, time) : log;
+    const routed = this.sequenced
+      ? new RoutedLog(
+          log,
+          this.routerFor(name, sequencer, time, () => incarnation),
+          time,
+          time,
+        )
+      : log;
     const service = new ClusterLockService(
       { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
       { log: routed, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name, () => incarnation) },
@@ -383,24 +391,46 @@ class Simulation {
     }
   }
 
-  /** Where `node` sends an append attempt now: its own sequencer while it leads, the leader's over a link, or etcd. */
-  private routeFor(node: SimNode): AppendRoute {
-    if (node.service.isLeader) return { kind: 'here', sequencer: node.sequencer };
-    const leader = this.nodes.find((n) => n.name === node.service.leader);
-    if (leader === undefined || leader === node) return { kind: 'direct' };
-    return { kind: 'forward', channel: this.peerChannel(node, leader) };
+  /**
+   * Where node `name` sends an append attempt: PeerRouting, as in production, with a directory in
+   * which every live node declares its name as its peer address (read through no etcd: the
+   * declarations' lease is the name lease, which the simulation does not model apart).
+   */
+  private routerFor(name: string, sequencer: Sequencer, time: NodeTime, incarnation: () => number): PeerRouting {
+    const self = (): SimNode | undefined => this.nodes.find((n) => n.name === name && n.alive);
+    const routing = new PeerRouting(
+      {
+        get isLeader() {
+          return self()?.service.isLeader ?? false;
+        },
+        get leader() {
+          return self()?.service.leader;
+        },
+      },
+      { peerView: () => Promise.resolve({ peers: new Map(this.nodes.filter((n) => n.alive).map((n) => [n.name, n.name])), readsBundles: true }) },
+      (address) => this.peerChannel(name, address),
+      sequencer,
+      time,
+      this.logger(name, incarnation),
+    );
+    routing.start();
+    return routing;
   }
 
   /**
-   * The link from `from` to the sequencer on `to`, in memory: down while either is crashed or the
-   * pair is cut; a forward takes a peer hop each way (longer now and then), is lost with
+   * The link from node `fromName` to the sequencer on node `toName`, in memory: down once closed,
+   * while either is crashed or the links are cut (a forward out when it closes still settles); a forward takes a peer hop each way (longer now and then), is lost with
    * `peerFaults.loss`, and lands in whatever sequencer `to` runs when it arrives (a restarted node's
    * new one); its outcome is lost if `from` restarted meanwhile. The lease a batch carries has no
    * end the sequencer could read in the in-memory etcd (see MemoryLog.lendFence).
    */
-  private peerChannel(from: SimNode, to: SimNode): SequencerChannel {
+  private peerChannel(fromName: string, toName: string): PeerChannel {
+    const node = (name: string): SimNode | undefined => this.nodes.find((n) => n.name === name);
+    const from = node(fromName)!;
     const fromIncarnation = from.incarnations;
-    const up = (): boolean => from.alive && to.alive && !this.peerCut;
+    let closed = false;
+    // The node of that name now: a restarted node's new self.
+    const up = (): boolean => !closed && from.alive && from.incarnations === fromIncarnation && node(toName)?.alive === true && !this.peerCut;
     const hop = (): number => this.peerFaults.hopMs[0] + this.peerRng() * (this.peerRng() < this.peerFaults.slow ? 500 : this.peerFaults.hopMs[1]);
     const forward = (value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition> =>
       new Promise<LogPosition>((resolve, reject) => {
@@ -414,7 +444,8 @@ class Simulation {
         this.forwards++;
         if (this.peerRng() < this.peerFaults.loss) return; // lost on the way: the forwarder times out
         this.vt.after(hop(), () => {
-          if (!to.alive || this.peerCut) return;
+          const to = node(toName);
+          if (to === undefined || !to.alive || this.peerCut) return;
           to.sequencer.submit(value, fence).then(
             (position) => {
               this.forwardsCommitted++;
@@ -429,6 +460,7 @@ class Simulation {
         return up();
       },
       forward,
+      close: () => (closed = true),
     };
   }
 

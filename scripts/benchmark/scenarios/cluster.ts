@@ -70,7 +70,14 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     }
   };
 
-  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go') || has('cluster-ceiling') || has('cluster-ceiling-sequenced')) {
+  if (
+    has('cluster-throughput') ||
+    has('cluster-etcd-lock') ||
+    has('cluster-etcd-go') ||
+    has('cluster-ceiling') ||
+    has('cluster-ceiling-sequenced') ||
+    has('cluster-peer')
+  ) {
     // Built before the cluster starts, so that the compiler's CPU weighs on no row.
     let etcdGo: EtcdGoBuild | undefined;
     if (has('cluster-etcd-go')) {
@@ -88,6 +95,7 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
             ours: has('cluster-throughput'),
             ceiling: has('cluster-ceiling'),
             sequencedCeiling: has('cluster-ceiling-sequenced'),
+            peered: has('cluster-peer'),
             etcdLock: has('cluster-etcd-lock'),
             etcdGo,
           },

@@ -336,18 +336,27 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   t.is(await raw.get(`/${cluster}/formats/n1`).string(), null);
 });
 
-etcdTest('a node with a peer address declares it beside its name, under the same lease; peers() lists the live ones', async (t) => {
-  t.timeout(60_000);
-  const { etcd, cluster, log, raw } = await singleMember(t);
-  const withPeer = new EtcdLog({ endpoints: etcd.endpointList, cluster }, '127.0.0.1:17734');
-  t.teardown(() => withPeer.close());
-  const claim = await withPeer.claimName('n1', 3, 5, CALL_MS);
-  const plain = await log.claimName('n2', 3, 5, CALL_MS);
-  if (!claim.taken || !plain.taken) return t.fail('a name not taken');
-  t.deepEqual([...(await log.peers(CALL_MS))], [['n1', '127.0.0.1:17734']], 'a node without one declares none');
-  const name = await raw.get(`/${cluster}/nodes/n1`).exec();
-  const peer = await raw.get(`/${cluster}/peers/n1`).exec();
-  t.is(peer.kvs[0]?.lease, name.kvs[0]?.lease);
-  await claim.session.release();
-  t.deepEqual([...(await log.peers(CALL_MS))], []);
-});
+etcdTest(
+  'a node with a peer address declares it beside its name, under the same lease; peerView() lists the live ones and whether all of them read bundles',
+  async (t) => {
+    t.timeout(60_000);
+    const { etcd, cluster, log, raw } = await singleMember(t);
+    const withPeer = new EtcdLog({ endpoints: etcd.endpointList, cluster }, '127.0.0.1:17734');
+    t.teardown(() => withPeer.close());
+    const claim = await withPeer.claimName('n1', 3, 5, CALL_MS);
+    const plain = await log.claimName('n2', 3, 5, CALL_MS);
+    if (!claim.taken || !plain.taken) return t.fail('a name not taken');
+    const view = await log.peerView(CALL_MS);
+    t.deepEqual([...view.peers], [['n1', '127.0.0.1:17734']], 'a node without one declares none');
+    t.true(view.readsBundles);
+    // A node from before bundles declares no formats: the view says not every node reads them.
+    await raw.put(`/${cluster}/nodes/old`).value('x').exec();
+    t.false((await log.peerView(CALL_MS)).readsBundles);
+    await raw.delete().key(`/${cluster}/nodes/old`).exec();
+    const name = await raw.get(`/${cluster}/nodes/n1`).exec();
+    const peer = await raw.get(`/${cluster}/peers/n1`).exec();
+    t.is(peer.kvs[0]?.lease, name.kvs[0]?.lease);
+    await claim.session.release();
+    t.deepEqual([...(await log.peerView(CALL_MS)).peers], []);
+  },
+);

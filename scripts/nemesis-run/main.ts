@@ -23,9 +23,10 @@ const options = new Command()
   .option('--runs <n>', 'runs in the series (seeds from, from+1, …)', whole, 1)
   .option('--seconds <n>', 'seconds of load per run (the schedule is drawn to fit)', whole, 90)
   .option('--only <kinds>', `only these faults, comma-separated: ${FAULT_KINDS.join(', ')}`, kinds)
+  .option('--peer', "start the nodes with --peer: appends go through the leader's sequencer")
   .option('--quiet', "no progress lines, only each run's summary")
   .parse()
-  .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; quiet?: boolean }>();
+  .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; peer?: boolean; quiet?: boolean }>();
 
 const unavailable = netnsUnavailable();
 if (unavailable !== undefined) {
@@ -44,6 +45,7 @@ for (const seed of seeds) {
     seed,
     seconds: options.seconds,
     only: options.only,
+    peer: options.peer === true,
     log: options.quiet === true ? undefined : (line) => console.log(line),
   });
   const { violations, history, nodeLogs, ...summary } = report;

@@ -24,6 +24,7 @@ import type {
 import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
 import { BUNDLE_FORMAT, encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
 import type { PeerView } from './PeerRouting.js';
+import { PEER_SECRET_BYTES } from './PeerAuth.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 
@@ -86,6 +87,10 @@ export class EtcdLog implements ReplicatedLog {
   private readonly formatsPrefix: string;
   /** `<peersPrefix><name>`: where the node of that name takes forwarded batches, held by its name's lease. */
   private readonly peersPrefix: string;
+  /** `<fencePrefix><client id, 16 hex digits>`: each client's fence key. */
+  private readonly fencePrefix: Buffer;
+  /** The cluster's peer secret (PeerAuth), created by the first node that reads the declarations. */
+  private readonly peerSecretKey: Buffer;
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
   /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
@@ -119,7 +124,11 @@ export class EtcdLog implements ReplicatedLog {
     const clientId = randomBytes(8).toString('hex');
     const announcePrefix = Buffer.from(`${root}writers/`);
     this.janitor = new WriterLeaseJanitor(this.pool, announcePrefix);
-    this.writers = new WriterLeases(this.pool, Buffer.from(`${root}fences/${clientId}`), announcePrefix, (id, ttlMs) => this.janitor.announced(id, ttlMs));
+    this.fencePrefix = Buffer.from(`${root}fences/`);
+    this.peerSecretKey = Buffer.from(`${root}peer-secret`);
+    this.writers = new WriterLeases(this.pool, Buffer.concat([this.fencePrefix, Buffer.from(clientId)]), announcePrefix, (id, ttlMs) =>
+      this.janitor.announced(id, ttlMs),
+    );
     this.retainedPrefix = Buffer.from(`${root}batches/`);
     this.retainedOwn = `${root}batches/${clientId}/`;
     this.snapshots = new SnapshotStore(this.pool, root);
@@ -445,16 +454,58 @@ export class EtcdLog implements ReplicatedLog {
    * predates them).
    */
   async peerView(timeoutMs: number): Promise<PeerView> {
+    const started = performance.now();
     const ranges = [this.namePrefix, this.formatsPrefix, this.peersPrefix].map((p) => Buffer.from(p));
     const response = await this.pool.call('peer view', timeoutMs, ({ client }, options) =>
-      client.kv.txn({ compare: [], success: ranges.map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })), failure: [] }, options),
+      client.kv.txn(
+        {
+          compare: [],
+          success: [...ranges.map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })), { request_range: { key: this.peerSecretKey } }],
+          failure: [],
+        },
+        options,
+      ),
     );
     const [names, formats, peers] = ranges.map((prefix, i) => {
       const kvs = response.responses[i]?.response_range.kvs ?? [];
       return new Map(kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
     }) as [Map<string, string>, Map<string, string>, Map<string, string>];
     const readsBundles = [...names.keys()].every((name) => (formats.get(name) ?? '').split(',').includes(String(BUNDLE_FORMAT)));
-    return { peers, readsBundles };
+    const secret = response.responses[3]?.response_range.kvs[0]?.value ?? (await this.createPeerSecret(timeoutMs - (performance.now() - started)));
+    return { peers, readsBundles, secret };
+  }
+
+  /** Puts a new peer secret unless one is there; either way returns the one etcd keeps. */
+  private async createPeerSecret(timeoutMs: number): Promise<Buffer> {
+    const key = this.peerSecretKey;
+    const response = await this.pool.call('peer secret', timeoutMs, ({ client }, options) =>
+      client.kv.txn(
+        {
+          compare: [{ key, target: 'Create', result: 'Equal', create_revision: 0 }],
+          success: [{ request_put: { key, value: randomBytes(PEER_SECRET_BYTES) } }, { request_range: { key } }],
+          failure: [{ request_range: { key } }],
+        },
+        options,
+      ),
+    );
+    const kv = response.responses[response.succeeded ? 1 : 0]?.response_range.kvs[0];
+    if (kv === undefined) throw new Error('peer secret: not found right after it was put');
+    return kv.value;
+  }
+
+  /**
+   * Why a fence forwarded to this node's sequencer is not one a node of this cluster could lend
+   * (a writer lease id, a fence key under `/<cluster>/fences/`), or undefined when it could be.
+   * The sequencer puts the fence key in its transaction: nothing else may be written that way.
+   */
+  checkLentFence(leaseId: string, fenceKey: Uint8Array): string | undefined {
+    if (!/^[1-9][0-9]{0,19}$/.test(leaseId)) return `lease id "${leaseId}" is not a writer lease's`;
+    const key = asBuffer(fenceKey);
+    const client = key.subarray(this.fencePrefix.length);
+    if (!key.subarray(0, this.fencePrefix.length).equals(this.fencePrefix) || !/^[0-9a-f]{16}$/.test(client.toString('latin1'))) {
+      return 'not a fence key of this cluster';
+    }
+    return undefined;
   }
 
   async candidates(timeoutMs: number): Promise<Candidate[]> {

@@ -7,7 +7,12 @@ import { MAX_APPEND_BYTES, type LogPosition } from './ReplicatedLog.js';
  *
  *   forward (1): id(u32) leftMs(u32) leaseId(u8 length + bytes) fenceKey(u8 length + bytes) batch(the rest)
  *   outcome (2): id(u32) kind(u8) version(f64) revision(f64)
+ *   challenge (3): nonce(16 bytes)          sequencer → node, first on every connection
+ *   proof (4): hmac(32 bytes)               node → sequencer, first on every connection (PeerAuth)
+ *   accepted (5): nothing                   sequencer → node: the proof holds, forwards may come
  *
+ * Before anything else, the sequencer challenges the node to prove it knows the cluster's peer
+ * secret (kept in etcd: whoever can read the cluster's keys may forward, nobody else).
  * A forward hands the sequencer one encoded batch with the fence its node lent for it: the writer
  * lease's id, the node's fence key, and the time the lease had left as the node sent it (the
  * sequencer does not send a batch whose lease is about to end: etcd would refuse the whole bundle).
@@ -16,7 +21,16 @@ import { MAX_APPEND_BYTES, type LogPosition } from './ReplicatedLog.js';
 export const PeerFrameType = {
   Forward: 1,
   Outcome: 2,
+  Challenge: 3,
+  Proof: 4,
+  Accepted: 5,
 } as const;
+
+/** The frames of the handshake: fixed bytes after the type. */
+type HandshakeFrameType = typeof PeerFrameType.Challenge | typeof PeerFrameType.Proof | typeof PeerFrameType.Accepted;
+
+export const NONCE_BYTES = 16;
+export const PROOF_BYTES = 32;
 
 export const OutcomeKind = {
   Committed: 0,
@@ -79,6 +93,22 @@ export function encodeOutcome(o: OutcomeFrame): Buffer {
   at = out.writeDoubleBE(o.position.version, at);
   out.writeDoubleBE(o.position.revision, at);
   return out;
+}
+
+/** A handshake frame: `bytes` after the type. */
+export function encodeBytesFrame(type: HandshakeFrameType, bytes: Uint8Array): Buffer {
+  const out = Buffer.allocUnsafe(LENGTH_BYTES + 1 + bytes.length);
+  out.writeUInt32BE(1 + bytes.length, 0);
+  out.writeUInt8(type, LENGTH_BYTES);
+  out.set(bytes, LENGTH_BYTES + 1);
+  return out;
+}
+
+/** The bytes of a handshake frame, which must be exactly `length` long. */
+export function decodeBytesFrame(frame: Uint8Array, type: HandshakeFrameType, length: number): Buffer {
+  if (frame[0] !== type) throw new PeerFormatError(`a frame of type ${frame[0]} where ${type} was expected`);
+  if (frame.length !== 1 + length) throw new PeerFormatError(`a frame of type ${type} of ${frame.length - 1} bytes, not ${length}`);
+  return Buffer.from(frame.subarray(1));
 }
 
 /** Reads a frame's type and body with bounds checks, as a PeerFormatError. */

@@ -1,14 +1,42 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { decodeForward, decodeOutcome, encodeForward, encodeOutcome, OutcomeKind, PeerFrameCutter } from './PeerCodec.js';
+import { newNonce, peerProof, proofHolds } from './PeerAuth.js';
+import {
+  decodeBytesFrame,
+  decodeForward,
+  decodeOutcome,
+  encodeBytesFrame,
+  encodeForward,
+  encodeOutcome,
+  NONCE_BYTES,
+  OutcomeKind,
+  PeerFrameCutter,
+  PeerFrameType,
+  PROOF_BYTES,
+} from './PeerCodec.js';
 import type { LocalSequencer } from './RoutedLog.js';
 import { AppendRefusedError, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /**
- * The link between a node and the sequencer (issue 20): TCP, frames as in PeerCodec. A node keeps
- * one connection to the sequencer and forwards each append attempt's batch with the fence it lent
- * for it; the sequencer answers each forward with its outcome.
+ * The link between a node and the sequencer (issue 20): TCP, frames as in PeerCodec. The
+ * sequencer challenges each connection first and the node proves it knows the cluster's peer
+ * secret (PeerAuth); then the node forwards each append attempt's batch with the fence it lent for
+ * it, and the sequencer answers each forward with its outcome.
  */
+
+/** Forwards one connection may have waiting for their outcome; beyond, each is refused (its node appends it itself). */
+export const MAX_PENDING_PER_PEER = 64;
+
+export interface ListenerOptions {
+  /** Whether a connecting address may forward (the hosts file: the peer port is no more open than the lock port). */
+  readonly admits: (address: string | undefined) => boolean;
+  /** The cluster's peer secret, once read from etcd; until then every connection is refused. */
+  readonly secret: () => Uint8Array | undefined;
+  /** Why a forwarded fence is not one of the cluster's writer leases on a fence key (EtcdLog.checkLentFence), or undefined. */
+  readonly checkFence: (leaseId: string, fenceKey: Uint8Array) => string | undefined;
+  /** Told of each refused connection, with the reason. */
+  readonly onRefused?: (address: string | undefined, reason: string) => void;
+}
 
 /** The sequencer's side: accepts forwarding nodes and hands their batches to the sequencer. */
 export class SequencerListener {
@@ -16,21 +44,19 @@ export class SequencerListener {
   private readonly sockets = new Set<Socket>();
   private sequencer: LocalSequencer | undefined;
 
-  /**
-   * @param admits whether a connecting address may forward (the hosts file: the peer port is no
-   *   more open than the lock port); refused connections are closed at once.
-   */
-  constructor(
-    private readonly admits: (address: string | undefined) => boolean,
-    private readonly onRefused: (address: string | undefined) => void = () => {},
-  ) {
+  constructor(private readonly options: ListenerOptions) {
     this.server = createServer((socket) => this.accept(socket));
   }
 
   listen(port: number, host: string): Promise<void> {
     return new Promise((resolve, reject) => {
       this.server.once('error', reject);
-      this.server.listen(port, host, () => resolve());
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        // Accept errors (EMFILE …) after the start drop that connection only.
+        this.server.on('error', () => {});
+        resolve();
+      });
     });
   }
 
@@ -50,41 +76,68 @@ export class SequencerListener {
     for (const s of this.sockets) s.destroy();
   }
 
+  private refuse(socket: Socket, reason: string): void {
+    this.options.onRefused?.(socket.remoteAddress, reason);
+    socket.destroy();
+  }
+
   private accept(socket: Socket): void {
-    if (!this.admits(socket.remoteAddress)) {
-      this.onRefused(socket.remoteAddress);
-      socket.destroy();
-      return;
-    }
+    socket.on('error', () => {});
+    if (!this.options.admits(socket.remoteAddress)) return this.refuse(socket, 'not in the hosts file');
+    const secret = this.options.secret();
+    if (secret === undefined) return this.refuse(socket, 'peer secret not read from etcd yet');
     this.sockets.add(socket);
+    socket.on('close', () => this.sockets.delete(socket));
     socket.setNoDelay(true);
+    const nonce = newNonce();
+    socket.write(encodeBytesFrame(PeerFrameType.Challenge, nonce));
+    let proven = false;
+    const peer = { socket, pending: 0 };
     const cutter = new PeerFrameCutter();
     socket.on('data', (chunk: Buffer) => {
       try {
-        cutter.feed(chunk, (frame) => this.onFrame(socket, frame));
-      } catch {
-        socket.destroy();
+        cutter.feed(chunk, (frame) => {
+          if (proven) return this.onForward(peer, frame);
+          if (!proofHolds(secret, nonce, decodeBytesFrame(frame, PeerFrameType.Proof, PROOF_BYTES))) throw new Error('a wrong proof of the peer secret');
+          proven = true;
+          socket.write(ACCEPTED);
+        });
+      } catch (error) {
+        this.refuse(socket, (error as Error).message);
       }
     });
-    socket.on('error', () => {});
-    socket.on('close', () => this.sockets.delete(socket));
+    // Backpressure: a node that does not read its outcomes is not read from either.
+    socket.on('drain', () => socket.resume());
   }
 
-  private onFrame(socket: Socket, frame: Buffer): void {
+  private onForward(peer: { readonly socket: Socket; pending: number }, frame: Buffer): void {
+    const { socket } = peer;
     const f = decodeForward(frame);
-    const fence: LentFence = { leaseId: f.leaseId, fenceKey: Buffer.from(f.fenceKey), endsAt: performance.now() + f.leftMs };
     const answer = (kind: OutcomeKind, position = NOWHERE): void => {
-      if (!socket.destroyed) socket.write(encodeOutcome({ id: f.id, kind, position }));
+      if (socket.destroyed) return;
+      if (!socket.write(encodeOutcome({ id: f.id, kind, position }))) socket.pause();
     };
-    if (this.sequencer === undefined) return answer(OutcomeKind.Refused);
-    this.sequencer.submit(f.batch, fence).then(
-      (position) => answer(OutcomeKind.Committed, position),
-      (error: unknown) => answer(error instanceof AppendRefusedError ? (error.leaseGone ? OutcomeKind.LeaseGone : OutcomeKind.Refused) : OutcomeKind.Unknown),
+    const sequencer = this.sequencer;
+    if (sequencer === undefined || peer.pending >= MAX_PENDING_PER_PEER) return answer(OutcomeKind.Refused);
+    // Only a writer lease on a fence key of the cluster goes into the transaction (defence in depth: the peer proved the secret).
+    if (this.options.checkFence(f.leaseId, f.fenceKey) !== undefined) return answer(OutcomeKind.Refused);
+    const fence: LentFence = { leaseId: f.leaseId, fenceKey: Buffer.from(f.fenceKey), endsAt: performance.now() + f.leftMs };
+    peer.pending++;
+    sequencer.submit(f.batch, fence).then(
+      (position) => {
+        peer.pending--;
+        answer(OutcomeKind.Committed, position);
+      },
+      (error: unknown) => {
+        peer.pending--;
+        answer(error instanceof AppendRefusedError ? (error.leaseGone ? OutcomeKind.LeaseGone : OutcomeKind.Refused) : OutcomeKind.Unknown);
+      },
     );
   }
 }
 
 const NOWHERE: LogPosition = { version: 0, revision: 0 };
+const ACCEPTED = encodeBytesFrame(PeerFrameType.Accepted, Buffer.alloc(0));
 
 interface Pending {
   readonly resolve: (position: LogPosition) => void;
@@ -94,18 +147,23 @@ interface Pending {
 
 /** Pause before a lost link to the sequencer is dialled again. */
 const REDIAL_MS = 500;
+/** TCP keepalive probes on a link with nothing to say: a silent peer is found out. */
+const KEEPALIVE_MS = 1_000;
 
 /** A forwarding node's side: one connection to the sequencer, redialled when it drops. */
 export class SequencerLink {
   private socket: Socket | undefined;
+  /** Connected, and the sequencer accepted the proof: forwards may go. */
   private connected = false;
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private closed = false;
 
+  /** @param secret the cluster's peer secret, as last read from etcd (undefined: not yet, the link stays down). */
   constructor(
     private readonly port: number,
     private readonly host: string,
+    private readonly secret: () => Uint8Array | undefined,
   ) {
     this.dial();
   }
@@ -131,6 +189,8 @@ export class SequencerLink {
       const timer = setTimeout(() => {
         this.pending.delete(id);
         reject(new Error(`forwarded append: no outcome within ${timeoutMs} ms`));
+        // A link that does not answer in time is not trusted with more: what it still queues is dropped with it.
+        socket.destroy();
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
       for (const part of encodeForward({ id, leftMs: fence.endsAt - performance.now(), leaseId: fence.leaseId, fenceKey: fence.fenceKey, batch: value }))
@@ -149,11 +209,25 @@ export class SequencerLink {
     const socket = connect({ port: this.port, host: this.host });
     this.socket = socket;
     socket.setNoDelay(true);
+    socket.setKeepAlive(true, KEEPALIVE_MS);
+    let step: 'challenge' | 'accepted' | 'outcomes' = 'challenge';
     const cutter = new PeerFrameCutter();
-    socket.on('connect', () => (this.connected = true));
     socket.on('data', (chunk: Buffer) => {
       try {
-        cutter.feed(chunk, (frame) => this.onFrame(frame));
+        cutter.feed(chunk, (frame) => {
+          if (step === 'outcomes') return this.onOutcome(frame);
+          if (step === 'accepted') {
+            decodeBytesFrame(frame, PeerFrameType.Accepted, 0);
+            step = 'outcomes';
+            this.connected = true;
+            return;
+          }
+          const nonce = decodeBytesFrame(frame, PeerFrameType.Challenge, NONCE_BYTES);
+          const secret = this.secret();
+          if (secret === undefined) throw new Error('peer secret not read from etcd yet');
+          step = 'accepted';
+          socket.write(encodeBytesFrame(PeerFrameType.Proof, peerProof(secret, nonce)));
+        });
       } catch {
         socket.destroy();
       }
@@ -166,7 +240,7 @@ export class SequencerLink {
     });
   }
 
-  private onFrame(frame: Buffer): void {
+  private onOutcome(frame: Buffer): void {
     const o = decodeOutcome(frame);
     const p = this.pending.get(o.id);
     if (p === undefined) return; // answered after its forward timed out

@@ -8,6 +8,8 @@ export interface PeerView {
   readonly peers: ReadonlyMap<string, string>;
   /** Whether every live node declares it reads bundles (log value format 2). */
   readonly readsBundles: boolean;
+  /** The cluster's peer secret (PeerAuth); the in-memory links of the simulation need none. */
+  readonly secret?: Uint8Array;
 }
 
 export interface PeerDirectory {
@@ -66,6 +68,11 @@ export class PeerRouting implements AppendRouter {
     this.stopRefresh = this.timers.every(PEER_VIEW_EVERY_MS, () => void this.refresh());
   }
 
+  /** The cluster's peer secret, once read. */
+  get secret(): Uint8Array | undefined {
+    return this.view?.secret;
+  }
+
   /** Whether every live node reads bundles, as last read (false until read): the sequencer's bundling gate. */
   get readsBundles(): boolean {
     return this.view?.readsBundles ?? false;
@@ -86,7 +93,12 @@ export class PeerRouting implements AppendRouter {
     }
     if (this.link?.address !== address) {
       this.dropLink();
-      this.link = { address, channel: this.dial(address) };
+      try {
+        this.link = { address, channel: this.dial(address) };
+      } catch (error) {
+        // A declared address this node cannot dial (malformed): appends go direct.
+        return this.say({ kind: 'direct' }, 'direct', `leader ${leader}'s peer address ${address}: ${(error as Error).message}`);
+      }
     }
     return this.say({ kind: 'forward', channel: this.link.channel }, `forward ${address}`, `leader ${leader}`);
   }

@@ -41,8 +41,8 @@ export interface AppendRouter {
   close(): void;
 }
 
-/** After a forward that failed in any way, this node appends itself this long. */
-export const FORWARD_REST_MS = 1_000;
+/** After an attempt through a sequencer (here or forwarded) failed in any way, this node appends itself this long. */
+export const SEQUENCER_REST_MS = 1_000;
 
 /**
  * The log as the committer sees it, with each append attempt sent where the cluster's sequencer
@@ -53,8 +53,8 @@ export const FORWARD_REST_MS = 1_000;
  * id makes a second copy harmless). Everything else goes straight to the log.
  */
 export class RoutedLog implements ReplicatedLog {
-  /** Until when (clock time) appends skip the sequencer of another node. */
-  private forwardRestUntil = Number.NEGATIVE_INFINITY;
+  /** Until when (clock time) appends skip the sequencer (after an attempt through it failed). */
+  private restUntil = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly log: ReplicatedLog,
@@ -70,8 +70,8 @@ export class RoutedLog implements ReplicatedLog {
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const started = this.clock.now();
     const route = this.router.route();
-    const forwarding = route.kind === 'forward' && route.channel.up && started >= this.forwardRestUntil;
-    if (route.kind === 'direct' || (route.kind === 'forward' && !forwarding)) return this.log.append(value, timeoutMs);
+    const viaSequencer = started >= this.restUntil && (route.kind === 'here' || (route.kind === 'forward' && route.channel.up));
+    if (!viaSequencer) return this.log.append(value, timeoutMs);
     const fence = await this.log.lendFence(timeoutMs);
     const left = timeoutMs - (this.clock.now() - started);
     try {
@@ -79,7 +79,7 @@ export class RoutedLog implements ReplicatedLog {
       this.log.fenceReturned(fence, 'settled');
       return position;
     } catch (error) {
-      if (forwarding) this.forwardRestUntil = this.clock.now() + FORWARD_REST_MS;
+      this.restUntil = this.clock.now() + SEQUENCER_REST_MS;
       this.log.fenceReturned(fence, outcomeOf(error));
       throw error;
     }

@@ -1,5 +1,6 @@
 import type { Clock } from '../runtime/Clock.js';
 import type { Timers } from '../runtime/Timers.js';
+import { STORE_ATTEMPT_MS } from './Committer.js';
 import { COMMANDS_PER_VERSION, MAX_BATCH_COMMANDS, peekCommandCount } from './LogCodec.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
@@ -24,7 +25,8 @@ export interface SequencerOptions {
   readonly bundling?: () => boolean;
 }
 
-export const DEFAULT_SEQUENCER_OPTIONS: SequencerOptions = { gatherMs: 5, appendTimeoutMs: 2_000 };
+/** A bundle append is one store attempt, as long as a node's own first one: a stuck etcd member costs no more through the sequencer. */
+export const DEFAULT_SEQUENCER_OPTIONS: SequencerOptions = { gatherMs: 5, appendTimeoutMs: STORE_ATTEMPT_MS };
 
 /** A node counts as active, so worth gathering for, this long after its last batch arrived. */
 export const ACTIVE_MS = 1_000;

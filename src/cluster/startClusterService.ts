@@ -73,8 +73,13 @@ export async function startClusterService(
     { log, clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
   );
   router.start();
-  // A node waiting for its name or for etcd has nothing else to keep it up.
-  await keepingAlive(service.start());
+  try {
+    // A node waiting for its name or for etcd has nothing else to keep it up.
+    await keepingAlive(service.start());
+  } catch (error) {
+    await service.close().catch(() => {});
+    throw error;
+  }
   return service;
 }
 
@@ -94,7 +99,12 @@ async function appendRouting(
   let listener: SequencerListener | undefined;
   let declared: string | undefined;
   if (config.peer !== undefined) {
-    listener = new SequencerListener(peerAdmits, (address) => logger.event('peer-refused', { address: address ?? 'unknown', reason: 'not in the hosts file' }));
+    listener = new SequencerListener({
+      admits: peerAdmits,
+      secret: () => routing.secret,
+      checkFence: (leaseId, fenceKey) => etcdLog.checkLentFence(leaseId, fenceKey),
+      onRefused: (address, reason) => logger.event('peer-refused', { address: address ?? 'unknown', reason }),
+    });
     try {
       await listener.listen(config.peer.port, config.peer.host);
     } catch (error) {
@@ -119,7 +129,7 @@ async function appendRouting(
     etcdLog,
     (address) => {
       const { host, port } = parsePeerAddress(address);
-      return new SequencerLink(port, host);
+      return new SequencerLink(port, host, () => routing.secret);
     },
     sequencer,
     realTimers,

@@ -2,7 +2,7 @@ import test from 'ava';
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
-import { SequencerLink, SequencerListener } from '../../src/cluster/PeerLink.js';
+import { SequencerLink, SequencerListener, type ListenerOptions } from '../../src/cluster/PeerLink.js';
 import { AppendRefusedError, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
 import { systemClock } from '../../src/runtime/Clock.js';
@@ -25,6 +25,29 @@ class ScriptedAppender implements BundleAppender {
   }
 }
 
+const SECRET = Buffer.alloc(32, 7);
+
+/** Listener options admitting every address, with SECRET, every fence taken as the cluster's. */
+function admitting(): ListenerOptions {
+  return { admits: () => true, secret: () => SECRET, checkFence: () => undefined };
+}
+
+/** A listener on a free loopback port, closed at the test's end. */
+async function listening(t: { teardown(f: () => void): void }, options: ListenerOptions): Promise<SequencerListener> {
+  const listener = new SequencerListener(options);
+  await listener.listen(0, '127.0.0.1');
+  t.teardown(() => listener.close());
+  return listener;
+}
+
+/** Connects to `listener` and resolves once it closed the connection (bounded). */
+async function closedAtOnce(listener: SequencerListener): Promise<void> {
+  const { connect } = await import('node:net');
+  const socket = connect({ port: listener.port, host: '127.0.0.1' });
+  socket.on('error', () => {});
+  await bounded(once(socket, 'close'), 5_000, 'the listener to close the connection');
+}
+
 /** Resolves once the link is connected (bounded). */
 function untilUp(link: SequencerLink): Promise<void> {
   return bounded(
@@ -36,13 +59,13 @@ function untilUp(link: SequencerLink): Promise<void> {
   );
 }
 
-async function linked(t: { teardown(f: () => void): void }) {
+async function linked(t: { teardown(f: () => void): void }, options: ListenerOptions = admitting()) {
   const appender = new ScriptedAppender();
   const sequencer = new Sequencer(appender, systemClock, realTimers, { gatherMs: 0, appendTimeoutMs: 2_000 });
-  const listener = new SequencerListener(() => true);
+  const listener = new SequencerListener(options);
   await listener.listen(0, '127.0.0.1');
   listener.serve(sequencer);
-  const link = new SequencerLink(listener.port, '127.0.0.1');
+  const link = new SequencerLink(listener.port, '127.0.0.1', () => SECRET);
   t.teardown(() => {
     link.close();
     listener.close();
@@ -105,6 +128,7 @@ test('a peer that sends what is not a frame is dropped', async (t) => {
   const { connect } = await import('node:net');
   const socket = connect({ port: listener.port, host: '127.0.0.1' });
   await once(socket, 'connect');
+  socket.resume(); // the challenge is read and dropped
   socket.write(Buffer.from([0xff, 0xff, 0xff, 0xff, 1]));
   await bounded(once(socket, 'close'), 5_000, 'the sequencer to drop the peer');
   t.pass();
@@ -112,27 +136,45 @@ test('a peer that sends what is not a frame is dropped', async (t) => {
 
 test('a connection from an address the hosts file does not allow is closed at once, and said so', async (t) => {
   const refused: Array<string | undefined> = [];
-  const listener = new SequencerListener(
-    () => false,
-    (address) => refused.push(address),
-  );
-  await listener.listen(0, '127.0.0.1');
-  t.teardown(() => listener.close());
-  const { connect } = await import('node:net');
-  const socket = connect({ port: listener.port, host: '127.0.0.1' });
-  socket.on('error', () => {});
-  await bounded(once(socket, 'close'), 5_000, 'the listener to close the connection');
+  const listener = await listening(t, { ...admitting(), admits: () => false, onRefused: (address) => refused.push(address) });
+  await closedAtOnce(listener);
   t.deepEqual(refused, ['127.0.0.1']);
 });
 
 test('before it serves a sequencer, the listener refuses each forward (its node appends it itself)', async (t) => {
-  const listener = new SequencerListener(() => true);
+  const listener = new SequencerListener(admitting());
   await listener.listen(0, '127.0.0.1');
-  const link = new SequencerLink(listener.port, '127.0.0.1');
+  const link = new SequencerLink(listener.port, '127.0.0.1', () => SECRET);
   t.teardown(() => {
     link.close();
     listener.close();
   });
   await untilUp(link);
   await t.throwsAsync(link.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError, message: /refused by the sequencer/ });
+});
+
+test('a node that does not know the cluster’s peer secret is refused before it can forward anything; so is every node while the sequencer has not read it', async (t) => {
+  const refused: string[] = [];
+  let secret: Buffer | undefined;
+  const listener = await listening(t, { ...admitting(), secret: () => secret, onRefused: (_address, reason) => refused.push(reason) });
+  await closedAtOnce(listener); // not read yet: refused at once
+  secret = SECRET;
+  // A wrong secret: the proof fails, the connection is closed, nothing was sent.
+  const wrong = new SequencerLink(listener.port, '127.0.0.1', () => Buffer.alloc(32, 8));
+  t.teardown(() => wrong.close());
+  await bounded(
+    (async () => {
+      while (refused.length < 2) await new Promise((r) => setTimeout(r, 5));
+    })(),
+    5_000,
+    'the wrong proof to be refused',
+  );
+  t.deepEqual(refused, ['peer secret not read from etcd yet', 'a wrong proof of the peer secret']);
+  await t.throwsAsync(wrong.forward(batch, fence(), 1_000), { instanceOf: AppendRefusedError, message: /no link/ });
+});
+
+test('a forward whose fence is not one of the cluster’s is refused unsent', async (t) => {
+  const { appender, link } = await linked(t, { ...admitting(), checkFence: (leaseId) => (leaseId === '0' ? 'no lease' : undefined) });
+  await t.throwsAsync(link.forward(batch, { ...fence(), leaseId: '0' }, 2_000), { instanceOf: AppendRefusedError, message: /refused by the sequencer/ });
+  t.is(appender.seen.length, 0, 'nothing appended');
 });

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { AppendRefusedError, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
-import { FORWARD_REST_MS, RoutedLog, type AppendRoute, type SequencerChannel } from '../../src/cluster/RoutedLog.js';
+import { SEQUENCER_REST_MS, RoutedLog, type AppendRoute, type SequencerChannel } from '../../src/cluster/RoutedLog.js';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
@@ -60,10 +60,10 @@ test('a forward with no known outcome returns its fence unsettled (it may still 
   t.false(first.error instanceof AppendRefusedError);
   const [fence] = [...client.unexecutedAppends()];
   t.not(fence?.failedAt, undefined, 'the lent fence failed with the attempt: it bounds a late landing as an append would');
-  // Within FORWARD_REST_MS the node appends itself; after it, it forwards again.
+  // Within SEQUENCER_REST_MS the node appends itself; after it, it forwards again.
   t.is((await settle(vt, log.append(batch(2), CALL_MS))).value?.version, 1);
   t.is(channel.forwards, 1);
-  await vt.advance(FORWARD_REST_MS);
+  await vt.advance(SEQUENCER_REST_MS);
   await settle(vt, log.append(batch(3), CALL_MS));
   t.is(channel.forwards, 2);
   t.is(store.logHead.version, 1);

@@ -349,6 +349,14 @@ etcdTest(
     const view = await log.peerView(CALL_MS);
     t.deepEqual([...view.peers], [['n1', '127.0.0.1:17734']], 'a node without one declares none');
     t.true(view.readsBundles);
+    t.is(view.secret?.length, 32, 'the first read creates the peer secret');
+    t.deepEqual((await withPeer.peerView(CALL_MS)).secret, view.secret, 'and every read finds the same one');
+    // What the sequencer lets into its transaction: a writer lease id, a fence key of this cluster.
+    t.is(log.checkLentFence('7587869999286785061', Buffer.from(`/${cluster}/fences/0123456789abcdef`)), undefined);
+    t.regex(log.checkLentFence('0', Buffer.from(`/${cluster}/fences/0123456789abcdef`)) ?? '', /not a writer lease/);
+    t.regex(log.checkLentFence('12', Buffer.from(`/${cluster}/snapshot`)) ?? '', /not a fence key/);
+    t.regex(log.checkLentFence('12', Buffer.from(`/${cluster}/fences/0123456789abcdef/x`)) ?? '', /not a fence key/);
+    t.regex(log.checkLentFence('12', Buffer.from(`/other/fences/0123456789abcdef`)) ?? '', /not a fence key/);
     // A node from before bundles declares no formats: the view says not every node reads them.
     await raw.put(`/${cluster}/nodes/old`).value('x').exec();
     t.false((await log.peerView(CALL_MS)).readsBundles);

@@ -7,7 +7,7 @@ import { cut, hasBlackhole, heal } from '../../helpers/netns/blackhole.js';
 import { LOCK_PORT, NetCluster, type NetNode } from '../../helpers/netns/netCluster.js';
 import { needsNetns } from '../../helpers/netns/needsNetns.js';
 import { NetLab } from '../../helpers/netns/network.js';
-import { describeFailure, dumpFailure, runNemesis, type NemesisOptions } from './runner.js';
+import { describeFailure, dumpFailure, runNemesis, type NemesisOptions, type NemesisReport } from './runner.js';
 import { BUSIEST, ETCD_LEADER, type Episode } from './schedule.js';
 
 // Issue 17, the real-network nemesis: 3 lockserver nodes and 3 etcd members, each in its own
@@ -17,7 +17,7 @@ import { BUSIEST, ETCD_LEADER, type Episode } from './schedule.js';
 const netnsTest = needsNetns(test);
 
 /** Runs one nemesis and fails with its violations, seed, schedule and replay line. */
-async function nemesis(t: ExecutionContext, options: Omit<NemesisOptions, 'log' | 'teardown'>): Promise<void> {
+async function nemesis(t: ExecutionContext, options: Omit<NemesisOptions, 'log' | 'teardown'>): Promise<NemesisReport> {
   t.timeout(options.seconds * 1000 + 120_000);
   const lines: string[] = [];
   const report = await runNemesis({ ...options, log: (line) => lines.push(line), teardown: (cleanup) => t.teardown(cleanup) }).catch((error: unknown) => {
@@ -35,6 +35,7 @@ async function nemesis(t: ExecutionContext, options: Omit<NemesisOptions, 'log' 
     [],
     describeFailure(report),
   );
+  return report;
 }
 
 const episode = (at: number, duration: number, ...faults: Episode['faults']): Episode => ({ at, duration, faults });
@@ -179,6 +180,27 @@ netnsTest('the etcd leader paused for 12 s: every node keeps serving within a bo
 netnsTest('the leader node paused past its 5 s lease: S1 holds for waiters promoted meanwhile, and every check holds', async (t) => {
   await nemesis(t, { seed: 17_003, seconds: 22, schedule: [episode(2_000, 8_000, { kind: 'pause-leader-node' })] });
 });
+
+// Issue 20: with --peer every node's appends go through the leader's sequencer, over the backend
+// network. The sequencer's node stalled past its lease, then cut off from etcd and from the other
+// nodes, then the etcd leader paused: the forwarders time out, append themselves, and every check holds.
+netnsTest(
+  "with --peer: the sequencer's node paused, then the nodes cut off from etcd one by one, then the etcd leader paused: every check holds",
+  async (t) => {
+    const report = await nemesis(t, {
+      seed: 17_020,
+      seconds: 44,
+      peer: true,
+      schedule: [
+        episode(2_000, 8_000, { kind: 'pause-leader-node' }),
+        episode(14_000, 5_000, { kind: 'cut-node', node: 0 }),
+        episode(22_000, 5_000, { kind: 'cut-node', node: 1 }),
+        episode(31_000, 6_000, { kind: 'pause-member', member: ETCD_LEADER }),
+      ],
+    });
+    t.true(report.forwardRoutes > 0, 'the nodes forwarded to a sequencer');
+  },
+);
 
 netnsTest('a seeded schedule (isolated member, delayed link, kill -9 and restart with another fault, …): every check holds', async (t) => {
   const seed = Number(process.env.NEMESIS_SEED ?? 5);

@@ -49,6 +49,8 @@ export interface NemesisOptions {
   readonly only?: readonly FaultKind[];
   /** A fixed schedule instead of the seed's (the targeted tests). */
   readonly schedule?: readonly Episode[];
+  /** Nodes started with --peer: appends go through the leader's sequencer (issue 20). */
+  readonly peer?: boolean;
   /** Progress lines. */
   readonly log?: (line: string) => void;
   /** Registers a cleanup that must also run if the caller is torn down early (ava's t.teardown). */
@@ -79,6 +81,8 @@ export interface NemesisReport {
   readonly history: readonly Op[];
   /** Every node's last log lines. */
   readonly nodeLogs: string;
+  /** Times a node turned to forwarding its appends to a sequencer (`event=append-route via="forward …"`). */
+  readonly forwardRoutes: number;
 }
 
 /** A fault as applied: the node or member it fell on when chosen at run time (leader, busiest). */
@@ -174,8 +178,9 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const log = options.log ?? (() => undefined);
   const schedule = options.schedule ?? drawSchedule(options.seed, options.seconds, options.only);
   const only = options.only === undefined ? '' : ` --only ${options.only.join(',')}`;
-  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}` : 'the same test';
-  log(`nemesis seed ${options.seed}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
+  const peer = options.peer === true ? ' --peer' : '';
+  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}${peer}` : 'the same test';
+  log(`nemesis seed ${options.seed}${peer}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
   const lab = NetLab.create({ nodes: NODES, members: MEMBERS });
   let cluster: NetCluster | undefined;
   let done = false;
@@ -189,7 +194,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const clients: FailoverClient[] = [];
   let stop = false;
   try {
-    cluster = await NetCluster.start(lab, ['--commit-timeout', String(COMMIT_TIMEOUT_S)]);
+    cluster = await NetCluster.start(lab, ['--commit-timeout', String(COMMIT_TIMEOUT_S)], options.peer === true);
     const history = new History();
     const endpoints: Endpoint[] = cluster.nodes.map((n) => ({ name: n.host.name, host: n.host.clientAddress!, port: LOCK_PORT }));
     const clientOptions: ClientOptions = {
@@ -294,6 +299,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       replay,
       history: ops,
       nodeLogs: cluster.nodeLogs(60),
+      forwardRoutes: cluster.countLines(/\bevent=append-route via="forward /),
     };
   } catch (error) {
     if (cluster !== undefined) log(cluster.nodeLogs());

@@ -12,6 +12,8 @@ import type { Host, NetLab } from './network.js';
 import { DelayRelay } from './relay.js';
 
 export const LOCK_PORT = 7734;
+/** Where a node takes the other nodes' batches (--peer), on its backend address. */
+const PEER_PORT = 7735;
 const ETCD_CLIENT_PORT = 2379;
 const ETCD_PEER_PORT = 2380;
 const HEALTHY_MS = 30_000;
@@ -49,6 +51,7 @@ export class NetCluster {
     readonly lab: NetLab,
     readonly dir: string,
     private readonly nodeArgs: readonly string[],
+    private readonly peer: boolean,
   ) {
     this.members = lab.members.map((host) => ({
       host,
@@ -59,9 +62,10 @@ export class NetCluster {
     }));
   }
 
-  static async start(lab: NetLab, nodeArgs: readonly string[] = []): Promise<NetCluster> {
+  /** @param peer start every node with `--peer <its backend address>:7735` (the sequencer, issue 20). */
+  static async start(lab: NetLab, nodeArgs: readonly string[] = [], peer = false): Promise<NetCluster> {
     const dir = await mkdtemp(join(tmpdir(), 'lockserver-nemesis-'));
-    const cluster = new NetCluster(lab, dir, nodeArgs);
+    const cluster = new NetCluster(lab, dir, nodeArgs, peer);
     try {
       for (const member of cluster.members) await cluster.spawnMember(member);
       await cluster.waitHealthy();
@@ -132,7 +136,9 @@ export class NetCluster {
   async startNode(node: NetNode): Promise<void> {
     await mkdir(node.dir, { recursive: true });
     const files = serverFiles(node.dir);
-    await writeFile(files.hostsFile, `${this.lab.root.clientAddress}\n`);
+    // The clients; with --peer also the other nodes, whose batches come to the peer port from their backend addresses.
+    const peers = this.peer ? this.lab.nodes.map((h) => `${h.backendAddress}\n`).join('') : '';
+    await writeFile(files.hostsFile, `${this.lab.root.clientAddress}\n${peers}`);
     // prettier-ignore
     const args = [
       '--port', String(LOCK_PORT),
@@ -144,6 +150,7 @@ export class NetCluster {
       '--cluster', this.name,
       '--name', node.host.name,
       ...this.nodeArgs,
+      ...(this.peer ? ['--peer', `${node.host.backendAddress}:${PEER_PORT}`] : []),
     ];
     if (node.proc !== undefined) node.pastLines.push(...node.proc.lines, `--- ${node.host.name} restarted ---`);
     const proc = new LoggedProcess(
@@ -246,6 +253,11 @@ export class NetCluster {
   }
 
   /** The last lines of every node (incarnations included), for a failure report. */
+  /** How many lines of every node's logs (all incarnations) match `pattern`. */
+  countLines(pattern: RegExp): number {
+    return this.nodes.reduce((sum, n) => sum + [...n.pastLines, ...(n.proc?.lines ?? [])].filter((line) => pattern.test(line)).length, 0);
+  }
+
   nodeLogs(lines = 25): string {
     return this.nodes.map((n) => `--- node ${n.host.name} ---\n${[...n.pastLines, ...(n.proc?.lines ?? [])].slice(-lines).join('\n')}`).join('\n');
   }

@@ -1,0 +1,95 @@
+import test from 'ava';
+import { writeFile } from 'node:fs/promises';
+import { Etcd3 } from 'etcd3';
+import { decodeValue } from '../../src/cluster/LogCodec.js';
+import { needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
+import type { RawClient } from '../helpers/rawClient.js';
+import type { ServerProcess } from '../helpers/serverProcess.js';
+import { ask } from '../helpers/wire.js';
+
+// Issue 20, on real etcd: with --peer the leader's sequencer appends the other nodes' batches with
+// its own, one etcd write holding several nodes' batches; a node without --peer still forwards; a
+// node whose address the hosts file does not admit is refused at the peer port and appends itself.
+
+const etcdTest = needsEtcd(test);
+/** Clients per node, each taking and releasing locks of its own in a loop. */
+const CLIENTS_PER_NODE = 8;
+const ROUNDS = 40;
+
+/** CLIENTS_PER_NODE clients on each node, each doing ROUNDS request+release cycles on keys of its own. */
+async function load(nodes: readonly ServerProcess[]): Promise<void> {
+  await Promise.all(
+    nodes.flatMap((node, n) =>
+      Array.from({ length: CLIENTS_PER_NODE }, (_, c) =>
+        untilAnswered(node, async (client: RawClient) => {
+          for (let i = 0; i < ROUNDS; i++) {
+            const key = `k${n}-${c}-${i}`;
+            if ((await ask.request(client, key, '1', `o${n}-${c}`)) !== 1) throw new Error(`${key} not granted`);
+            if ((await ask.release(client, key, '1', `o${n}-${c}`)) !== 1) throw new Error(`${key} not released`);
+          }
+        }),
+      ),
+    ),
+  );
+}
+
+/** Whether `node` logged an append route matching `via` (`event=append-route via=…`). */
+function routedAs(node: ServerProcess, via: RegExp): boolean {
+  return node.lines.some((line) => {
+    const m = /\bevent=append-route via=("[^"]*"|\S+)/.exec(line);
+    return m !== null && via.test(m[1]!.replace(/^"|"$/g, ''));
+  });
+}
+
+/** Loads until every node has routed an append as `via` (the routes are read within a second of the start), at most 10 rounds. */
+async function loadUntilRouted(nodes: readonly ServerProcess[], via: RegExp): Promise<void> {
+  for (let round = 0; round < 10; round++) {
+    await load(nodes);
+    if (nodes.every((n) => routedAs(n, via))) return;
+  }
+  throw new Error(`not every node routed its appends as ${via}`);
+}
+
+/** The batches per log value of every value still retained in etcd (`/<cluster>/batches/`). */
+async function batchesPerValue(endpoints: string[], cluster: string): Promise<number[]> {
+  const raw = new Etcd3({ hosts: endpoints });
+  try {
+    const values = await raw.getAll().prefix(`/${cluster}/batches/`).buffers();
+    return Object.values(values).map((v) => decodeValue(v).length);
+  } finally {
+    raw.close();
+  }
+}
+
+etcdTest.serial('with --peer on every node, the leader appends batches of several nodes in one write; every command is answered', async (t) => {
+  t.timeout(120_000);
+  const { etcd, cluster, nodes } = await startCluster(t, { args: ['--peer', '127.0.0.1:0'] });
+  await loadUntilRouted(nodes, /^(here|forward )/);
+  const sizes = await batchesPerValue(etcd.endpointList, cluster.name);
+  t.log(`log values retained: ${sizes.length}; batches in them: ${sizes.reduce((a, b) => a + b, 0)}; largest: ${Math.max(...sizes)}`);
+  t.true(
+    sizes.some((n) => n > 1),
+    'some value holds batches of more than one node',
+  );
+});
+
+etcdTest.serial(
+  'a node without --peer forwards to a leader with one; a node the hosts file does not admit is refused at the peer port and appends itself',
+  async (t) => {
+    t.timeout(120_000);
+    const { cluster, nodes } = await startCluster(t, { nodes: 1, args: ['--peer', '127.0.0.1:0', '--candidate-priority', '1'] });
+    const leader = nodes[0]!;
+    const plain = await cluster.startNode({ name: 'n2', args: ['--candidate-priority', 'off'] });
+    await loadUntilRouted([leader, plain], /^(here|forward )/);
+    t.true(routedAs(plain, /^forward /), 'n2 forwards to n1');
+    // The leader stops admitting 127.0.0.1 (SIGHUP reloads its hosts file; connections made stay):
+    // a node joining now is refused at the peer port, and its commands are appended all the same.
+    await writeFile(leader.hostsFile, '169.254.0.1\n');
+    leader.signal('SIGHUP');
+    await leader.event('hosts-reloaded', () => true, 10_000);
+    const late = await cluster.startNode({ name: 'n3', args: ['--candidate-priority', 'off'] });
+    await loadUntilRouted([late], /^forward /);
+    const refused = await leader.event('peer-refused', () => true, 10_000);
+    t.is(refused.fields.address, '127.0.0.1');
+  },
+);

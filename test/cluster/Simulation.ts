@@ -421,7 +421,8 @@ class Simulation {
    * The link from node `fromName` to the sequencer on node `toName`, in memory: down once closed,
    * while either is crashed or the links are cut (a forward out when it closes still settles); a forward takes a peer hop each way (longer now and then), is lost with
    * `peerFaults.loss`, and lands in whatever sequencer `to` runs when it arrives (a restarted node's
-   * new one); its outcome is lost if `from` restarted meanwhile. The lease a batch carries has no
+   * new one), read only while that node runs (a paused one reads it once resumed); its outcome is
+   * lost if `from` restarted meanwhile. The lease a batch carries has no
    * end the sequencer could read in the in-memory etcd (see MemoryLog.lendFence).
    */
   private peerChannel(fromName: string, toName: string): PeerChannel {
@@ -446,12 +447,16 @@ class Simulation {
         this.vt.after(hop(), () => {
           const to = node(toName);
           if (to === undefined || !to.alive || this.peerCut) return;
-          to.sequencer.submit(value, fence).then(
-            (position) => {
-              this.forwardsCommitted++;
-              this.vt.after(hop(), () => finish(() => resolve(position)));
-            },
-            (error: unknown) => this.vt.after(hop(), () => finish(() => reject(error))),
+          // Read when the sequencer's node runs (a paused one reads it once resumed, as from a socket);
+          // its outcome reaches the forwarder when that one runs.
+          to.time.after(0, () =>
+            to.sequencer.submit(value, fence).then(
+              (position) => {
+                this.forwardsCommitted++;
+                this.vt.after(hop(), () => from.time.after(0, () => finish(() => resolve(position))));
+              },
+              (error: unknown) => this.vt.after(hop(), () => from.time.after(0, () => finish(() => reject(error)))),
+            ),
           );
         });
       });

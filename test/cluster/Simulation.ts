@@ -449,15 +449,15 @@ class Simulation {
           if (to === undefined || !to.alive || this.peerCut) return;
           // Read when the sequencer's node runs (a paused one reads it once resumed, as from a socket);
           // its outcome reaches the forwarder when that one runs.
-          to.time.after(0, () =>
-            to.sequencer.submit(value, fence).then(
+          to.time.after(0, () => {
+            void to.sequencer.submit(value, fence).then(
               (position) => {
                 this.forwardsCommitted++;
                 this.vt.after(hop(), () => from.time.after(0, () => finish(() => resolve(position))));
               },
               (error: unknown) => this.vt.after(hop(), () => from.time.after(0, () => finish(() => reject(error)))),
-            ),
-          );
+            );
+          });
         });
       });
     return {

@@ -35,13 +35,23 @@ etcdTest(
 
     etcd.pause(paused);
     t.teardown(() => etcd.resume(paused));
-    await writer.append(Buffer.from('from the writer'), CALL_MS);
-    const writerLease = writer['writers']['current']!.id;
+    // The writer keeps writing, so it always has a lease announced that is not about to end: the
+    // janitor must hear of leases announced after its watch went silent (a lease heard of once
+    // and ended since would pass for heard only by luck of timing: a writer lease lasts ~3 s).
+    let writing = true;
+    const writes = (async () => {
+      while (writing) await writer.append(Buffer.from('from the writer'), CALL_MS);
+    })();
+    t.teardown(async () => {
+      writing = false;
+      await writes.catch(() => {});
+    });
+    await pollUntil('the writer to append', async () => (writer['writers']['current'] !== undefined ? true : undefined), 5_000);
     // The node's own append goes elsewhere after its grant attempt on the paused member times out.
     await node.append(Buffer.from('from the node'), CALL_MS);
     await pollUntil(
-      "the node's janitor to hear of the writer's lease while the member stays paused",
-      async () => (janitor.knows(writerLease) ? true : undefined),
+      "the node's janitor to hear of the writer's current lease while the member stays paused",
+      async () => (janitor.knows(writer['writers']['current']!.id) ? true : undefined),
       8_000,
     );
     t.true(janitor.restarts >= 1);

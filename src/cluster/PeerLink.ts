@@ -24,6 +24,9 @@ import { AppendRefusedError, type LentFence, type LogPosition } from './Replicat
  * it, and the sequencer answers each forward with its outcome.
  */
 
+/** How long a connection to the peer port may take to prove it knows the peer secret. */
+export const PROOF_WAIT_MS = 5_000;
+
 /** Forwards one connection may have waiting for their outcome; beyond, each is refused (its node appends it itself). */
 export const MAX_PENDING_PER_PEER = 64;
 
@@ -36,6 +39,8 @@ export interface ListenerOptions {
   readonly checkFence: (leaseId: string, fenceKey: Uint8Array) => string | undefined;
   /** Told of each refused connection, with the reason. */
   readonly onRefused?: (address: string | undefined, reason: string) => void;
+  /** How long a connection may take to prove the secret (default PROOF_WAIT_MS). */
+  readonly proofWaitMs?: number;
 }
 
 /** The sequencer's side: accepts forwarding nodes and hands their batches to the sequencer. */
@@ -92,6 +97,11 @@ export class SequencerListener {
     const nonce = newNonce();
     socket.write(encodeBytesFrame(PeerFrameType.Challenge, nonce));
     let proven = false;
+    // A connection that does not prove itself soon holds nothing of ours for long.
+    const wait = this.options.proofWaitMs ?? PROOF_WAIT_MS;
+    const proofTimer = setTimeout(() => this.refuse(socket, `no proof of the peer secret within ${wait} ms`), wait);
+    proofTimer.unref();
+    socket.on('close', () => clearTimeout(proofTimer));
     const peer = { socket, pending: 0 };
     const cutter = new PeerFrameCutter();
     socket.on('data', (chunk: Buffer) => {
@@ -100,6 +110,7 @@ export class SequencerListener {
           if (proven) return this.onForward(peer, frame);
           if (!proofHolds(secret, nonce, decodeBytesFrame(frame, PeerFrameType.Proof, PROOF_BYTES))) throw new Error('a wrong proof of the peer secret');
           proven = true;
+          clearTimeout(proofTimer);
           socket.write(ACCEPTED);
         });
       } catch (error) {

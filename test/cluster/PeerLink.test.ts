@@ -45,6 +45,7 @@ async function closedAtOnce(listener: SequencerListener): Promise<void> {
   const { connect } = await import('node:net');
   const socket = connect({ port: listener.port, host: '127.0.0.1' });
   socket.on('error', () => {});
+  socket.resume(); // whatever comes (a challenge) is read and dropped, so the close is seen
   await bounded(once(socket, 'close'), 5_000, 'the listener to close the connection');
 }
 
@@ -177,4 +178,11 @@ test('a forward whose fence is not one of the cluster’s is refused unsent', as
   const { appender, link } = await linked(t, { ...admitting(), checkFence: (leaseId) => (leaseId === '0' ? 'no lease' : undefined) });
   await t.throwsAsync(link.forward(batch, { ...fence(), leaseId: '0' }, 2_000), { instanceOf: AppendRefusedError, message: /refused by the sequencer/ });
   t.is(appender.seen.length, 0, 'nothing appended');
+});
+
+test('a connection that does not prove the secret in time is closed, and said so', async (t) => {
+  const refused: string[] = [];
+  const listener = await listening(t, { ...admitting(), proofWaitMs: 100, onRefused: (_address, reason) => refused.push(reason) });
+  await closedAtOnce(listener); // connects and sends nothing
+  t.deepEqual(refused, ['no proof of the peer secret within 100 ms']);
 });

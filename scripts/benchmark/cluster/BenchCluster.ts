@@ -208,12 +208,14 @@ export class BenchCluster {
         cwd: node.dir,
       });
     };
+    // Gently when profiled, as stop() does, so profiles are written.
+    const grace = (this.options.nodeFlags ?? []).length > 0 ? PROFILED_STOP_GRACE_MS : 0;
     const stop = async (): Promise<void> => {
       await Promise.all(
         nodes.map(async (n) => {
           const running = n.process;
           n.process = undefined;
-          if (running !== undefined) await stopServer(running, 0);
+          if (running !== undefined) await stopServer(running, grace);
         }),
       );
     };

@@ -159,9 +159,12 @@ export function decodeOutcome(frame: Uint8Array): OutcomeFrame {
 /**
  * Cuts a peer's byte stream into frames (each without its length prefix, the type byte first).
  * Chunks are kept as they come and joined once per frame, so a batch arriving in many chunks is
- * copied once, not once per chunk. A length of 0 or over MAX_PEER_FRAME_BYTES is a PeerFormatError.
+ * copied once, not once per chunk. A length of 0 or over maxFrameBytes is a PeerFormatError.
  */
 export class PeerFrameCutter {
+  /** @param maxFrameBytes the longest frame taken (settable: a link allows whole batches only once proven) */
+  constructor(public maxFrameBytes = MAX_PEER_FRAME_BYTES) {}
+
   private chunks: Buffer[] = [];
   private buffered = 0;
   /** The length of the frame being read, once its prefix is in. */
@@ -175,7 +178,7 @@ export class PeerFrameCutter {
       if (this.expected === undefined) {
         if (this.buffered < LENGTH_BYTES) return;
         const length = this.joined().readUInt32BE(0);
-        if (length < 1 || length > MAX_PEER_FRAME_BYTES) throw new PeerFormatError(`a peer frame of ${length} bytes`);
+        if (length < 1 || length > this.maxFrameBytes) throw new PeerFormatError(`a peer frame of ${length} bytes`);
         this.expected = length;
       }
       const end = LENGTH_BYTES + this.expected;

@@ -12,8 +12,10 @@ import {
   OutcomeKind,
   PeerFrameCutter,
   PeerFrameType,
+  MAX_PEER_FRAME_BYTES,
   PROOF_BYTES,
 } from './PeerCodec.js';
+import { formatPeerAddress, type PeerAddress } from './PeerAddress.js';
 import type { LocalSequencer } from './RoutedLog.js';
 import { AppendRefusedError, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
@@ -23,6 +25,9 @@ import { AppendRefusedError, type LentFence, type LogPosition } from './Replicat
  * secret (PeerAuth); then the node forwards each append attempt's batch with the fence it lent for
  * it, and the sequencer answers each forward with its outcome.
  */
+
+/** TCP keepalive on both ends of a link, from this much idle time (the system's probe count and interval apply). */
+const KEEPALIVE_MS = 1_000;
 
 /** How long a connection to the peer port may take to prove it knows the peer secret. */
 export const PROOF_WAIT_MS = 5_000;
@@ -35,6 +40,8 @@ export interface ListenerOptions {
   readonly admits: (address: string | undefined) => boolean;
   /** The cluster's peer secret, once read from etcd; until then every connection is refused. */
   readonly secret: () => Uint8Array | undefined;
+  /** The address this listener is declared at (host:port), given the port it listens on: every proof must name it. */
+  readonly address: (port: number) => string;
   /** Why a forwarded fence is not one of the cluster's writer leases on a fence key (EtcdLog.checkLentFence), or undefined. */
   readonly checkFence: (leaseId: string, fenceKey: Uint8Array) => string | undefined;
   /** Told of each refused connection, with the reason. */
@@ -94,22 +101,26 @@ export class SequencerListener {
     this.sockets.add(socket);
     socket.on('close', () => this.sockets.delete(socket));
     socket.setNoDelay(true);
+    socket.setKeepAlive(true, KEEPALIVE_MS);
     const nonce = newNonce();
     socket.write(encodeBytesFrame(PeerFrameType.Challenge, nonce));
     let proven = false;
+    // Until it proves itself, a connection may send nothing longer than a proof frame.
+    const cutter = new PeerFrameCutter(1 + PROOF_BYTES);
     // A connection that does not prove itself soon holds nothing of ours for long.
     const wait = this.options.proofWaitMs ?? PROOF_WAIT_MS;
     const proofTimer = setTimeout(() => this.refuse(socket, `no proof of the peer secret within ${wait} ms`), wait);
     proofTimer.unref();
     socket.on('close', () => clearTimeout(proofTimer));
     const peer = { socket, pending: 0 };
-    const cutter = new PeerFrameCutter();
     socket.on('data', (chunk: Buffer) => {
       try {
         cutter.feed(chunk, (frame) => {
           if (proven) return this.onForward(peer, frame);
-          if (!proofHolds(secret, nonce, decodeBytesFrame(frame, PeerFrameType.Proof, PROOF_BYTES))) throw new Error('a wrong proof of the peer secret');
+          const proof = decodeBytesFrame(frame, PeerFrameType.Proof, PROOF_BYTES);
+          if (!proofHolds(secret, this.options.address(this.port), nonce, proof)) throw new Error('a wrong proof of the peer secret');
           proven = true;
+          cutter.maxFrameBytes = MAX_PEER_FRAME_BYTES;
           clearTimeout(proofTimer);
           socket.write(ACCEPTED);
         });
@@ -156,10 +167,9 @@ interface Pending {
   readonly timer: NodeJS.Timeout;
 }
 
-/** Pause before a lost link to the sequencer is dialled again. */
+/** Pause before a lost link to the sequencer is dialled again; doubled (up to MAX_REDIAL_MS) while the sequencer does not accept it. */
 const REDIAL_MS = 500;
-/** TCP keepalive probes on a link with nothing to say: a silent peer is found out. */
-const KEEPALIVE_MS = 1_000;
+const MAX_REDIAL_MS = 30_000;
 
 /** A forwarding node's side: one connection to the sequencer, redialled when it drops. */
 export class SequencerLink {
@@ -170,10 +180,15 @@ export class SequencerLink {
   private readonly pending = new Map<number, Pending>();
   private closed = false;
 
-  /** @param secret the cluster's peer secret, as last read from etcd (undefined: not yet, the link stays down). */
+  /** Pause before the next dial: grows while the sequencer refuses this node, back to REDIAL_MS once it accepts. */
+  private redialMs = REDIAL_MS;
+
+  /**
+   * @param address the sequencer's declared address, which the proof names
+   * @param secret the cluster's peer secret, as last read from etcd (undefined: not yet, the link stays down)
+   */
   constructor(
-    private readonly port: number,
-    private readonly host: string,
+    private readonly address: PeerAddress,
     private readonly secret: () => Uint8Array | undefined,
   ) {
     this.dial();
@@ -217,7 +232,7 @@ export class SequencerLink {
 
   private dial(): void {
     if (this.closed) return;
-    const socket = connect({ port: this.port, host: this.host });
+    const socket = connect({ port: this.address.port, host: this.address.host });
     this.socket = socket;
     socket.setNoDelay(true);
     socket.setKeepAlive(true, KEEPALIVE_MS);
@@ -231,13 +246,14 @@ export class SequencerLink {
             decodeBytesFrame(frame, PeerFrameType.Accepted, 0);
             step = 'outcomes';
             this.connected = true;
+            this.redialMs = REDIAL_MS;
             return;
           }
           const nonce = decodeBytesFrame(frame, PeerFrameType.Challenge, NONCE_BYTES);
           const secret = this.secret();
           if (secret === undefined) throw new Error('peer secret not read from etcd yet');
           step = 'accepted';
-          socket.write(encodeBytesFrame(PeerFrameType.Proof, peerProof(secret, nonce)));
+          socket.write(encodeBytesFrame(PeerFrameType.Proof, peerProof(secret, formatPeerAddress(this.address), nonce)));
         });
       } catch {
         socket.destroy();
@@ -245,9 +261,13 @@ export class SequencerLink {
     });
     socket.on('error', () => {});
     socket.on('close', () => {
+      const wasAccepted = step === 'outcomes';
       this.connected = false;
       this.failAll(new Error('link to the sequencer lost'));
-      if (!this.closed) setTimeout(() => this.dial(), REDIAL_MS).unref();
+      if (this.closed) return;
+      const wait = wasAccepted ? REDIAL_MS : this.redialMs;
+      if (!wasAccepted) this.redialMs = Math.min(MAX_REDIAL_MS, this.redialMs * 2);
+      setTimeout(() => this.dial(), wait).unref();
     });
   }
 

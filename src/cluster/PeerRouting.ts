@@ -80,6 +80,7 @@ export class PeerRouting implements AppendRouter {
 
   route(): AppendRoute {
     if (this.leadership.isLeader) {
+      this.dropLink(); // to the leader before this one, if any
       if (this.local === undefined) return this.say({ kind: 'direct' }, 'direct', 'this node leads without a peer address');
       return this.say({ kind: 'here', sequencer: this.local }, 'here', 'this node leads');
     }

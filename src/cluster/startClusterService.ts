@@ -31,6 +31,8 @@ export interface ClusterConfig {
 }
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
+/** A peer-refused line is logged at most this often per address and reason. */
+const REFUSAL_LOG_EVERY_MS = 60_000;
 export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
 /**
  * A cluster node refuses input read after its event loop stood still longer than this (see
@@ -96,28 +98,44 @@ async function appendRouting(
   clock: Clock,
   logger: Logger,
 ): Promise<{ etcdLog: EtcdLog; router: AppendRouter & { start(): void } }> {
+  // Read through `routing` once it exists: a connection may come as soon as the listener listens.
+  let routing: PeerRouting | undefined;
   let listener: SequencerListener | undefined;
   let declared: string | undefined;
-  if (config.peer !== undefined) {
+  let etcdLog: EtcdLog | undefined;
+  const peer = config.peer;
+  if (peer !== undefined) {
+    // peer-refused: once a minute per address and reason (a refused node dials again and again).
+    const refusedAt = new Map<string, number>();
     listener = new SequencerListener({
       admits: peerAdmits,
-      secret: () => routing.secret,
-      checkFence: (leaseId, fenceKey) => etcdLog.checkLentFence(leaseId, fenceKey),
-      onRefused: (address, reason) => logger.event('peer-refused', { address: address ?? 'unknown', reason }),
+      secret: () => routing?.secret,
+      address: (port) => formatPeerAddress({ host: peer.host, port }),
+      checkFence: (leaseId, fenceKey) => (etcdLog === undefined ? 'not ready' : etcdLog.checkLentFence(leaseId, fenceKey)),
+      onRefused: (address, reason) => {
+        const key = `${address} ${reason}`;
+        const now = clock.now();
+        if (now - (refusedAt.get(key) ?? Number.NEGATIVE_INFINITY) < REFUSAL_LOG_EVERY_MS) return;
+        if (refusedAt.size > 1_000) refusedAt.clear();
+        refusedAt.set(key, now);
+        logger.event('peer-refused', { address: address ?? 'unknown', reason });
+      },
     });
     try {
-      await listener.listen(config.peer.port, config.peer.host);
+      await listener.listen(peer.port, peer.host);
     } catch (error) {
-      throw new Error(`cannot listen on --peer ${formatPeerAddress(config.peer)}: ${(error as Error).message}`);
+      throw new Error(`cannot listen on --peer ${formatPeerAddress(peer)}: ${(error as Error).message}`);
     }
-    declared = formatPeerAddress({ host: config.peer.host, port: listener.port });
+    declared = formatPeerAddress({ host: peer.host, port: listener.port });
     logger.event('peer-listening', { address: declared });
   }
-  const etcdLog = new EtcdLogClass(config.etcd, declared);
+  etcdLog = new EtcdLogClass(config.etcd, declared);
   const sequencer =
-    listener === undefined ? undefined : new Sequencer(etcdLog, clock, realTimers, { ...DEFAULT_SEQUENCER_OPTIONS, bundling: () => routing.readsBundles });
+    listener === undefined
+      ? undefined
+      : new Sequencer(etcdLog, clock, realTimers, { ...DEFAULT_SEQUENCER_OPTIONS, bundling: () => routing?.readsBundles ?? false });
   if (sequencer !== undefined) listener?.serve(sequencer);
-  const routing: PeerRouting = new PeerRouting(
+  routing = new PeerRouting(
     {
       get isLeader() {
         return service()?.isLeader ?? false;
@@ -127,21 +145,19 @@ async function appendRouting(
       },
     },
     etcdLog,
-    (address) => {
-      const { host, port } = parsePeerAddress(address);
-      return new SequencerLink(port, host, () => routing.secret);
-    },
+    (address) => new SequencerLink(parsePeerAddress(address), () => routing?.secret),
     sequencer,
     realTimers,
     logger,
   );
+  const started = routing;
   return {
     etcdLog,
     router: {
-      start: () => routing.start(),
-      route: () => routing.route(),
+      start: () => started.start(),
+      route: () => started.route(),
       close: () => {
-        routing.close();
+        started.close();
         sequencer?.close();
         listener?.close();
       },

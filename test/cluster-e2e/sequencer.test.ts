@@ -1,8 +1,6 @@
 import test from 'ava';
 import { writeFile } from 'node:fs/promises';
-import { Etcd3 } from 'etcd3';
-import { decodeValue } from '../../src/cluster/LogCodec.js';
-import { needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
+import { batchesPerValue, needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
 import type { RawClient } from '../helpers/rawClient.js';
 import type { ServerProcess } from '../helpers/serverProcess.js';
 import { ask } from '../helpers/wire.js';
@@ -48,17 +46,6 @@ async function loadUntilRouted(nodes: readonly ServerProcess[], via: RegExp): Pr
     if (nodes.every((n) => routedAs(n, via))) return;
   }
   throw new Error(`not every node routed its appends as ${via}`);
-}
-
-/** The batches per log value of every value still retained in etcd (`/<cluster>/batches/`). */
-async function batchesPerValue(endpoints: string[], cluster: string): Promise<number[]> {
-  const raw = new Etcd3({ hosts: endpoints });
-  try {
-    const values = await raw.getAll().prefix(`/${cluster}/batches/`).buffers();
-    return Object.values(values).map((v) => decodeValue(v).length);
-  } finally {
-    raw.close();
-  }
 }
 
 etcdTest.serial('with --peer on every node, the leader appends batches of several nodes in one write; every command is answered', async (t) => {

@@ -2,6 +2,7 @@ import test from 'ava';
 import { once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
+import type { PeerAddress } from '../../src/cluster/PeerAddress.js';
 import { SequencerLink, SequencerListener, type ListenerOptions } from '../../src/cluster/PeerLink.js';
 import { AppendRefusedError, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
@@ -29,7 +30,23 @@ const SECRET = Buffer.alloc(32, 7);
 
 /** Listener options admitting every address, with SECRET, every fence taken as the cluster's. */
 function admitting(): ListenerOptions {
-  return { admits: () => true, secret: () => SECRET, checkFence: () => undefined };
+  return { admits: () => true, secret: () => SECRET, address: (port) => `127.0.0.1:${port}`, checkFence: () => undefined };
+}
+
+/** Where a link dials `listener` (as admitting() declares it). */
+function at(listener: SequencerListener): PeerAddress {
+  return { host: '127.0.0.1', port: listener.port };
+}
+
+/** Resolves once `refused` holds `count` reasons (bounded). */
+function untilRefused(refused: readonly string[], count: number): Promise<void> {
+  return bounded(
+    (async () => {
+      while (refused.length < count) await new Promise((r) => setTimeout(r, 5));
+    })(),
+    5_000,
+    `${count} refusals`,
+  );
 }
 
 /** A listener on a free loopback port, closed at the test's end. */
@@ -66,7 +83,7 @@ async function linked(t: { teardown(f: () => void): void }, options: ListenerOpt
   const listener = new SequencerListener(options);
   await listener.listen(0, '127.0.0.1');
   listener.serve(sequencer);
-  const link = new SequencerLink(listener.port, '127.0.0.1', () => SECRET);
+  const link = new SequencerLink(at(listener), () => SECRET);
   t.teardown(() => {
     link.close();
     listener.close();
@@ -145,7 +162,7 @@ test('a connection from an address the hosts file does not allow is closed at on
 test('before it serves a sequencer, the listener refuses each forward (its node appends it itself)', async (t) => {
   const listener = new SequencerListener(admitting());
   await listener.listen(0, '127.0.0.1');
-  const link = new SequencerLink(listener.port, '127.0.0.1', () => SECRET);
+  const link = new SequencerLink(at(listener), () => SECRET);
   t.teardown(() => {
     link.close();
     listener.close();
@@ -161,15 +178,9 @@ test('a node that does not know the cluster’s peer secret is refused before it
   await closedAtOnce(listener); // not read yet: refused at once
   secret = SECRET;
   // A wrong secret: the proof fails, the connection is closed, nothing was sent.
-  const wrong = new SequencerLink(listener.port, '127.0.0.1', () => Buffer.alloc(32, 8));
+  const wrong = new SequencerLink(at(listener), () => Buffer.alloc(32, 8));
   t.teardown(() => wrong.close());
-  await bounded(
-    (async () => {
-      while (refused.length < 2) await new Promise((r) => setTimeout(r, 5));
-    })(),
-    5_000,
-    'the wrong proof to be refused',
-  );
+  await untilRefused(refused, 2);
   t.deepEqual(refused, ['peer secret not read from etcd yet', 'a wrong proof of the peer secret']);
   await t.throwsAsync(wrong.forward(batch, fence(), 1_000), { instanceOf: AppendRefusedError, message: /no link/ });
 });
@@ -185,4 +196,15 @@ test('a connection that does not prove the secret in time is closed, and said so
   const listener = await listening(t, { ...admitting(), proofWaitMs: 100, onRefused: (_address, reason) => refused.push(reason) });
   await closedAtOnce(listener); // connects and sends nothing
   t.deepEqual(refused, ['no proof of the peer secret within 100 ms']);
+});
+
+test('a proof names the address the sequencer is declared at: one made for another address is refused (a relayed proof is worthless)', async (t) => {
+  const refused: string[] = [];
+  // Declared at 127.0.0.2: the link below dials it as 127.0.0.1 and so proves for that address.
+  const listener = await listening(t, { ...admitting(), address: (port) => `127.0.0.2:${port}`, onRefused: (_address, reason) => refused.push(reason) });
+  const link = new SequencerLink(at(listener), () => SECRET);
+  t.teardown(() => link.close());
+  await untilRefused(refused, 1);
+  t.deepEqual(refused, ['a wrong proof of the peer secret']);
+  t.false(link.up);
 });

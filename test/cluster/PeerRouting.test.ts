@@ -70,12 +70,19 @@ test('a follower forwards to the address the leader declared, one link per addre
   routing.close();
 });
 
-test('the leader uses its own sequencer, or appends directly when it has none', async (t) => {
+test('the leader uses its own sequencer (its link to the leader before it closed), or appends directly when it has none', async (t) => {
   const withOne = setup(sequencer);
+  withOne.leadership.leader = 'n2';
+  withOne.setView({ peers: new Map([['n2', '10.0.0.2:7000']]), readsBundles: true });
+  withOne.routing.start();
+  await withOne.vt.advance(0);
+  t.is(withOne.routing.route().kind, 'forward');
   withOne.leadership.isLeader = true;
   withOne.leadership.leader = 'n1';
   const route = withOne.routing.route();
   t.is(route.kind === 'here' ? route.sequencer : undefined, sequencer);
+  t.deepEqual(withOne.dialler.closed, ['10.0.0.2:7000']);
+  withOne.routing.close();
   const without = setup();
   without.leadership.isLeader = true;
   t.is(without.routing.route().kind, 'direct');

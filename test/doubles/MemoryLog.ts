@@ -1467,6 +1467,10 @@ export class MemoryLog implements ReplicatedLog {
     this.isClosed = true;
     this.store.note(`${this.label} closed`);
     for (const call of [...this.pending]) call.fail(new MemoryLogError('closed', 'client closed'));
+    // A fence it lent (to a sequencer) and never got back is given up now, as its own attempts are:
+    // on etcd the writer lease was granted before the crash and ends within lateCommitMs of it.
+    const now = this.store.clock.now();
+    for (const call of this.unexecuted) if (!call.settled && call.failedAt === undefined) call.failedAt = now;
     for (const w of [...this.watches]) w.close();
     for (const s of this.sessions) s.stop();
     this.sessions.clear();

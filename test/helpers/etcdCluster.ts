@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { ExecutionContext, Implementation, TestFn } from 'ava';
+import { Etcd3 } from 'etcd3';
+import { decodeValue } from '../../src/cluster/LogCodec.js';
 import { bounded } from './bounded.js';
 import type { RawClient } from './rawClient.js';
 import { LOOPBACK_HOSTS, ServerProcess, serverArgs, serverFiles, spawnLockserver } from './serverProcess.js';
@@ -489,5 +491,16 @@ export async function untilAnswered<T>(node: ServerProcess, work: (client: RawCl
     } finally {
       client?.destroy();
     }
+  }
+}
+
+/** The batches per log value of every value still retained in etcd (`/<cluster>/batches/`). */
+export async function batchesPerValue(endpoints: string[], cluster: string): Promise<number[]> {
+  const raw = new Etcd3({ hosts: endpoints });
+  try {
+    const values = await raw.getAll().prefix(`/${cluster}/batches/`).buffers();
+    return Object.values(values).map((v) => decodeValue(v).length);
+  } finally {
+    raw.close();
   }
 }

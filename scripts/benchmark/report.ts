@@ -480,7 +480,7 @@ function renderCluster(results: BenchResults): string[] {
         'Beside ours at each shape (one right after the other, in every order in turn), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
         'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
         'the ceiling of the design on this machine; and on three that commit through one sequencer (the others forward their batches to it over loopback, ' +
-        'it appends all it has in one transaction, one append in flight): the ceiling of one commit per round for the whole cluster. ' +
+        'it appends all it has in one transaction, one append in flight, waiting up to 5 ms after each for a batch of every node): the ceiling of one commit per round for the whole cluster. ' +
         'Right after ours at each count, on the same etcd and in the same windows: ' +
         "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
         "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +

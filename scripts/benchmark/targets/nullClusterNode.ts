@@ -22,7 +22,8 @@
  * ceiling of the other way to build it, one commit per round for the whole cluster: a forwarding
  * node sends each batch over a loopback link to the sequencer instead of appending it; the
  * sequencer appends every batch it has (its own and forwarded ones) in one transaction, one append
- * in flight, what arrives meanwhile going in the next (see sequencedBatches.ts for the format).
+ * in flight, what arrives meanwhile going in the next; after each append it waits up to 5 ms for a
+ * batch of every node, as the real Sequencer does (see sequencedBatches.ts for the format).
  * Every node still watches the log and answers its batch when a value holding it comes back. What
  * such a design would add (a sequencer's failover, fencing each forwarded batch by its own node's
  * writer lease) is not here: this measures only whether the platform leaves more room for it.
@@ -139,13 +140,26 @@ function maybeDispatch(): void {
   else append(batch, () => {}); // answered from the watch
 }
 
-/** The sequencer's batches (length-prefixed) not appended yet, and whether an append is in flight. */
+/** The sequencer's batches (length-prefixed) not appended yet, how many, and whether an append is in flight. */
 const gathered: Buffer[] = [];
+let gatheredBatches = 0;
 let appending = false;
+/** After an append, the next waits until it holds a batch per node, or GATHER_MS: as the real Sequencer does. */
+let gatherTimer: NodeJS.Timeout | undefined;
+const GATHER_MS = 5;
+const NODES = 3;
 
-/** The sequencer: `batch` goes in its next append, which goes as soon as none is in flight. */
+/** The sequencer: `batch` goes in its next append, which goes once none is in flight and the gather ended. */
 function gather(batch: Buffer): void {
   gathered.push(...lengthPrefixed(batch));
+  gatheredBatches++;
+  if (gatherTimer !== undefined && gatheredBatches >= NODES) endGather();
+  else if (gatherTimer === undefined) appendGathered();
+}
+
+function endGather(): void {
+  clearTimeout(gatherTimer);
+  gatherTimer = undefined;
   appendGathered();
 }
 
@@ -154,9 +168,11 @@ function appendGathered(): void {
   appending = true;
   const value = Buffer.concat(gathered);
   gathered.length = 0;
+  gatheredBatches = 0;
   append(value, () => {
     appending = false;
-    appendGathered();
+    if (gatheredBatches >= NODES) appendGathered();
+    else gatherTimer = setTimeout(endGather, GATHER_MS);
   });
 }
 

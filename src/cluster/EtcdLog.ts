@@ -21,7 +21,7 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
+import { AppendRefusedError, fenceOutcomeOf, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
 import { BUNDLE_FORMAT, encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
 import type { PeerView } from './PeerRouting.js';
 import { PEER_SECRET_BYTES } from './PeerAuth.js';
@@ -157,7 +157,7 @@ export class EtcdLog implements ReplicatedLog {
       this.fenceReturned(fence, 'settled');
       return position;
     } catch (error) {
-      this.fenceReturned(fence, error instanceof AppendRefusedError ? (error.leaseGone ? 'lease-gone' : 'settled') : 'unsettled');
+      this.fenceReturned(fence, fenceOutcomeOf(error));
       throw error;
     }
   }
@@ -182,7 +182,7 @@ export class EtcdLog implements ReplicatedLog {
     }
     const left = timeoutMs - (performance.now() - started);
     if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs} after its lease`);
-    const lent: LentFence & { readonly lease: WriterLease } = { lease, leaseId: lease.id, fenceKey: this.writers.fenceKeyBytes, endsAt: lease.endsAt };
+    const lent: LentFence & { readonly lease: WriterLease } = { lease, leaseId: lease.id, fenceKey: this.writers.fenceKey, endsAt: lease.endsAt };
     return lent;
   }
 

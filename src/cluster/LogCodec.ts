@@ -323,14 +323,7 @@ export type OwnCommands = (header: BatchHeader) => readonly LogCommand[] | undef
  */
 export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
-  if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
-  const format = r.u8();
-  if (format !== FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
-  const proposer = r.string();
-  const incarnation = r.u32();
-  r.u32(); // reserved
-  const seq = r.u32();
-  const count = r.u16();
+  const { proposer, incarnation, seq, count } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
   if (known !== undefined && known.length === count) return { proposer, incarnation, seq, commands: known };
   const commands: LogCommand[] = [];
@@ -344,15 +337,19 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
  * sequencer checks of a batch it is handed before it bundles it. LogFormatError if not a batch.
  */
 export function peekCommandCount(bytes: Uint8Array): number {
-  const r = new CheckedReader(bytes);
+  return readBatchHeader(new CheckedReader(bytes)).count;
+}
+
+/** A format-1 batch's header, and the number of commands after it; LogFormatError if not a batch. */
+function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
-  if (format !== FORMAT) throw new LogFormatError(`batch format ${format}, not ${FORMAT}`);
-  r.string(); // proposer
-  r.u32(); // incarnation
+  if (format !== FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
+  const proposer = r.string();
+  const incarnation = r.u32();
   r.u32(); // reserved
-  r.u32(); // seq
-  return r.u16();
+  const seq = r.u32();
+  return { proposer, incarnation, seq, count: r.u16() };
 }
 
 /**

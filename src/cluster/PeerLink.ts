@@ -17,7 +17,7 @@ import {
 } from './PeerCodec.js';
 import { formatPeerAddress, type PeerAddress } from './PeerAddress.js';
 import type { LocalSequencer } from './RoutedLog.js';
-import { AppendRefusedError, type LentFence, type LogPosition } from './ReplicatedLog.js';
+import { AppendRefusedError, fenceOutcomeOf, type FenceOutcome, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /**
  * The link between a node and the sequencer (issue 20): TCP, frames as in PeerCodec. The
@@ -152,13 +152,19 @@ export class SequencerListener {
       },
       (error: unknown) => {
         peer.pending--;
-        answer(error instanceof AppendRefusedError ? (error.leaseGone ? OutcomeKind.LeaseGone : OutcomeKind.Refused) : OutcomeKind.Unknown);
+        answer(OUTCOME_OF_FENCE[fenceOutcomeOf(error)]);
       },
     );
   }
 }
 
 const NOWHERE: LogPosition = { version: 0, revision: 0 };
+/** A failed submit's outcome on the wire: the fate of the forwarder's fence (ReplicatedLog.fenceOutcomeOf). */
+const OUTCOME_OF_FENCE: Readonly<Record<FenceOutcome, OutcomeKind>> = {
+  settled: OutcomeKind.Refused,
+  'lease-gone': OutcomeKind.LeaseGone,
+  unsettled: OutcomeKind.Unknown,
+};
 const ACCEPTED = encodeBytesFrame(PeerFrameType.Accepted, Buffer.alloc(0));
 
 interface Pending {

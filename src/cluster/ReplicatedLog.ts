@@ -62,6 +62,12 @@ export interface LentFence {
  */
 export type FenceOutcome = 'settled' | 'lease-gone' | 'unsettled';
 
+/** The fence's fate from a failed attempt's error: refused for good, refused for a gone lease, or unknown. */
+export function fenceOutcomeOf(error: unknown): FenceOutcome {
+  if (!(error instanceof AppendRefusedError)) return 'unsettled';
+  return error.leaseGone ? 'lease-gone' : 'settled';
+}
+
 /** One batch of a bundle append, with the fence its node lent for it. */
 export interface BundlePart {
   readonly value: Uint8Array;

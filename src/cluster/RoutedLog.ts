@@ -1,7 +1,7 @@
 import type { Clock } from '../runtime/Clock.js';
 import type { Timers } from '../runtime/Timers.js';
 import {
-  AppendRefusedError,
+  fenceOutcomeOf,
   type BundlePart,
   type Candidate,
   type FenceOutcome,
@@ -80,7 +80,7 @@ export class RoutedLog implements ReplicatedLog {
       return position;
     } catch (error) {
       this.restUntil = this.clock.now() + SEQUENCER_REST_MS;
-      this.log.fenceReturned(fence, outcomeOf(error));
+      this.log.fenceReturned(fence, fenceOutcomeOf(error));
       throw error;
     }
   }
@@ -154,10 +154,4 @@ export class RoutedLog implements ReplicatedLog {
     this.router.close();
     return this.log.close();
   }
-}
-
-/** The fence's fate from an attempt's error: refused for good, refused for a gone lease, or unknown. */
-function outcomeOf(error: unknown): FenceOutcome {
-  if (!(error instanceof AppendRefusedError)) return 'unsettled';
-  return error.leaseGone ? 'lease-gone' : 'settled';
 }

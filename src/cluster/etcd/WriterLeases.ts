@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import type { IRequestOp } from 'etcd3';
 import { isLeaseNotFound } from './calls.js';
 import type { EndpointPool } from './EndpointPool.js';
 
@@ -51,8 +50,6 @@ export interface WriterLease {
   readonly id: string;
   readonly grantedAt: number;
   readonly endsAt: number;
-  /** The fence put naming this lease, built once per lease (appends reuse it). */
-  readonly fence: IRequestOp;
 }
 
 /**
@@ -80,17 +77,13 @@ export class WriterLeases {
 
   constructor(
     private readonly pool: EndpointPool,
-    private readonly fenceKey: Buffer,
+    /** This client's fence key: every append's fence put names it, with the lease lent for it. */
+    readonly fenceKey: Buffer,
     /** Where each lease is announced before a send names it (WriterLeaseJanitor). */
     private readonly announcePrefix: Buffer,
     /** Told of each lease once announced (this node's janitor knows it from then on). */
     private readonly onAnnounced: (id: string, ttlMs: number) => void,
   ) {}
-
-  /** This client's fence key (each lease's fence put names it). */
-  get fenceKeyBytes(): Buffer {
-    return this.fenceKey;
-  }
 
   /** How long after an append rejected its batch can still commit (see ReplicatedLog.lateCommitMs). */
   get lateCommitMs(): number {
@@ -165,7 +158,7 @@ export class WriterLeases {
   }
 
   private lease(id: string, grantedAt: number, ttlMs: number): WriterLease {
-    return { id, grantedAt, endsAt: grantedAt + ttlMs, fence: { request_put: { key: this.fenceKey, value: FENCE_VALUE, lease: id } } };
+    return { id, grantedAt, endsAt: grantedAt + ttlMs };
   }
 
   /**
@@ -210,5 +203,3 @@ export class WriterLeases {
     return lease;
   }
 }
-
-const FENCE_VALUE = Buffer.alloc(0);

@@ -1165,6 +1165,20 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+    return this.sendAppend(value, timeoutMs, 'append', (position) => `appends v${position.version} at r${position.revision}`);
+  }
+
+  /**
+   * One append of `value` as it travels: refused, executed, or executed with its answer lost, as the
+   * faults say. `tokens`: the lent fences it carries (a bundle), else it is a pending call of its own.
+   */
+  private sendAppend(
+    value: Uint8Array,
+    timeoutMs: number,
+    what: string,
+    landed: (position: LogPosition) => string,
+    lent?: readonly LentToken[],
+  ): Promise<LogPosition> {
     const store = this.store;
     const issuedAt = store.clock.now();
     return this.afterOverdueRevoked(
@@ -1176,12 +1190,13 @@ export class MemoryLog implements ReplicatedLog {
           left,
           () => {
             if (store.chance(store.faults.appendRejected)) {
-              store.note(`${this.label} append refused`);
+              store.note(`${this.label} ${what} refused`);
               throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
             }
             const position = store.appendLog(value);
+            for (const l of lent ?? []) l.client.unexecutedAppends().delete(l.token);
             store.answerIssued(issuedAt);
-            store.note(`${this.label} appends v${position.version} at r${position.revision}`);
+            store.note(`${this.label} ${landed(position)}`);
             if (store.chance(store.faults.appendUnknownOutcome)) {
               store.note(`${this.label} loses the answer of v${position.version}`);
               throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
@@ -1189,6 +1204,7 @@ export class MemoryLog implements ReplicatedLog {
             return position;
           },
           'append',
+          lent?.map((l) => l.token),
         ),
     );
   }
@@ -1243,37 +1259,15 @@ export class MemoryLog implements ReplicatedLog {
 
   /** See EtcdLog.appendBundle: one append of every part, fenced by each part's lent fence. */
   appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition> {
-    const store = this.store;
-    const issuedAt = store.clock.now();
-    const lent = parts.map((p) => store.lent.get(p.fence));
+    const lent = parts.map((p) => this.store.lent.get(p.fence));
     if (lent.some((l) => l === undefined)) return Promise.reject(new AppendRefusedError('append not sent: a fence not lent by this store'));
-    const tokens = lent.map((l) => l!.token);
     const value = parts.length === 1 ? parts[0]!.value : encodeBundle(parts.map((p) => p.value));
-    return this.afterOverdueRevoked(
+    return this.sendAppend(
+      value,
       timeoutMs,
-      (error) => new AppendRefusedError(`append not sent: ${error.message}`),
-      (left) =>
-        this.call(
-          'append',
-          left,
-          () => {
-            if (store.chance(store.faults.appendRejected)) {
-              store.note(`${this.label} bundle refused`);
-              throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
-            }
-            const position = store.appendLog(value);
-            for (const l of lent) l!.client.unexecutedAppends().delete(l!.token);
-            store.answerIssued(issuedAt);
-            store.note(`${this.label} appends a bundle of ${parts.length} as v${position.version} at r${position.revision}`);
-            if (store.chance(store.faults.appendUnknownOutcome)) {
-              store.note(`${this.label} loses the answer of v${position.version}`);
-              throw new MemoryLogError('unknown-outcome', 'append: connection reset before the answer (simulated)');
-            }
-            return position;
-          },
-          'append',
-          tokens,
-        ),
+      'bundle',
+      (position) => `appends a bundle of ${parts.length} as v${position.version} at r${position.revision}`,
+      lent as LentToken[],
     );
   }
 

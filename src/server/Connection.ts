@@ -94,8 +94,10 @@ export interface ConnectionHost {
    * stall of the event loop longer than the server allows: see LockServer's staleInputMs).
    */
   inputIsStale(): boolean;
-  /** Told once for each connection whose stale input was refused. */
-  staleInputRefused(connection: Connection): void;
+  /** Stalls of the event loop seen so far: one seen while a connection's input was paused makes what waits behind it stale. */
+  readonly stallsSeen: number;
+  /** Told once for each connection whose stale input was refused (or that was refused at accept for it). */
+  staleInputRefused(peer: string): void;
   onPartialFrame(connection: Connection): void;
   onClosed(connection: Connection): void;
 }
@@ -177,6 +179,8 @@ export class Connection {
   private writeBlocked = false;
   /** We asked the socket to stop reading (backpressure, or a phase that takes no input). */
   private inputPaused = false;
+  /** The host's stallsSeen when input was last paused (resumeInput). */
+  private stallsWhenPaused = 0;
   /**
    * The client half-closed. A fact about the peer, not a phase of ours: reading or quiescing, we
    * answer what it sent and, once caught up, close our side too.
@@ -249,12 +253,19 @@ export class Connection {
   private pauseInput(): void {
     if (this.inputPaused) return;
     this.inputPaused = true;
+    this.stallsWhenPaused = this.host.stallsSeen;
     this.socket.pause();
   }
 
   /** Reading again after backpressure; only while the phase still takes input. */
   private resumeInput(): void {
     if (!this.inputPaused || this.phase !== Phase.Reading) return;
+    // Bytes left in the socket while reading was paused may have waited there through a stall
+    // (input read at once after a stall is caught in onData; these are read turns later).
+    if (this.host.inputIsStale() || this.host.stallsSeen !== this.stallsWhenPaused) {
+      this.refuseStaleInput();
+      return;
+    }
     this.inputPaused = false;
     this.socket.resume();
   }
@@ -587,7 +598,7 @@ export class Connection {
    * (closing earlier would let those commit after the close).
    */
   private refuseStaleInput(): void {
-    this.host.staleInputRefused(this);
+    this.host.staleInputRefused(this.peer);
     void this.quiesce().then(() => this.end());
   }
 

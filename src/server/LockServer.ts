@@ -154,6 +154,15 @@ export class LockServer implements ConnectionHost {
       this.refuse(socket);
       return;
     }
+    if (this.inputIsStale()) {
+      // Accepted in the first turn after a stall: the kernel completed the handshake while this
+      // process stood still, and the client may have sent its commands then, given up on them and
+      // been answered by another node since. Their bytes would only be read in a later turn, past
+      // the stall's watch; the connection is refused before anything of it is read.
+      this.staleInputRefused(peer);
+      this.refuse(socket);
+      return;
+    }
     this.stats.accepted++;
     const connection = new Connection(socket, peer, this);
     this.connections.add(connection);
@@ -229,11 +238,15 @@ export class LockServer implements ConnectionHost {
     return true;
   }
 
-  staleInputRefused(connection: Connection): void {
+  get stallsSeen(): number {
+    return this.stalls;
+  }
+
+  staleInputRefused(peer: string): void {
     this.staleRefused++;
     if (this.staleLoggedFor === this.stalls) return;
     this.staleLoggedFor = this.stalls;
-    this.logger.event('stale-input-refused', { peer: connection.peer, stalled_ms: Math.round(this.stallMs), refused_total: this.staleRefused });
+    this.logger.event('stale-input-refused', { peer, stalled_ms: Math.round(this.stallMs), refused_total: this.staleRefused });
   }
 
   onPartialFrame(connection: Connection): void {

@@ -40,3 +40,33 @@ etcdTest.serial(
     t.is(await ask.location(again, 'stale', '1', 'x'), 1);
   },
 );
+
+// The same release on a connection made while the node was stopped: the kernel completes the
+// handshake and takes the bytes, and the process accepts the connection only when it resumes, then
+// reads the bytes in a later turn of its loop, past the stall's watch (found by an operator's run:
+// such a release took effect 15 s after it was sent). The connection is refused as it is accepted.
+etcdTest.serial(
+  'a release sent on a connection made while the node was stopped is refused at accept when the node resumes: the lock stays with the client that re-took it elsewhere',
+  async (t) => {
+    t.timeout(120_000);
+    const { nodes } = await startCluster(t);
+    const b = await nodes[1]!.accepted();
+    t.is(await ask.request(b, 'stale-new', '1', 'x', { ttl: 0 }), 1, 'x owns the lock');
+
+    const refused = nodes[0]!.nextEvent('stale-input-refused', () => true, 60_000);
+    nodes[0]!.signal('SIGSTOP');
+    const late = await nodes[0]!.connect();
+    late.send(frames(req.release('stale-new', '1', 'x')));
+    t.is(await ask.findOwner(b, 'stale-new', '1'), 'x');
+    t.is(await ask.location(b, 'stale-new', '1', 'x'), 1, 'x is told it owns the lock');
+    await delay(2_500);
+    nodes[0]!.signal('SIGCONT');
+
+    t.true(Number((await refused).fields.stalled_ms) > 0);
+    t.deepEqual([...(await late.readUntilClose(30_000))], [0x00], 'the refusal greeting, and nothing else: the release was never read');
+    t.is(await ask.findOwner(b, 'stale-new', '1'), 'x');
+    const again = await nodes[0]!.accepted();
+    t.is(await ask.findOwner(again, 'stale-new', '1'), 'x');
+    t.is(await ask.location(again, 'stale-new', '1', 'x'), 1);
+  },
+);

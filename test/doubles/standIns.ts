@@ -82,6 +82,7 @@ export function standInHost(
     afterRemoval: () => {},
     now: () => clock.now(),
     inputIsStale: () => false,
+    stallsSeen: 0,
     staleInputRefused: () => {},
     onPartialFrame: () => {},
     onClosed,

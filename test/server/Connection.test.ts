@@ -121,6 +121,36 @@ test('the frame timer runs only while an incomplete frame waits for bytes we are
   t.is(c.partialSince, clock.now(), 'reading again: the incomplete frame is timed from now');
 });
 
+test('a stall of the process while reading was paused for backpressure: what waited in the socket is never read; what was read is answered, then the connection closes', async (t) => {
+  const clock = new FakeClock(1_000);
+  const local = new LocalLockService(clock, idleTimers);
+  fillK(3)(local);
+  let refused = 0;
+  const host = {
+    ...standInHost(local, clock),
+    stallsSeen: 0,
+    staleInputRefused: () => {
+      refused++;
+    },
+  };
+  const socket = new StandInSocket();
+  standInConnection(socket, host);
+  socket.takesWrites = false;
+  socket.emit('data', frames(req.list('K'), req.findOwner('K', '1')));
+  t.true(socket.paused, 'not reading while our replies back up');
+  const answered = socket.bytesWritten;
+  // The event loop stood still while the socket was paused: bytes the kernel holds for it may be
+  // as old as the stall, and would be read only after the drain, turns after the stall was seen.
+  host.stallsSeen = 1;
+  socket.takesWrites = true;
+  socket.emit('drain');
+  t.true(socket.paused, 'never reads again');
+  t.is(refused, 1);
+  for (let turn = 0; turn < 4 && socket.ends + socket.destroySoons === 0; turn++) await settled();
+  t.is(socket.bytesWritten, answered, 'the replies to what was read before the stall went out, and nothing else');
+  t.is(socket.ends + socket.destroySoons, 1, 'then it closes');
+});
+
 test('halted with nothing outstanding: the replies before the bad input are written, then it hangs up at once', (t) => {
   const { socket, commandsRun } = connection();
   socket.emit('data', Buffer.concat([frames(req.findOwner('K', '1')), NOT_A_COMMAND, frames(req.findOwner('K', '1'))]));

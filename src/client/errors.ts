@@ -8,12 +8,13 @@ export class LockClientError extends Error {
 
 /**
  * The server answered the connection with greeting 0x00. The protocol uses the same byte for
- * "your address is not in the hosts file" and "too many connections", so both are named.
+ * "your address is not in the hosts file" and "too many connections" (and a cluster node uses it
+ * for a connection it accepted just after its process stood still), so the causes are named.
  */
 export class ServerRefusedError extends LockClientError {
   override name = 'ServerRefusedError';
   constructor(readonly address: string) {
-    super(`${address} refused: not in hosts file or too busy (greeting 0x00; the protocol cannot tell which)`);
+    super(`${address} refused: not in hosts file or too busy, or a cluster node that had just stalled (greeting 0x00; the protocol cannot tell which)`);
   }
 }
 

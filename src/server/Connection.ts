@@ -253,7 +253,9 @@ export class Connection {
   private pauseInput(): void {
     if (this.inputPaused) return;
     this.inputPaused = true;
-    this.stallsWhenPaused = this.host.stallsSeen;
+    // Paused in the turn a stall is seen: the stall is counted already, yet the socket may hold
+    // (or Node may have read into its buffer) bytes that waited through it; no count matches -1.
+    this.stallsWhenPaused = this.host.inputIsStale() ? -1 : this.host.stallsSeen;
     this.socket.pause();
   }
 

@@ -151,6 +151,40 @@ test('a stall of the process while reading was paused for backpressure: what wai
   t.is(socket.ends + socket.destroySoons, 1, 'then it closes');
 });
 
+test('paused for backpressure in the very turn a stall is seen (the stall counted already): what waits behind the pause is never read', async (t) => {
+  const clock = new FakeClock(1_000);
+  const { service, answerAll } = heldFindOwner();
+  let refused = 0;
+  let staleNow = false;
+  const host = {
+    ...standInHost(service, clock),
+    stallsSeen: 0,
+    inputIsStale: () => staleNow,
+    staleInputRefused: () => {
+      refused++;
+    },
+  };
+  const socket = new StandInSocket();
+  standInConnection(socket, host);
+  socket.emit('data', frames(req.findOwner('K', '1')));
+  // The process stands still; in the first turn after it the stall is seen and counted, and the
+  // answer that came due meanwhile goes out, into a socket that takes no more: reading pauses
+  // then, with the stall counted already. Bytes sent during the stall wait behind the pause.
+  host.stallsSeen = 1;
+  staleNow = true;
+  socket.takesWrites = false;
+  answerAll();
+  await settled();
+  t.true(socket.paused, 'not reading while our reply backs up');
+  staleNow = false; // that turn is over
+  socket.takesWrites = true;
+  socket.emit('drain');
+  t.true(socket.paused, 'never reads again');
+  t.is(refused, 1);
+  for (let turn = 0; turn < 4 && socket.ends + socket.destroySoons === 0; turn++) await settled();
+  t.is(socket.ends + socket.destroySoons, 1, 'it closes once its reply is out');
+});
+
 test('halted with nothing outstanding: the replies before the bad input are written, then it hangs up at once', (t) => {
   const { socket, commandsRun } = connection();
   socket.emit('data', Buffer.concat([frames(req.findOwner('K', '1')), NOT_A_COMMAND, frames(req.findOwner('K', '1'))]));

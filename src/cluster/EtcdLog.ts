@@ -73,7 +73,12 @@ const SETUP_ATTEMPT_MS = 1_000;
  * 11. a client's watchers share one stream, and a watcher etcd cancels as it is created (from a
  *    compacted revision) is paired with whichever watcher waits first, after which etcd3 throws
  *    out of its stream handler ("Failed to find watcher"): the log watch keeps a stream to itself
- *    (the writer-lease janitor watches on a namespace of its own, hence its own stream).
+ *    (the writer-lease janitor watches on a namespace of its own, hence its own stream);
+ * 12. etcd3 closes every channel of a client after any call of it fails with a "recoverable"
+ *    status (etcd's "no leader", a deadline) and after any stream error, its own cancels included;
+ *    a watch on a closed channel dies at the connection's next keepalive ping, on a healthy member
+ *    too (every node fell silent again 11-13 s into a pause of one etcd member): the log watch, the
+ *    janitor's watch and the calls each have a client of their own per member (Endpoint).
  */
 export class EtcdLog implements ReplicatedLog {
   private readonly pool: EndpointPool;
@@ -317,7 +322,7 @@ export class EtcdLog implements ReplicatedLog {
     let closed = false;
     // The watcher object at once (not create(), which waits for etcd's 'connected' and ignores a
     // stream that breaks before it): every outcome is heard and the watcher can always be cancelled.
-    const watcher: Watcher = endpoint.client.watch().key(this.logKey).startRevision(String(fromRevision)).watcher();
+    const watcher: Watcher = endpoint.logWatch.watch().key(this.logKey).startRevision(String(fromRevision)).watcher();
     const stop = (): void => {
       closed = true;
       this.watches.delete(stop);

@@ -27,8 +27,8 @@ const MAX_MESSAGE_BYTES = 512 * 1024 * 1024;
  * connections; the ~2 s failover comes from attempt deadlines (calls) and the watch watchdog
  * (streams).
  */
-const KEEPALIVE_MS = 10_000;
-const KEEPALIVE_TIMEOUT_MS = 2_000;
+export const KEEPALIVE_MS = 10_000;
+export const KEEPALIVE_TIMEOUT_MS = 2_000;
 /** Bound on tries of one call, whatever the endpoints answer (each fails fast, e.g. refused). */
 const MAX_TRIES_PER_ENDPOINT = 2;
 /**
@@ -49,6 +49,19 @@ export interface Endpoint {
   readonly url: string;
   readonly index: number;
   readonly client: Etcd3;
+  /**
+   * The log watch's and the janitor's watch's own clients on this member. etcd3 closes every grpc
+   * channel of a client (`resetAllServices`) on a recoverable error: a unary call's UNAVAILABLE
+   * ("no leader"), DEADLINE_EXCEEDED…, and a watch stream's error, including the CANCELLED of the
+   * stream it cancels itself when its last watcher is cancelled. A channel closed under a live
+   * watch lets grpc-js drop the connection (Channel.close → unrefUnusedSubchannels → subchannel
+   * refcount 0 → transport.shutdown(), a graceful session.close()), and the watch dies with
+   * "Connection dropped" at that connection's next keepalive ping, up to 10 s later, on a healthy
+   * member. With a client each, only a stream's own failure closes its channel; the clients still
+   * share one connection per member (same target and options: the global subchannel pool).
+   */
+  readonly logWatch: Etcd3;
+  readonly janitorWatch: Etcd3;
 }
 
 /**
@@ -68,7 +81,13 @@ export class EndpointPool {
 
   constructor(connection: EtcdConnection, start: number) {
     if (connection.endpoints.length === 0) throw new Error('etcd: no endpoints given');
-    this.endpoints = connection.endpoints.map((url, index) => ({ url, index, client: new Etcd3(clientOptions(connection, url)) }));
+    this.endpoints = connection.endpoints.map((url, index) => ({
+      url,
+      index,
+      client: new Etcd3(clientOptions(connection, url)),
+      logWatch: new Etcd3(clientOptions(connection, url)),
+      janitorWatch: new Etcd3(clientOptions(connection, url)),
+    }));
     // Nodes start on different members so that the load spreads.
     this.preferredIndex = Math.abs(Math.floor(start)) % this.endpoints.length;
     this.silentUntil = this.endpoints.map(() => 0);
@@ -145,7 +164,11 @@ export class EndpointPool {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const endpoint of this.endpoints) endpoint.client.close();
+    for (const endpoint of this.endpoints) {
+      endpoint.client.close();
+      endpoint.logWatch.close();
+      endpoint.janitorWatch.close();
+    }
   }
 }
 

@@ -214,7 +214,7 @@ export class WriterLeaseJanitor {
     this.lastEndpoint = endpoint;
     let stream = this.streams.get(endpoint);
     if (stream === undefined) {
-      stream = endpoint.client.namespace('');
+      stream = endpoint.janitorWatch.namespace('');
       this.streams.set(endpoint, stream);
     }
     const watcher = stream

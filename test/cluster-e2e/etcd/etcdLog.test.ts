@@ -3,6 +3,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
 import { EtcdLog, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
+import { KEEPALIVE_MS, KEEPALIVE_TIMEOUT_MS } from '../../../src/cluster/etcd/EndpointPool.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
@@ -368,3 +369,50 @@ etcdTest(
     t.deepEqual([...(await log.peerView(CALL_MS)).peers], []);
   },
 );
+
+// Trap 12: etcd3 closes every channel of a client once a call of it fails with a "recoverable"
+// status (UNAVAILABLE, as etcd's "no leader" refusal during an election; DEADLINE_EXCEEDED, as
+// every attempt we give up on). A watch on those channels kept running on a connection grpc-js was
+// closing, and died with "Connection dropped" at its next keepalive ping, up to KEEPALIVE_MS later,
+// on a healthy member: every node fell silent a second time 11-13 s into a pause of one etcd member.
+// The watch has a client of its own. There is no event for "the watch did not break": the test
+// watches for one keepalive period and its timeout after the failed call, appending meanwhile.
+etcdTest('a call to a member that fails with a recoverable status leaves the log watch on that member running past the next keepalive ping', async (t) => {
+  t.timeout(60_000);
+  const { log } = await singleMember(t);
+  const versions: number[] = [];
+  const ends: string[] = [];
+  let delivered: () => void = () => {};
+  const watch = log.watch(1, {
+    onRecords: (records) => {
+      for (const record of records) versions.push(record.version);
+      delivered();
+    },
+    onEnd: (why, detail) => ends.push(`${why}: ${detail}`),
+  });
+  t.teardown(() => watch.close());
+  const appendAndHear = async (n: number): Promise<void> => {
+    const heard = new Promise<void>((resolve) => (delivered = resolve));
+    await log.append(Buffer.from(`batch ${n}`), CALL_MS);
+    await bounded(heard, 10_000, `batch ${n} on the watch (it ended: ${JSON.stringify(ends)})`);
+  };
+  await appendAndHear(1);
+  // A call whose deadline passed: etcd3 sees DEADLINE_EXCEEDED and resets the client it went through.
+  const endpoint = log['pool'].endpoints[0]!;
+  const failed = await endpoint.client.kv.range({ key: Buffer.from('any') }, { deadline: new Date(Date.now() - 1_000) }).then(
+    () => 'answered',
+    (error: unknown) => (error as Error).constructor.name,
+  );
+  t.is(failed, 'GRPCDeadlineExceededError', 'the call failed with a status etcd3 treats as recoverable');
+  const watchedUntil = Date.now() + KEEPALIVE_MS + KEEPALIVE_TIMEOUT_MS + 1_000;
+  let n = 2;
+  while (Date.now() < watchedUntil) {
+    await appendAndHear(n++);
+    await delay(1_000);
+  }
+  t.deepEqual(ends, [], 'the watch never ended');
+  t.deepEqual(
+    versions,
+    Array.from({ length: n - 1 }, (_, i) => i + 1),
+  );
+});

@@ -251,7 +251,16 @@ export class EtcdCluster {
       for (;;) {
         if (await healthy(member)) break;
         if (member.process === undefined) throw new Error(`etcd member ${member.name} is not running`);
-        if (Date.now() >= deadline) throw new Error(`etcd member ${member.name} not healthy within ${ms} ms\n${await this.logTail(member)}`);
+        if (Date.now() >= deadline) {
+          const child = member.process;
+          const state =
+            child.exitCode !== null || child.signalCode !== null
+              ? `exited (code ${child.exitCode}, signal ${child.signalCode})`
+              : `running as pid ${child.pid}`;
+          throw new Error(
+            `etcd member ${member.name} not healthy within ${ms} ms, ${state}, ports ${member.clientPort}/${member.peerPort}\n${await this.logTail(member)}`,
+          );
+        }
         await delay(POLL_MS);
       }
     }

@@ -73,7 +73,7 @@ const SETUP_ATTEMPT_MS = 1_000;
  * 11. a client's watchers share one stream, and a watcher etcd cancels as it is created (from a
  *    compacted revision) is paired with whichever watcher waits first, after which etcd3 throws
  *    out of its stream handler ("Failed to find watcher"): the log watch keeps a stream to itself
- *    (the writer-lease janitor watches on a namespace of its own, hence its own stream);
+ *    (the writer-lease janitor watches on a client of its own, hence its own stream);
  * 12. etcd3 closes every channel of a client after any call of it fails with a "recoverable"
  *    status (etcd's "no leader", a deadline) and after any stream error, its own cancels included;
  *    a watch on a closed channel dies at the connection's next keepalive ping, on a healthy member

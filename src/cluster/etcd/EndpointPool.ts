@@ -44,7 +44,7 @@ const SILENT_AVOID_MS = 5_000;
  */
 const PROBE_MS = 500;
 
-/** One etcd member: its own client, hence its own gRPC channels and its own watch stream. */
+/** One etcd member: clients of its own (calls, the log watch, the janitor's watch), none shared with another member. */
 export interface Endpoint {
   readonly url: string;
   readonly index: number;

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Namespace, Watcher } from 'etcd3';
+import type { Watcher } from 'etcd3';
 import { isNoLeaderRefusal, prefixEnd } from './calls.js';
 import type { Endpoint, EndpointPool } from './EndpointPool.js';
 import { OverdueLeases } from './OverdueLeases.js';
@@ -61,13 +61,6 @@ export class WriterLeaseJanitor {
   /** Whether a listing completed once: until then this node knows of no lease, overdue or not. */
   private listedOnce = false;
   private readonly firstListingWaiters = new Set<() => void>();
-  /**
-   * Per member, a namespace of its client with its own watch stream: etcd3 multiplexes a client's
-   * watchers on one stream, and a watcher that etcd cancels as it is created (the log watch's,
-   * from a compacted revision) is then matched to whichever watcher waits first; the log watch's
-   * next response finds no watcher and etcd3 throws out of its stream handler (the process dies).
-   */
-  private readonly streams = new Map<Endpoint, Namespace>();
   /** This node's own announced leases, with when each was announced, until gone. */
   private readonly own = new Map<string, number>();
 
@@ -212,12 +205,12 @@ export class WriterLeaseJanitor {
     }
     const endpoint = this.pool.preferredOtherThan(this.lastEndpoint);
     this.lastEndpoint = endpoint;
-    let stream = this.streams.get(endpoint);
-    if (stream === undefined) {
-      stream = endpoint.janitorWatch.namespace('');
-      this.streams.set(endpoint, stream);
-    }
-    const watcher = stream
+    // The janitor's own client on that member (Endpoint.janitorWatch), hence its own watch stream:
+    // etcd3 multiplexes a client's watchers on one stream, and a watcher that etcd cancels as it is
+    // created (the log watch's, from a compacted revision) is then matched to whichever watcher
+    // waits first; the log watch's next response finds no watcher and etcd3 throws out of its
+    // stream handler (the process dies).
+    const watcher = endpoint.janitorWatch
       .watch()
       .prefix(prefix)
       .startRevision(String(Number(listing.header.revision) + 1))

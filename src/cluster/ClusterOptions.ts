@@ -38,7 +38,18 @@ export interface ClusterObserver {
   batchCommitted(ms: number, commands: number): void;
   /** The leader proposed this many expiries. */
   expiriesProposed?(count: number): void;
+  /**
+   * An append attempt of this node's settled: sent to etcd itself, to its own sequencer, or
+   * forwarded to the leader's (issue 20); `committed` false when it failed in any way (a failure
+   * through a sequencer sends this node's appends direct for a second).
+   */
+  appendAttempted?(route: AppendRouteKind, committed: boolean): void;
+  /** This node's sequencer sent an append carrying `batches` nodes' batches (one when not bundling). */
+  bundleSent?(batches: number): void;
 }
+
+/** Where an append attempt went: RoutedLog's routes, as the metrics name them. */
+export type AppendRouteKind = 'direct' | 'own-sequencer' | 'forwarded';
 
 /** This node's standing in the cluster, read when metrics are scraped. */
 export interface ClusterFigures {

@@ -1,4 +1,5 @@
 import type { Clock } from '../runtime/Clock.js';
+import type { AppendRouteKind, ClusterObserver } from './ClusterOptions.js';
 import type { Timers } from '../runtime/Timers.js';
 import {
   fenceOutcomeOf,
@@ -61,26 +62,52 @@ export class RoutedLog implements ReplicatedLog {
     private readonly router: AppendRouter,
     private readonly clock: Clock,
     private readonly timers: Timers,
+    /** Told how each append attempt went, by route (metrics). */
+    private readonly observer?: Pick<ClusterObserver, 'appendAttempted'>,
   ) {}
 
   get lateCommitMs(): number {
     return this.log.lateCommitMs;
   }
 
-  async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
+  append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const started = this.clock.now();
     const route = this.router.route();
     const viaSequencer = started >= this.restUntil && (route.kind === 'here' || (route.kind === 'forward' && route.channel.up));
-    if (!viaSequencer) return this.log.append(value, timeoutMs);
+    if (!viaSequencer) return this.counted('direct', this.log.append(value, timeoutMs));
+    if (route.kind === 'here')
+      return this.counted(
+        'own-sequencer',
+        this.viaSequencer(timeoutMs, started, (fence, left) => this.bounded(route.sequencer.submit(value, fence), left)),
+      );
+    return this.counted(
+      'forwarded',
+      this.viaSequencer(timeoutMs, started, (fence, left) => route.channel.forward(value, fence, left)),
+    );
+  }
+
+  /** One attempt through a sequencer, with a fence lent for it and returned with its outcome; a failure rests the route. */
+  private async viaSequencer(timeoutMs: number, started: number, send: (fence: LentFence, leftMs: number) => Promise<LogPosition>): Promise<LogPosition> {
     const fence = await this.log.lendFence(timeoutMs);
-    const left = timeoutMs - (this.clock.now() - started);
     try {
-      const position = route.kind === 'here' ? await this.bounded(route.sequencer.submit(value, fence), left) : await route.channel.forward(value, fence, left);
+      const position = await send(fence, timeoutMs - (this.clock.now() - started));
       this.log.fenceReturned(fence, 'settled');
       return position;
     } catch (error) {
       this.restUntil = this.clock.now() + SEQUENCER_REST_MS;
       this.log.fenceReturned(fence, fenceOutcomeOf(error));
+      throw error;
+    }
+  }
+
+  /** `attempt`, its outcome told to the observer under `route`. */
+  private async counted<T>(route: AppendRouteKind, attempt: Promise<T>): Promise<T> {
+    try {
+      const result = await attempt;
+      this.observer?.appendAttempted?.(route, true);
+      return result;
+    } catch (error) {
+      this.observer?.appendAttempted?.(route, false);
       throw error;
     }
   }

@@ -23,6 +23,8 @@ export interface SequencerOptions {
    * reads bundles (rolling upgrades); until then each batch goes alone, as a plain value.
    */
   readonly bundling?: () => boolean;
+  /** Told the number of batches of each append as it is sent (metrics). */
+  readonly onSend?: (batches: number) => void;
 }
 
 /** A bundle append is one store attempt, as long as a node's own first one: a stuck etcd member costs no more through the sequencer. */
@@ -76,9 +78,6 @@ export class Sequencer {
   /** Node (fence key) → when its last batch arrived. */
   private readonly lastSeen = new Map<string, number>();
   private closed = false;
-  /** Appends sent, and the parts they carried (reports). */
-  appends = 0;
-  parts = 0;
 
   constructor(
     private readonly appender: BundleAppender,
@@ -146,8 +145,7 @@ export class Sequencer {
       return;
     }
     this.state = State.Appending;
-    this.appends++;
-    this.parts += bundle.length;
+    this.options.onSend?.(bundle.length);
     this.appender
       .appendBundle(
         bundle.map((w) => w.part),

@@ -61,8 +61,8 @@ export async function startClusterService(
   });
   // Loaded here, not at start-up: the etcd client and gRPC cost a single node ~28 MB of RSS it never uses.
   const { EtcdLog } = await import('./EtcdLog.js');
-  const { etcdLog, router } = await appendRouting(config, EtcdLog, peerAdmits, () => service, clock, logger);
-  const log = new RoutedLog(etcdLog, router, clock, realTimers);
+  const { etcdLog, router } = await appendRouting(config, EtcdLog, peerAdmits, () => service, clock, logger, observer);
+  const log = new RoutedLog(etcdLog, router, clock, realTimers, observer);
   const service: ClusterLockService = new ClusterLockService(
     {
       nodeName: config.nodeName,
@@ -97,6 +97,7 @@ async function appendRouting(
   service: () => ClusterLockService | undefined,
   clock: Clock,
   logger: Logger,
+  observer: ClusterObserver | undefined,
 ): Promise<{ etcdLog: EtcdLog; router: AppendRouter & { start(): void } }> {
   // Read through `routing` once it exists: a connection may come as soon as the listener listens.
   let routing: PeerRouting | undefined;
@@ -133,7 +134,11 @@ async function appendRouting(
   const sequencer =
     listener === undefined
       ? undefined
-      : new Sequencer(etcdLog, clock, realTimers, { ...DEFAULT_SEQUENCER_OPTIONS, bundling: () => routing?.readsBundles ?? false });
+      : new Sequencer(etcdLog, clock, realTimers, {
+          ...DEFAULT_SEQUENCER_OPTIONS,
+          bundling: () => routing?.readsBundles ?? false,
+          onSend: (batches) => observer?.bundleSent?.(batches),
+        });
   if (sequencer !== undefined) listener?.serve(sequencer);
   routing = new PeerRouting(
     {

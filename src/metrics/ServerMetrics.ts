@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
+import type { AppendRouteKind, ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';
@@ -43,6 +43,9 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
   private readonly expiries: Counter;
   private readonly commitLatency: Histogram;
   private readonly batchSize: Histogram;
+  /** Append attempts by route, then committed (0) or failed (1), resolved once. */
+  private readonly appendAttempts: Record<AppendRouteKind, [Counter.Internal, Counter.Internal]>;
+  private readonly bundleBatches: Histogram;
 
   constructor() {
     const registers = [this.registry];
@@ -192,6 +195,26 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096],
       registers,
     });
+    const attempts = new Counter({
+      name: 'lockserver_cluster_append_attempts_total',
+      help: "Cluster mode: this node's append attempts by route (direct to etcd, its own sequencer, forwarded to the leader's) and outcome",
+      labelNames: ['route', 'outcome'],
+      registers,
+    });
+    /** Both outcomes' children of a route, each shown from the start (0), so a rate over them is defined at once. */
+    const byOutcome = (route: AppendRouteKind): [Counter.Internal, Counter.Internal] => {
+      const [committed, failed] = [attempts.labels({ route, outcome: 'committed' }), attempts.labels({ route, outcome: 'failed' })];
+      committed.inc(0);
+      failed.inc(0);
+      return [committed, failed];
+    };
+    this.appendAttempts = { direct: byOutcome('direct'), 'own-sequencer': byOutcome('own-sequencer'), forwarded: byOutcome('forwarded') };
+    this.bundleBatches = new Histogram({
+      name: 'lockserver_cluster_sequencer_append_batches',
+      help: "Cluster mode with --peer: nodes' batches per append this node's sequencer sent while it led",
+      buckets: [1, 2, 3, 4, 6, 8, 12, 16],
+      registers,
+    });
     collectDefaultMetrics({ register: this.registry });
   }
 
@@ -213,6 +236,14 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
   batchCommitted(ms: number, commands: number): void {
     this.commitLatency.observe(ms / MS_PER_SECOND);
     this.batchSize.observe(commands);
+  }
+
+  appendAttempted(route: AppendRouteKind, committed: boolean): void {
+    this.appendAttempts[route][committed ? 0 : 1].inc();
+  }
+
+  bundleSent(batches: number): void {
+    this.bundleBatches.observe(batches);
   }
 
   /** Fed by the lock service's expiry sweep. */

@@ -47,4 +47,7 @@ etcdTest.serial('role, readiness, position, commit latency and batch size, snaps
   // The follower appended the eight requests itself: its commit histogram counts them.
   t.true(sample(follow, 'lockserver_cluster_commit_duration_seconds_count')! >= 1);
   t.is(sample(follow, 'lockserver_cluster_batch_commands_sum'), 8);
+  // Without --peer every append goes to etcd directly.
+  t.is(sample(follow, 'lockserver_cluster_append_attempts_total{route="direct",outcome="committed"}'), 8);
+  t.is(sample(follow, 'lockserver_cluster_append_attempts_total{route="forwarded",outcome="committed"}'), 0);
 });

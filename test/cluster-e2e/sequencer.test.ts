@@ -1,6 +1,7 @@
 import test from 'ava';
 import { writeFile } from 'node:fs/promises';
 import { batchesPerValue, needsEtcd, startCluster, untilAnswered } from '../helpers/etcdCluster.js';
+import { get, sample } from '../helpers/metrics.js';
 import type { RawClient } from '../helpers/rawClient.js';
 import type { ServerProcess } from '../helpers/serverProcess.js';
 import { ask } from '../helpers/wire.js';
@@ -48,17 +49,34 @@ async function loadUntilRouted(nodes: readonly ServerProcess[], via: RegExp): Pr
   throw new Error(`not every node routed its appends as ${via}`);
 }
 
-etcdTest.serial('with --peer on every node, the leader appends batches of several nodes in one write; every command is answered', async (t) => {
-  t.timeout(120_000);
-  const { etcd, cluster, nodes } = await startCluster(t, { args: ['--peer', '127.0.0.1:0'] });
-  await loadUntilRouted(nodes, /^(here|forward )/);
-  const sizes = await batchesPerValue(etcd.endpointList, cluster.name);
-  t.log(`log values retained: ${sizes.length}; batches in them: ${sizes.reduce((a, b) => a + b, 0)}; largest: ${Math.max(...sizes)}`);
-  t.true(
-    sizes.some((n) => n > 1),
-    'some value holds batches of more than one node',
-  );
-});
+etcdTest.serial(
+  'with --peer on every node, the leader appends batches of several nodes in one write; every command is answered; the metrics count the routes and bundles',
+  async (t) => {
+    t.timeout(120_000);
+    const { etcd, cluster, nodes } = await startCluster(t, { args: ['--peer', '127.0.0.1:0', '--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });
+    await loadUntilRouted(nodes, /^(here|forward )/);
+    const sizes = await batchesPerValue(etcd.endpointList, cluster.name);
+    t.log(`log values retained: ${sizes.length}; batches in them: ${sizes.reduce((a, b) => a + b, 0)}; largest: ${Math.max(...sizes)}`);
+    t.true(
+      sizes.some((n) => n > 1),
+      'some value holds batches of more than one node',
+    );
+    // Each node's metrics: the leader counts its sequencer's appends by batches carried, the others their forwards.
+    const scraped = await Promise.all(nodes.map(async (node) => (await get(Number((await node.event('metrics-started')).fields.port), '/metrics')).body));
+    const leaders = scraped.filter((body) => sample(body, 'lockserver_cluster_role{role="leader"}') === 1);
+    t.is(leaders.length, 1);
+    const lead = leaders[0]!;
+    const appends = sample(lead, 'lockserver_cluster_sequencer_append_batches_count')!;
+    const alone = sample(lead, 'lockserver_cluster_sequencer_append_batches_bucket{le="1"}')!;
+    t.log(`the sequencer's appends: ${appends}, ${appends - alone} of them bundles`);
+    t.true(appends - alone > 0, 'the leader counted appends carrying several batches');
+    t.true(sample(lead, 'lockserver_cluster_append_attempts_total{route="own-sequencer",outcome="committed"}')! > 0);
+    for (const body of scraped.filter((b) => b !== lead)) {
+      t.true(sample(body, 'lockserver_cluster_append_attempts_total{route="forwarded",outcome="committed"}')! > 0, 'a follower counted its forwards');
+      t.is(sample(body, 'lockserver_cluster_sequencer_append_batches_count'), 0, 'a follower sequenced nothing');
+    }
+  },
+);
 
 etcdTest.serial(
   'a node without --peer forwards to a leader with one; a node the hosts file does not admit is refused at the peer port and appends itself',

@@ -1,4 +1,5 @@
 import test from 'ava';
+import type { AppendRouteKind } from '../../src/cluster/ClusterOptions.js';
 import { AppendRefusedError, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { SEQUENCER_REST_MS, RoutedLog, type AppendRoute, type SequencerChannel } from '../../src/cluster/RoutedLog.js';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
@@ -18,8 +19,11 @@ function setup() {
   const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(5), latencyMs: [1, 1], lateCommitMs: 1_000 });
   const client = store.client('n1');
   let route: AppendRoute = { kind: 'direct' };
-  const log = new RoutedLog(client, { route: () => route, close: () => {} }, vt, vt);
-  return { vt, store, client, log, setRoute: (r: AppendRoute) => (route = r) };
+  /** Each attempt's route and outcome, as the metrics hear them. */
+  const attempts: string[] = [];
+  const observer = { appendAttempted: (kind: AppendRouteKind, committed: boolean) => attempts.push(`${kind} ${committed ? 'committed' : 'failed'}`) };
+  const log = new RoutedLog(client, { route: () => route, close: () => {} }, vt, vt, observer);
+  return { vt, store, client, log, attempts, setRoute: (r: AppendRoute) => (route = r) };
 }
 
 /** A channel that answers each forward as the test says, and counts them. */
@@ -44,16 +48,17 @@ async function settle<T>(vt: VirtualTimers, promise: Promise<T>): Promise<{ valu
 }
 
 test('direct, or through the sequencer on this node: the batch commits and the fence is used up', async (t) => {
-  const { vt, store, client, log, setRoute } = setup();
+  const { vt, store, client, log, attempts, setRoute } = setup();
   t.deepEqual((await settle(vt, log.append(batch(1), CALL_MS))).value?.version, 1);
   setRoute({ kind: 'here', sequencer: new Sequencer(client, vt, vt, { gatherMs: 0, appendTimeoutMs: CALL_MS }) });
   t.deepEqual((await settle(vt, log.append(batch(2), CALL_MS))).value?.version, 2);
   t.is(store.logHead.version, 2);
   t.is(client.unexecutedAppends().size, 0, 'no fence left outstanding');
+  t.deepEqual(attempts, ['direct committed', 'own-sequencer committed']);
 });
 
 test('a forward with no known outcome returns its fence unsettled (it may still land, until the fence or a seal), and the next attempts go direct for a while', async (t) => {
-  const { vt, store, client, log, setRoute } = setup();
+  const { vt, store, client, log, attempts, setRoute } = setup();
   const channel = new StubChannel(() => Promise.reject(new Error('no outcome within 500 ms')));
   setRoute({ kind: 'forward', channel });
   const first = await settle(vt, log.append(batch(1), CALL_MS));
@@ -67,6 +72,7 @@ test('a forward with no known outcome returns its fence unsettled (it may still 
   await settle(vt, log.append(batch(3), CALL_MS));
   t.is(channel.forwards, 2);
   t.is(store.logHead.version, 1);
+  t.deepEqual(attempts, ['forwarded failed', 'direct committed', 'forwarded failed']);
 });
 
 test('a forward refused for a gone lease, or refused for good, settles its fence: nothing of it can land', async (t) => {

@@ -25,7 +25,9 @@ class HandAppender implements BundleAppender {
 function setup() {
   const vt = new VirtualTimers(1_000);
   const appender = new HandAppender();
-  const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000 });
+  /** Batches per append as the metrics hear of them. */
+  const sent: number[] = [];
+  const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000, onSend: (batches) => sent.push(batches) });
   const fence = (node: string, leftMs = 2_000): LentFence => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + leftMs });
   const batch = (node: string, seq = 1, commands: readonly LogCommand[] = [{ op: LogOp.ReleaseAll, owner: 'o' }]) =>
     encoder.encode({ proposer: node, incarnation: 1, seq, commands });
@@ -38,13 +40,13 @@ function setup() {
     );
     return outcome;
   };
-  return { vt, appender, sequencer, submit, batch, fence };
+  return { vt, appender, sequencer, submit, batch, fence, sent };
 }
 
 const at = (version: number): LogPosition => ({ version, revision: version * 10 });
 
 test('the first batch goes at once; the next append waits for a batch from every node heard from lately, then carries them all', async (t) => {
-  const { vt, appender, submit } = setup();
+  const { vt, appender, submit, sent } = setup();
   submit('a');
   t.is(appender.calls.length, 1, 'nobody else is known: no wait');
   submit('b');
@@ -65,6 +67,7 @@ test('the first batch goes at once; the next append waits for a batch from every
   submit('a', { seq: 2 });
   t.is(appender.calls.length, 3, 'sent the moment every active node is in');
   t.deepEqual(appender.nodes(2), ['b', 'c', 'a']);
+  t.deepEqual(sent, [1, 2, 3], 'each append told with its batches as it is sent');
 });
 
 test('a node that does not come back within the gather time is not waited for longer', async (t) => {

@@ -191,6 +191,7 @@ netnsTest(
       seed: 17_020,
       seconds: 44,
       peer: true,
+      busy: 4,
       schedule: [
         episode(2_000, 8_000, { kind: 'pause-leader-node' }),
         episode(14_000, 5_000, { kind: 'cut-node', node: 0 }),
@@ -198,7 +199,9 @@ netnsTest(
         episode(31_000, 6_000, { kind: 'pause-member', member: ETCD_LEADER }),
       ],
     });
+    t.log(`forward routes taken: ${report.forwardRoutes}; appends carrying several batches (nodes running at the end): ${report.sequencerBundles}`);
     t.true(report.forwardRoutes > 0, 'the nodes forwarded to a sequencer');
+    t.true(report.sequencerBundles > 0, "appends carried several nodes' batches (the sequencers' metrics)");
   },
 );
 

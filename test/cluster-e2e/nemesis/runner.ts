@@ -7,7 +7,7 @@ import { bounded } from '../../helpers/bounded.js';
 import { checkAvailability, checkHistory, firstServedAfter, longestSilence, type ServiceWindow, type Violation } from '../../helpers/history/checker.js';
 import { FailoverClient, type ClientOptions, type Endpoint } from '../../helpers/history/client.js';
 import { History, type Op } from '../../helpers/history/history.js';
-import { INDEXES, KEEP_KEY, KEY, runProbe, runWorker } from '../../helpers/history/workload.js';
+import { INDEXES, KEEP_KEY, KEY, runBusy, runProbe, runWorker } from '../../helpers/history/workload.js';
 import { LOCK_PORT, NetCluster, type NetMember, type NetNode } from '../../helpers/netns/netCluster.js';
 import { NetLab } from '../../helpers/netns/network.js';
 import {
@@ -51,6 +51,8 @@ export interface NemesisOptions {
   readonly schedule?: readonly Episode[];
   /** Nodes started with --peer: appends go through the leader's sequencer (issue 20). */
   readonly peer?: boolean;
+  /** Clients per node adding unchecked write load (runBusy), so that batches of several nodes meet at a sequencer; none by default. */
+  readonly busy?: number;
   /** Progress lines. */
   readonly log?: (line: string) => void;
   /** Registers a cleanup that must also run if the caller is torn down early (ava's t.teardown). */
@@ -83,6 +85,8 @@ export interface NemesisReport {
   readonly nodeLogs: string;
   /** Times a node turned to forwarding its appends to a sequencer (`event=append-route via="forward …"`). */
   readonly forwardRoutes: number;
+  /** Appends carrying several nodes' batches, by the running nodes' sequencers in their present lives (metrics, at the end). */
+  readonly sequencerBundles: number;
 }
 
 /** A fault as applied: the node or member it fell on when chosen at run time (leader, busiest). */
@@ -178,7 +182,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const log = options.log ?? (() => undefined);
   const schedule = options.schedule ?? drawSchedule(options.seed, options.seconds, options.only);
   const only = options.only === undefined ? '' : ` --only ${options.only.join(',')}`;
-  const peer = options.peer === true ? ' --peer' : '';
+  const peer = `${options.peer === true ? ' --peer' : ''}${(options.busy ?? 0) > 0 ? ` --busy ${options.busy}` : ''}`;
   const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}${peer}` : 'the same test';
   log(`nemesis seed ${options.seed}${peer}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
   const lab = NetLab.create({ nodes: NODES, members: MEMBERS });
@@ -218,6 +222,15 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       const probe = new FailoverClient(`probe-n${i + 1}`, clientOptions, i, true);
       clients.push(probe);
       loops.push(runProbe(probe, () => stop));
+    }
+    // Load only: its own history, never checked (the checked workers' commands share its batches).
+    const busyOptions: ClientOptions = { ...clientOptions, history: new History() };
+    for (let i = 0; i < NODES; i++) {
+      for (let j = 0; j < (options.busy ?? 0); j++) {
+        const busy = new FailoverClient(`busy-n${i + 1}-${j}`, busyOptions, i, true);
+        clients.push(busy);
+        loops.push(runBusy(busy, () => stop));
+      }
     }
     const loadStart = history.now();
     const windows: ServiceWindow[] = [];
@@ -300,6 +313,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       history: ops,
       nodeLogs: cluster.nodeLogs(60),
       forwardRoutes: cluster.countLines(/\bevent=append-route via="forward /),
+      sequencerBundles: await cluster.sequencerBundles(),
     };
   } catch (error) {
     if (cluster !== undefined) log(cluster.nodeLogs());

@@ -73,6 +73,21 @@ export async function runWorker(client: FailoverClient, random: Random, stopped:
   }
 }
 
+/**
+ * Write load, until `stopped()`: request (TTL 3 s) and release a fresh key of its own, as fast as
+ * the node answers; 100 ms of rest after a command without a reply. Its commands fill the nodes'
+ * batches, so with --peer the checked workers' commands ride in bundles with other nodes' batches.
+ */
+export async function runBusy(client: FailoverClient, stopped: () => boolean): Promise<void> {
+  const me = client.name;
+  for (let n = 0; !stopped(); n++) {
+    const key = `busy-${me}-${n}`;
+    const granted = await client.call({ cmd: 'request', key, index: '0', owner: me, ttl: 3, ttw: 0 });
+    const released = granted === undefined ? undefined : await client.call({ cmd: 'release', key, index: '0', owner: me });
+    if (released === undefined) await delay(100);
+  }
+}
+
 /** Reads (0x01) one node every 250 ms, never failing over: the node's availability over time. */
 export async function runProbe(probe: FailoverClient, stopped: () => boolean): Promise<void> {
   while (!stopped()) {

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { memberStatus } from '../etcdCluster.js';
+import { sample } from '../metrics.js';
 import { CLI_PATH, LoggedProcess, serverFiles } from '../serverProcess.js';
 import { cut, heal } from './blackhole.js';
 import type { Host, NetLab } from './network.js';
@@ -14,6 +15,9 @@ import { DelayRelay } from './relay.js';
 export const LOCK_PORT = 7734;
 /** Where a node takes the other nodes' batches (--peer), on its backend address. */
 const PEER_PORT = 7735;
+/** Where a node serves its metrics, on its client address. */
+const METRICS_PORT = 7736;
+const SCRAPE_MS = 2_000;
 const ETCD_CLIENT_PORT = 2379;
 const ETCD_PEER_PORT = 2380;
 const HEALTHY_MS = 30_000;
@@ -149,6 +153,8 @@ export class NetCluster {
       '--etcd', node.relays.map((r) => r.url).join(','),
       '--cluster', this.name,
       '--name', node.host.name,
+      '--metrics-port', String(METRICS_PORT),
+      '--metrics-listen', node.host.clientAddress!,
       ...this.nodeArgs,
       ...(this.peer ? ['--peer', `${node.host.backendAddress}:${PEER_PORT}`] : []),
     ];
@@ -252,12 +258,34 @@ export class NetCluster {
     }
   }
 
-  /** The last lines of every node (incarnations included), for a failure report. */
   /** How many lines of every node's logs (all incarnations) match `pattern`. */
   countLines(pattern: RegExp): number {
     return this.nodes.reduce((sum, n) => sum + [...n.pastLines, ...(n.proc?.lines ?? [])].filter((line) => pattern.test(line)).length, 0);
   }
 
+  /**
+   * Appends carrying several nodes' batches that the running nodes' sequencers sent in their
+   * present lives (their metrics); a node that does not answer its metrics in time counts none.
+   */
+  async sequencerBundles(): Promise<number> {
+    const counts = await Promise.all(
+      this.nodes
+        .filter((n) => n.proc?.running === true)
+        .map(async (n) => {
+          try {
+            const response = await fetch(`http://${n.host.clientAddress!}:${METRICS_PORT}/metrics`, { signal: AbortSignal.timeout(SCRAPE_MS) });
+            const body = await response.text();
+            const appends = sample(body, 'lockserver_cluster_sequencer_append_batches_count') ?? 0;
+            return appends - (sample(body, 'lockserver_cluster_sequencer_append_batches_bucket{le="1"}') ?? 0);
+          } catch {
+            return 0;
+          }
+        }),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** The last lines of every node (incarnations included), for a failure report. */
   nodeLogs(lines = 25): string {
     return this.nodes.map((n) => `--- node ${n.host.name} ---\n${[...n.pastLines, ...(n.proc?.lines ?? [])].slice(-lines).join('\n')}`).join('\n');
   }

@@ -22,13 +22,16 @@ import type {
   StoredSnapshot,
 } from './ReplicatedLog.js';
 import { AppendRefusedError, fenceOutcomeOf, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
-import { BUNDLE_FORMAT, encodeBundle, LOG_FORMATS_READ } from './LogCodec.js';
+import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerRouting.js';
 import { PEER_SECRET_BYTES } from './PeerAuth.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 
 const EMPTY = Buffer.alloc(0);
+const ZERO_BYTE = Buffer.of(0);
+/** The log key's value when it refers to the retained batch of its transaction (LogCodec's REFERENCE_FORMAT). */
+const REFERENCE = Buffer.from(REFERENCE_VALUE);
 export { SNAPSHOT_CHUNK_BYTES } from './etcd/SnapshotStore.js';
 
 /** Retained batches deleted per transaction: etcd's default --max-txn-ops is 128. */
@@ -103,6 +106,11 @@ export class EtcdLog implements ReplicatedLog {
   /** This client's retained-batch keys: `<retainedPrefix><client id>/<n>`, one per append attempt. */
   private readonly retainedOwn: string;
   private retainedCount = 0;
+  /**
+   * Every live name declared at the last peerView() that it reads references (REFERENCE_FORMAT):
+   * appends then put their value once, under the retained key, and a reference under the log key.
+   */
+  private everyNodeReadsReferences = false;
   private readonly nameLeases = new Set<NameLease>();
   /** Stops of the watches not ended yet: close() ends them without a word to their listeners. */
   private readonly watches = new Set<() => void>();
@@ -230,10 +238,17 @@ export class EtcdLog implements ReplicatedLog {
     // One transaction puts the batch and the fences (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.
     // The batch is also put under a key of its own (one per attempt, so each commit has one):
-    // compaction never removes a live key, so a follower can read it back whoever compacts.
+    // compaction never removes a live key, so a follower can read it back whoever compacts. Once
+    // every live node reads references, the log key holds only a reference to it (the watch brings
+    // both puts of the transaction together): etcd stores and replicates the batch once, not twice.
     const bytes = asBuffer(value);
     const retained = Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36));
-    const success: IRequestOp[] = [{ request_put: { key: this.logKey, value: bytes } }, { request_put: { key: retained, value: bytes } }, this.readLogVersion];
+    const logValue = this.everyNodeReadsReferences ? REFERENCE : bytes;
+    const success: IRequestOp[] = [
+      { request_put: { key: this.logKey, value: logValue } },
+      { request_put: { key: retained, value: bytes } },
+      this.readLogVersion,
+    ];
     for (const part of parts) success.push({ request_put: { key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId } });
     // The pool may try several members within this call (after a fast failure): what each try
     // got decides whether the call's batch can still commit.
@@ -322,7 +337,13 @@ export class EtcdLog implements ReplicatedLog {
     let closed = false;
     // The watcher object at once (not create(), which waits for etcd's 'connected' and ignores a
     // stream that breaks before it): every outcome is heard and the watcher can always be cancelled.
-    const watcher: Watcher = endpoint.logWatch.watch().key(this.logKey).startRevision(String(fromRevision)).watcher();
+    // The log key and the retained batches (a reference under the log key names the retained put of
+    // its own revision); the range also holds candidates, fences and formats, which are skipped.
+    const watcher: Watcher = endpoint.logWatch
+      .watch()
+      .inRange({ start: this.retainedPrefix, end: Buffer.concat([this.logKey, ZERO_BYTE]) })
+      .startRevision(String(fromRevision))
+      .watcher();
     const stop = (): void => {
       closed = true;
       this.watches.delete(stop);
@@ -344,9 +365,22 @@ export class EtcdLog implements ReplicatedLog {
     watcher.on('data', (response) => {
       if (closed) return;
       const records: LogRecord[] = [];
+      // etcd never splits one revision's events between two responses: a reference's batch is here.
+      let retained: Map<string, Buffer> | undefined;
       for (const event of response.events) {
         if (event.type !== 'Put') continue;
-        records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
+        const key = event.kv.key;
+        if (key.equals(this.logKey)) {
+          records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
+        } else if (key.length > this.retainedPrefix.length && key.subarray(0, this.retainedPrefix.length).equals(this.retainedPrefix)) {
+          (retained ??= new Map()).set(event.kv.mod_revision, event.kv.value);
+        }
+      }
+      for (let i = 0; i < records.length; i++) {
+        const record = records[i]!;
+        // One without its batch stays a reference, which the follower refuses as it decodes it.
+        const batch = isReference(record.value) ? retained?.get(String(record.revision)) : undefined;
+        if (batch !== undefined) records[i] = { ...record, value: batch };
       }
       if (records.length > 0) listener.onRecords(records);
     });
@@ -475,7 +509,10 @@ export class EtcdLog implements ReplicatedLog {
       const kvs = response.responses[i]?.response_range.kvs ?? [];
       return new Map(kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
     }) as [Map<string, string>, Map<string, string>, Map<string, string>];
-    const readsBundles = [...names.keys()].every((name) => (formats.get(name) ?? '').split(',').includes(String(BUNDLE_FORMAT)));
+    const reads = (format: number): boolean => [...names.keys()].every((name) => (formats.get(name) ?? '').split(',').includes(String(format)));
+    const readsBundles = reads(BUNDLE_FORMAT);
+    // Read here, where every node reads the declarations once a second (PeerRouting), with or without --peer.
+    this.everyNodeReadsReferences = names.size > 0 && reads(REFERENCE_FORMAT);
     const secret = response.responses[3]?.response_range.kvs[0]?.value ?? (await this.createPeerSecret(timeoutMs - (performance.now() - started)));
     return { peers, readsBundles, secret };
   }

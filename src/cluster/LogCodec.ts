@@ -16,8 +16,10 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  * batches other nodes forwarded to it, each encoded by its own node, in one value):
  *   'B' format(2) count(u16) { length(u32) batch }*      each batch a whole format-1 batch
  * The bundle's batches apply in order at one version, their commands numbered on across them
- * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). This version reads bundles
- * and writes none: it is the release a rolling upgrade puts on every node before any writes one.
+ * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). Bundles are written only
+ * once every live node declares it reads them (LOG_FORMATS_READ), as are references:
+ *   'B' format(3)      the log key's value when the batch is stored once, under its retained key
+ *                      (EtcdLog resolves it from the same revision; decodeValue never sees one resolved)
  */
 export const LogOp = {
   Request: 1,
@@ -107,17 +109,32 @@ const FORMAT = 1;
 /** A log value holding several batches (see the file comment). */
 export const BUNDLE_FORMAT = 2;
 /**
- * The log value formats this version reads (decodeValue), as each node declares them in the store
- * with its name: a format is written only once every live node declares it (rolling upgrades).
+ * Not a value decodeValue reads but how the store may hold one: the log key holds only these two
+ * bytes, a reference, and the value is the retained batch put in the same transaction (EtcdLog
+ * writes each value once that way and resolves the reference as the watch brings both).
  */
-export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT];
+export const REFERENCE_FORMAT = 3;
+/** The log key's value under REFERENCE_FORMAT. */
+export const REFERENCE_VALUE: Uint8Array = Uint8Array.of(BATCH_MAGIC, REFERENCE_FORMAT);
+
+/** Whether `bytes` is REFERENCE_VALUE. */
+export function isReference(bytes: Uint8Array): boolean {
+  return bytes.length === 2 && bytes[0] === BATCH_MAGIC && bytes[1] === REFERENCE_FORMAT;
+}
+
+/**
+ * The log formats this version reads (decodeValue, and EtcdLog's references), as each node
+ * declares them in the store with its name: a format is written only once every live node
+ * declares it (rolling upgrades).
+ */
+export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT];
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
 const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 4 + 4 + 2;
 /**
  * Bytes of commands a batch holds at most, so that the whole batch fits one append (which puts it
- * twice in a request etcd caps at 1.5 MiB by default; see MAX_APPEND_BYTES).
+ * twice in a request etcd caps at 1.5 MiB by default until every node reads references; see MAX_APPEND_BYTES).
  */
 export const MAX_BATCH_BYTES = MAX_APPEND_BYTES - MAX_BATCH_HEADER_BYTES;
 /** Commands a log value can hold; a position is `version * COMMANDS_PER_VERSION + place in the value`. */
@@ -380,6 +397,7 @@ export function encodeBundle(batches: readonly Uint8Array[]): Buffer {
  */
 export function decodeValue(bytes: Uint8Array, own?: OwnCommands): Batch[] {
   const buffer = asBuffer(bytes);
+  if (isReference(buffer)) throw new LogFormatError('a reference to a retained batch that did not come with it');
   if (buffer.length < 2 || buffer[0] !== BATCH_MAGIC || buffer[1] !== BUNDLE_FORMAT) return [decodeBatch(buffer, own)];
   if (buffer.length < 4) throw new LogFormatError('bundle cut short at its count');
   const count = buffer.readUInt16BE(2);

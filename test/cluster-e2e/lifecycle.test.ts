@@ -128,8 +128,8 @@ etcdTest.serial('a node that meets a log value of a format it cannot read stops 
   // What a later version's value might look like: 'B', then a format number this version does not know.
   const raw = new Etcd3({ hosts: etcd.endpointList });
   t.teardown(() => raw.close());
-  await raw.put(`/${cluster.name}/log`).value(Buffer.from([0x42, 3, 0, 0]));
+  await raw.put(`/${cluster.name}/log`).value(Buffer.from([0x42, 9, 0, 0]));
   const fatal = await node.event('fatal', () => true, 10_000);
-  t.regex(fatal.fields.error ?? '', /format 3/);
+  t.regex(fatal.fields.error ?? '', /format 9/);
   t.deepEqual(await node.waitForExit(10_000), { code: 70, signal: null });
 });

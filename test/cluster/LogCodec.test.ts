@@ -10,6 +10,7 @@ import {
   LogOp,
   MAX_BATCH_COMMANDS,
   NO_REMAINING,
+  REFERENCE_VALUE,
   type Batch,
   type LogCommand,
 } from '../../src/cluster/LogCodec.js';
@@ -309,6 +310,12 @@ test('a bundle of no batch, a bundle inside a bundle, and one with more commands
   const fits = Array.from({ length: 16 }, (_, i) => full(i + 1, 4_096));
   t.is(decodeValue(encodeBundle(fits)).length, 16);
   t.throws(() => decodeValue(encodeBundle([...fits, full(17, 1)])), { instanceOf: LogFormatError, message: /65537 commands/ });
+});
+
+test('a reference to a retained batch is never decoded as a value: the store must hand over the batch itself', (t) => {
+  t.throws(() => decodeValue(REFERENCE_VALUE), { instanceOf: LogFormatError, message: /reference to a retained batch/ });
+  // Two bytes that are not a reference stay what they were (a batch cut short).
+  t.throws(() => decodeValue(Uint8Array.of(0x42, 1)), { instanceOf: LogFormatError, message: /cut short/ });
 });
 
 test("in a bundle, a node's own batch takes its commands from the node and the others are decoded", (t) => {

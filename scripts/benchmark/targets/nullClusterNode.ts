@@ -42,6 +42,8 @@ import { BatchCutter, holdsBatchTagged, lengthPrefixed, startsWithTag } from './
 
 const LOOPBACK = '127.0.0.1';
 const CALL_TIMEOUT_MS = 5_000;
+/** The name's lease: kept alive while the process runs, as a node's. */
+const NAME_LEASE_SECONDS = 10;
 
 /** One batch: its frames, and the replies owed on each connection once it is committed and seen. */
 interface Round {
@@ -72,6 +74,11 @@ const isSequencer = options.sequencerPort !== undefined;
 const sequenced = isSequencer || options.forwardTo !== undefined;
 
 const log = new EtcdLog({ endpoints: options.etcd.split(','), cluster: options.cluster });
+// As a node does: its name declares the log formats it reads, and a read of the declarations lets
+// its appends store each batch once (a reference under the log key) when every live name reads them.
+const claim = await log.claimName(options.name, undefined, NAME_LEASE_SECONDS, CALL_TIMEOUT_MS);
+if (!claim.taken) fail(`name ${options.name} is held by ${claim.holder}`);
+await log.peerView(CALL_TIMEOUT_MS);
 const name = Buffer.from(options.name);
 let seq = 0;
 let open = newRound();

@@ -330,7 +330,7 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
   const formats = await raw.get(`/${cluster}/formats/n1`).exec();
   const name = await raw.get(`/${cluster}/nodes/n1`).exec();
-  t.is(formats.kvs[0]?.value.toString(), '1,2', 'one batch, and bundles');
+  t.is(formats.kvs[0]?.value.toString(), '1,2,3', 'one batch, bundles, and references to retained batches');
   t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
   t.not(name.kvs[0]?.lease, '0');
   await claim.session.release();
@@ -367,6 +367,55 @@ etcdTest(
     t.is(peer.kvs[0]?.lease, name.kvs[0]?.lease);
     await claim.session.release();
     t.deepEqual([...(await log.peerView(CALL_MS)).peers], []);
+  },
+);
+
+etcdTest(
+  'once every live name reads references, an append stores its batch once (the log key holds a reference to the retained copy) and the watch and since() give the batch; a live name that does not turns them off',
+  async (t) => {
+    t.timeout(60_000);
+    const { cluster, log, raw } = await singleMember(t);
+    const claim = await log.claimName('n1', 3, 5, CALL_MS);
+    if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
+    const records: Array<{ version: number; value: Buffer }> = [];
+    const watch = log.watch(1, { onRecords: (rs) => records.push(...rs.map((r) => ({ version: r.version, value: Buffer.from(r.value) }))), onEnd: () => {} });
+    t.teardown(() => watch.close());
+    const seen = (version: number): Promise<Buffer> =>
+      bounded(
+        (async () => {
+          for (;;) {
+            const record = records.find((r) => r.version === version);
+            if (record !== undefined) return record.value;
+            await delay(20);
+          }
+        })(),
+        CALL_MS,
+        `version ${version} on the watch`,
+      );
+    const logValue = async (): Promise<Buffer | null> => raw.get(`/${cluster}/log`).buffer();
+
+    await log.peerView(CALL_MS); // every live name (n1) reads references
+    const first = randomBytes(300);
+    const at = await log.append(first, CALL_MS);
+    t.deepEqual(await logValue(), Buffer.from([0x42, 3]), 'the log key holds a reference');
+    t.deepEqual(await seen(1), first, 'the watch resolves it to the batch');
+    t.deepEqual(
+      (await log.since(at.revision - 1, CALL_MS)).batches.map((b) => Buffer.from(b.value)),
+      [first],
+    );
+
+    // A live name from before references (it declares no formats): the next append carries its batch.
+    await raw.put(`/${cluster}/nodes/old`).value('x').exec();
+    await log.peerView(CALL_MS);
+    const second = randomBytes(300);
+    await log.append(second, CALL_MS);
+    t.deepEqual(await logValue(), second);
+    t.deepEqual(await seen(2), second);
+    t.deepEqual(
+      records.map((r) => r.version),
+      [1, 2],
+      'each version once, whatever else the watched range held (fences, retained copies, formats)',
+    );
   },
 );
 

@@ -71,8 +71,10 @@ const SETUP_ATTEMPT_MS = 1_000;
  *    commits within `lateCommitMs` or never; a new etcd leader renews every lease, so each one is
  *    announced and every node revokes the overdue ones (WriterLeaseJanitor), and a node seals
  *    the leases of its own sends with unknown outcome;
- * 10. `latest()` reads the log key's last batch with its value, which survives any compaction;
- *    snapshots move their pointer by compare-and-swap only (SnapshotStore).
+ * 10. compaction removes the log key's history, not live keys: every batch is also kept under a
+ *    key of its own until a snapshot covers it (`since()`), and once every node reads references
+ *    the log key holds only a reference to that copy; snapshots move their pointer by
+ *    compare-and-swap only (SnapshotStore).
  * 11. a client's watchers share one stream, and a watcher etcd cancels as it is created (from a
  *    compacted revision) is paired with whichever watcher waits first, after which etcd3 throws
  *    out of its stream handler ("Failed to find watcher"): the log watch keeps a stream to itself

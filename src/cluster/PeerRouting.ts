@@ -116,7 +116,8 @@ export class PeerRouting implements AppendRouter {
     try {
       this.view = await this.directory.peerView(PEER_VIEW_TIMEOUT_MS);
     } catch {
-      // etcd unreachable: keep the last view (a stale one costs speed only, see the class comment).
+      // etcd unreachable: keep the last view (a stale one costs speed only, see the class comment;
+      // the formats it gates bundles and references by go stale with it, as between two reads).
     } finally {
       this.reading = false;
     }

@@ -1,5 +1,6 @@
 import type { BenchResults } from './results.js';
 import type { LoadResult } from './load/runLoad.js';
+import type { ClusterThroughputRow } from './scenarios/clusterThroughput.js';
 
 /** The performance targets of issue 3 (benchmarks only; never asserted in tests). */
 export const GOALS = {
@@ -234,101 +235,99 @@ export const CLUSTER_GO_GOALS = {
   minRatioVsRawPutsAt48: 1,
 } as const;
 
-/** Checks each issue-20 target against what the run measured (same run, same etcd, same windows). */
+/** Checks each issue-20 target against what the run measured (same run, same etcd, same windows): for our nodes, and again for the --peer nodes when measured. */
 export function checkClusterGoGoals(results: BenchResults): GoalCheck[] {
   const cluster = results.cluster;
   const checks: GoalCheck[] = [];
   const notMeasured = (goal: string, why: string): GoalCheck => ({ goal, measured: `not measured (${why})`, met: undefined });
-  const ours = (connections: number, depth: number) => cluster?.throughput?.find((r) => r.connections === connections && r.depth === depth)?.result;
   const go = cluster?.etcdGo;
-  /** The same shape on the null cluster nodes, if measured: what the target is read against. */
-  const ceiling = (connections: number, depth: number) => cluster?.ceiling?.find((r) => r.connections === connections && r.depth === depth)?.result;
-  /** The same shape on the null nodes with one sequencer, if measured. */
-  const sequenced = (connections: number, depth: number) => cluster?.sequencedCeiling?.find((r) => r.connections === connections && r.depth === depth)?.result;
-  /** The same shape on real nodes started with --peer, if measured. */
-  const peered = (connections: number, depth: number) => cluster?.peered?.find((r) => r.connections === connections && r.depth === depth)?.result;
-  /** What the null nodes and the --peer nodes reached at a shape, as `of` puts it: " (null-node ceiling …; one sequencer …; with --peer …)", or nothing. */
+  const at = (rows: readonly ClusterThroughputRow[] | undefined, connections: number, depth: number): LoadResult | undefined =>
+    rows?.find((r) => r.connections === connections && r.depth === depth)?.result;
+  /** What the null nodes reached at a shape, as `of` puts it: " (null-node ceiling …; one sequencer …)", or nothing. */
   const ceilings = (connections: number, depth: number, of: (r: LoadResult) => string): string => {
     const said: string[] = [];
-    const plain = ceiling(connections, depth);
+    const plain = at(cluster?.ceiling, connections, depth);
     if (plain !== undefined) said.push(`null-node ceiling ${of(plain)}`);
-    const oneSequencer = sequenced(connections, depth);
+    const oneSequencer = at(cluster?.sequencedCeiling, connections, depth);
     if (oneSequencer !== undefined) said.push(`one sequencer ${of(oneSequencer)}`);
-    const withPeer = peered(connections, depth);
-    if (withPeer !== undefined) said.push(`with --peer ${of(withPeer)}`);
     return said.length === 0 ? '' : ` (${said.join('; ')})`;
   };
   const goLock = (lockers: number) => go?.lock.find((r) => r.concurrency === lockers)?.result;
   const goPut = (writers: number) => go?.put.find((r) => r.concurrency === writers)?.result;
-  const oursWhy = (connections: number, depth: number): string =>
-    cluster?.skipped ?? (cluster?.throughput === undefined ? 'cluster-throughput not run' : `no ${connections}-connection × pipeline ${depth} row in this run`);
   const goWhy = (connections: number, peerName: string): string =>
     cluster?.skipped ?? go?.skipped ?? (go === undefined ? 'cluster-etcd-go not run' : `no ${peerName} row at ${connections} in this run`);
 
-  const versus = (
-    goal: string,
-    connections: number,
-    peer: { opsPerSecond: number } | undefined,
-    peerName: string,
-    met: (ratio: number) => boolean,
-  ): GoalCheck => {
-    const a = ours(connections, 1);
-    if (a === undefined) return notMeasured(goal, oursWhy(connections, 1));
-    if (peer === undefined) return notMeasured(goal, goWhy(connections, peerName));
-    if (peer.opsPerSecond === 0) return { goal, measured: `${fmt(a.opsPerSecond)} vs 0 ops/s (no ${peerName} finished in the window)`, met: undefined };
-    const ratio = a.opsPerSecond / peer.opsPerSecond;
-    const beside = ceilings(connections, 1, (r) => `${fmt(r.opsPerSecond / peer.opsPerSecond, 2)}×`);
-    return { goal, measured: `${fmt(a.opsPerSecond)} vs ${fmt(peer.opsPerSecond)} ops/s = ${fmt(ratio, 2)}×${beside}`, met: met(ratio) };
+  /** The five targets for one lane of nodes: `name` opens each goal, `rows` are its measurements. */
+  const laneGoals = (name: string, rows: readonly ClusterThroughputRow[] | undefined, selector: string): void => {
+    const ours = (connections: number, depth: number) => at(rows, connections, depth);
+    const oursWhy = (connections: number, depth: number): string =>
+      cluster?.skipped ?? (rows === undefined ? `${selector} not run` : `no ${connections}-connection × pipeline ${depth} row in this run`);
+    const versus = (
+      goal: string,
+      connections: number,
+      peer: { opsPerSecond: number } | undefined,
+      peerName: string,
+      met: (ratio: number) => boolean,
+    ): GoalCheck => {
+      const a = ours(connections, 1);
+      if (a === undefined) return notMeasured(goal, oursWhy(connections, 1));
+      if (peer === undefined) return notMeasured(goal, goWhy(connections, peerName));
+      if (peer.opsPerSecond === 0) return { goal, measured: `${fmt(a.opsPerSecond)} vs 0 ops/s (no ${peerName} finished in the window)`, met: undefined };
+      const ratio = a.opsPerSecond / peer.opsPerSecond;
+      const beside = ceilings(connections, 1, (r) => `${fmt(r.opsPerSecond / peer.opsPerSecond, 2)}×`);
+      return { goal, measured: `${fmt(a.opsPerSecond)} vs ${fmt(peer.opsPerSecond)} ops/s = ${fmt(ratio, 2)}×${beside}`, met: met(ratio) };
+    };
+    checks.push(
+      versus(
+        `48 connections unpipelined: ${name} ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt48}× etcd's lock with the Go client (2 ops per cycle)`,
+        48,
+        goLock(48),
+        'Go-client lock',
+        (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt48,
+      ),
+    );
+    const p99Goal = `48 connections unpipelined: ${name} p99 ≤ ${CLUSTER_GO_GOALS.maxP99MsAt48} ms`;
+    const at48 = ours(48, 1);
+    checks.push(
+      at48 === undefined
+        ? notMeasured(p99Goal, oursWhy(48, 1))
+        : {
+            goal: p99Goal,
+            measured: `${fmt(at48.latencyMs.p99, 1)} ms${ceilings(48, 1, (r) => `${fmt(r.latencyMs.p99, 1)} ms`)}`,
+            met: at48.latencyMs.p99 <= CLUSTER_GO_GOALS.maxP99MsAt48,
+          },
+    );
+    checks.push(
+      versus(
+        `480 connections unpipelined: ${name} ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt480}× etcd's lock with the Go client`,
+        480,
+        goLock(480),
+        'Go-client lock',
+        (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt480,
+      ),
+    );
+    const pipeGoal = `48 connections × pipeline 16: ${name} ≥ ${fmt(CLUSTER_GO_GOALS.minPipelinedOpsPerSecond)} ops/s`;
+    const piped = ours(48, 16);
+    checks.push(
+      piped === undefined
+        ? notMeasured(pipeGoal, oursWhy(48, 16))
+        : {
+            goal: pipeGoal,
+            measured: `${fmt(piped.opsPerSecond)} ops/s${ceilings(48, 16, (r) => fmt(r.opsPerSecond))}`,
+            met: piped.opsPerSecond >= CLUSTER_GO_GOALS.minPipelinedOpsPerSecond,
+          },
+    );
+    checks.push(
+      versus(
+        `48 connections unpipelined: ${name} ops/s > raw etcd Puts/s with the Go client, 48 writers`,
+        48,
+        goPut(48),
+        'Go-client Put',
+        (r) => r > CLUSTER_GO_GOALS.minRatioVsRawPutsAt48,
+      ),
+    );
   };
-
-  checks.push(
-    versus(
-      `48 connections unpipelined: cluster ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt48}× etcd's lock with the Go client (2 ops per cycle)`,
-      48,
-      goLock(48),
-      'Go-client lock',
-      (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt48,
-    ),
-  );
-  const p99Goal = `48 connections unpipelined: cluster p99 ≤ ${CLUSTER_GO_GOALS.maxP99MsAt48} ms`;
-  const at48 = ours(48, 1);
-  checks.push(
-    at48 === undefined
-      ? notMeasured(p99Goal, oursWhy(48, 1))
-      : {
-          goal: p99Goal,
-          measured: `${fmt(at48.latencyMs.p99, 1)} ms${ceilings(48, 1, (r) => `${fmt(r.latencyMs.p99, 1)} ms`)}`,
-          met: at48.latencyMs.p99 <= CLUSTER_GO_GOALS.maxP99MsAt48,
-        },
-  );
-  checks.push(
-    versus(
-      `480 connections unpipelined: cluster ops/s ≥ ${CLUSTER_GO_GOALS.minRatioVsGoLockAt480}× etcd's lock with the Go client`,
-      480,
-      goLock(480),
-      'Go-client lock',
-      (r) => r >= CLUSTER_GO_GOALS.minRatioVsGoLockAt480,
-    ),
-  );
-  const pipeGoal = `48 connections × pipeline 16: cluster ≥ ${fmt(CLUSTER_GO_GOALS.minPipelinedOpsPerSecond)} ops/s`;
-  const piped = ours(48, 16);
-  checks.push(
-    piped === undefined
-      ? notMeasured(pipeGoal, oursWhy(48, 16))
-      : {
-          goal: pipeGoal,
-          measured: `${fmt(piped.opsPerSecond)} ops/s${ceilings(48, 16, (r) => fmt(r.opsPerSecond))}`,
-          met: piped.opsPerSecond >= CLUSTER_GO_GOALS.minPipelinedOpsPerSecond,
-        },
-  );
-  checks.push(
-    versus(
-      '48 connections unpipelined: cluster ops/s > raw etcd Puts/s with the Go client, 48 writers',
-      48,
-      goPut(48),
-      'Go-client Put',
-      (r) => r > CLUSTER_GO_GOALS.minRatioVsRawPutsAt48,
-    ),
-  );
+  laneGoals('cluster', cluster?.throughput, 'cluster-throughput');
+  if (cluster?.peered !== undefined) laneGoals('cluster with --peer', cluster.peered, 'cluster-peer');
   return checks;
 }

@@ -378,17 +378,27 @@ etcdTest(
     const claim = await log.claimName('n1', 3, 5, CALL_MS);
     if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
     const records: Array<{ version: number; value: Buffer }> = [];
-    const watch = log.watch(1, { onRecords: (rs) => records.push(...rs.map((r) => ({ version: r.version, value: Buffer.from(r.value) }))), onEnd: () => {} });
+    /** Runs when the watch delivers (the pending `seen`, if any). */
+    let delivered = (): void => {};
+    const watch = log.watch(1, {
+      onRecords: (rs) => {
+        records.push(...rs.map((r) => ({ version: r.version, value: Buffer.from(r.value) })));
+        delivered();
+      },
+      onEnd: () => {},
+    });
     t.teardown(() => watch.close());
+    /** The value the watch delivered for `version`, once it has. */
     const seen = (version: number): Promise<Buffer> =>
       bounded(
-        (async () => {
-          for (;;) {
+        new Promise<Buffer>((resolve) => {
+          const check = (): void => {
             const record = records.find((r) => r.version === version);
-            if (record !== undefined) return record.value;
-            await delay(20);
-          }
-        })(),
+            if (record !== undefined) resolve(record.value);
+            else delivered = check;
+          };
+          check();
+        }),
         CALL_MS,
         `version ${version} on the watch`,
       );

@@ -1,8 +1,8 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { createWriteStream, openSync, closeSync, statSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer, type AddressInfo } from 'node:net';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -96,20 +96,55 @@ function printSkipNoteOnce(): void {
 
 // Ports
 
-/** `count` distinct free loopback ports (held together while chosen, then released). */
+/** Below this, ports belong to services (etcd's 2379, ours from 7734, metrics on 9464, …). */
+const LOWEST_TEST_PORT = 10_000;
+/** Tries per port before giving up: the range holds thousands of ports and few are taken. */
+const PORT_TRIES = 200;
+
+/**
+ * Where the kernel takes the source ports of outgoing connections (Linux's
+ * `ip_local_port_range`; its default first port where the file cannot be read).
+ */
+async function ephemeralPortsFrom(): Promise<number> {
+  try {
+    const first = Number((await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'latin1')).trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > LOWEST_TEST_PORT + 1_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/**
+ * `count` distinct loopback ports that were free when chosen, for processes that bind them
+ * later, some of them more than once (an etcd member restarted on its ports). They come from
+ * below the ephemeral range: a port the kernel handed out for `listen(0)` and that was then
+ * closed is an ephemeral port, which any of the suite's many outgoing connections could take as
+ * its source port before etcd bound it ("bind: address already in use", seen in CI). No
+ * connect() takes a port outside that range; only another listener that binds it by number
+ * could, and these are picked at random among about 20,000.
+ */
 export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, () => {
-      const server = createServer();
-      return new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve(server));
-      });
-    }),
-  );
-  const ports = servers.map((s) => (s.address() as AddressInfo).port);
-  await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  return ports;
+  const below = await ephemeralPortsFrom();
+  const held: Server[] = [];
+  try {
+    for (let i = 0; i < count; i++) held.push(await listenOnFreePort(below));
+    return held.map((s) => (s.address() as AddressInfo).port);
+  } finally {
+    await Promise.all(held.map((s) => new Promise((resolve) => s.close(resolve))));
+  }
+}
+
+/** A server listening on a port picked at random in [LOWEST_TEST_PORT, below) (bounded tries). */
+async function listenOnFreePort(below: number): Promise<Server> {
+  for (let attempt = 0; attempt < PORT_TRIES; attempt++) {
+    const server = createServer();
+    const listening = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(randomInt(LOWEST_TEST_PORT, below), '127.0.0.1', () => resolve(true));
+    });
+    if (listening) return server;
+  }
+  throw new Error(`no free loopback port in ${LOWEST_TEST_PORT}..${below - 1} after ${PORT_TRIES} tries`);
 }
 
 // etcd members

@@ -239,19 +239,21 @@ export class EtcdLog implements ReplicatedLog {
     if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs}`);
     // One transaction puts the batch and the fences (checked by etcd when it applies the txn), and
     // reads back the key's version: the batch's number.
-    // The batch is also put under a key of its own (one per attempt, so each commit has one):
-    // compaction never removes a live key, so a follower can read it back whoever compacts. Once
-    // every live node reads references, the log key holds only a reference to it (the watch brings
-    // both puts of the transaction together): etcd stores and replicates the batch once, not twice.
+    // The batch is also put under a key of its own: compaction never removes a live key, so a
+    // follower can read it back whoever compacts. One key per try, not per call: two tries of one
+    // call can both commit (the first unanswered, the second on another member), and each is a
+    // version of the log that `since()` must find a retained batch for. Once every live node reads
+    // references, the log key holds only a reference to it (the watch brings both puts of the
+    // transaction together): etcd stores and replicates the batch once, not twice.
     const bytes = asBuffer(value);
-    const retained = Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36));
     const logValue = this.everyNodeReadsReferences ? REFERENCE : bytes;
-    const success: IRequestOp[] = [
+    const fences: IRequestOp[] = parts.map((part) => ({ request_put: { key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId } }));
+    const success = (): IRequestOp[] => [
       { request_put: { key: this.logKey, value: logValue } },
-      { request_put: { key: retained, value: bytes } },
+      { request_put: { key: Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36)), value: bytes } },
       this.readLogVersion,
+      ...fences,
     ];
-    for (const part of parts) success.push({ request_put: { key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId } });
     // The pool may try several members within this call (after a fast failure): what each try
     // got decides whether the call's batch can still commit.
     let tries = 0;
@@ -262,7 +264,7 @@ export class EtcdLog implements ReplicatedLog {
       responses = (
         await this.pool.call('append', left, ({ client }, options) => {
           tries++;
-          return client.kv.txn({ compare: [], success }, options).catch((error: unknown) => {
+          return client.kv.txn({ compare: [], success: success() }, options).catch((error: unknown) => {
             if (isLeaseNotFound(error)) leaseGone = true;
             if (isLeaseNotFound(error) || isNoLeaderRefusal(error)) refusedTries++;
             throw error;

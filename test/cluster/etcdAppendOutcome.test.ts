@@ -11,8 +11,11 @@ const NO_LEADER = '14 UNAVAILABLE: etcdserver: no leader';
 const NO_ANSWER = 'etcd append did not complete within 500 ms';
 const LEASE_GONE = 'etcdserver: requested lease not found';
 
-/** An EtcdLog (never connected) whose pool runs one try per listed error, failing with the last. */
-function logWhoseTriesFail(errors: readonly string[]): EtcdLog {
+/**
+ * An EtcdLog (never connected) whose pool runs one try per listed error, failing with the last;
+ * each try's transaction is kept in `sent`.
+ */
+function logWhoseTriesFail(errors: readonly string[], sent: unknown[] = []): EtcdLog {
   const log = new EtcdLog({ endpoints: ['http://127.0.0.1:9'], cluster: 'unit' });
   log['writers'].chooseNext('7', 60_000);
   log['janitor']['listedOnce'] = true; // as if it had listed the announcements and found none
@@ -22,7 +25,11 @@ function logWhoseTriesFail(errors: readonly string[]): EtcdLog {
     async call(_what: string, _timeoutMs: number, work: (endpoint: unknown, options: unknown) => Promise<unknown>): Promise<unknown> {
       let last: unknown;
       for (const message of errors) {
-        const endpoint = { client: { kv: { txn: () => Promise.reject(new Error(message)) } } };
+        const txn = (request: unknown): Promise<never> => {
+          sent.push(request);
+          return Promise.reject(new Error(message));
+        };
+        const endpoint = { client: { kv: { txn } } };
         last = await work(endpoint, {}).catch((error: unknown) => error);
       }
       throw last;
@@ -62,5 +69,24 @@ test('a call that got no answer is not refused; its lease waits for a seal', asy
   const error = await t.throwsAsync(log.append(Buffer.from('x'), 1_000));
   t.false(error instanceof AppendRefusedError);
   t.deepEqual(unsettled(log), ['7']);
+  await log.close();
+});
+
+test('each try of one call puts its batch under a retained key of its own: two tries that both commit are two batches to catch up from', async (t) => {
+  const sent: unknown[] = [];
+  const log = logWhoseTriesFail([NO_ANSWER, NO_ANSWER], sent);
+  await t.throwsAsync(log.append(Buffer.from('batch'), 1_000));
+  const retainedPrefix = Buffer.from('/unit/batches/');
+  const retainedKeys = sent.map((request) => {
+    const puts = (request as { success: Array<{ request_put?: { key: Buffer; value: Buffer } }> }).success.flatMap((op) =>
+      op.request_put === undefined ? [] : [op.request_put],
+    );
+    const retained = puts.filter((put) => put.key.subarray(0, retainedPrefix.length).equals(retainedPrefix));
+    t.is(retained.length, 1, 'one retained put per try');
+    t.deepEqual(retained[0]!.value, Buffer.from('batch'));
+    return retained[0]!.key.toString('latin1');
+  });
+  t.is(retainedKeys.length, 2);
+  t.not(retainedKeys[0], retainedKeys[1]);
   await log.close();
 });

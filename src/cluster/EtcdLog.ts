@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { IRequestOp, IResponseOp, Watcher } from 'etcd3';
 import { asBuffer } from '../bytes.js';
-import { isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
+import { hasPrefix, isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
@@ -376,7 +376,7 @@ export class EtcdLog implements ReplicatedLog {
         const key = event.kv.key;
         if (key.equals(this.logKey)) {
           records.push({ version: Number(event.kv.version), revision: Number(event.kv.mod_revision), value: event.kv.value });
-        } else if (key.length > this.retainedPrefix.length && key.subarray(0, this.retainedPrefix.length).equals(this.retainedPrefix)) {
+        } else if (key.length > this.retainedPrefix.length && hasPrefix(key, this.retainedPrefix)) {
           (retained ??= new Map()).set(event.kv.mod_revision, event.kv.value);
         }
       }
@@ -548,7 +548,7 @@ export class EtcdLog implements ReplicatedLog {
     if (!/^[1-9][0-9]{0,19}$/.test(leaseId)) return `lease id "${leaseId}" is not a writer lease's`;
     const key = asBuffer(fenceKey);
     const client = key.subarray(this.fencePrefix.length);
-    if (!key.subarray(0, this.fencePrefix.length).equals(this.fencePrefix) || !/^[0-9a-f]{16}$/.test(client.toString('latin1'))) {
+    if (!hasPrefix(key, this.fencePrefix) || !/^[0-9a-f]{16}$/.test(client.toString('latin1'))) {
       return 'not a fence key of this cluster';
     }
     return undefined;

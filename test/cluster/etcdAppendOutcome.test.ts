@@ -1,6 +1,7 @@
 import test from 'ava';
 import { EtcdLog } from '../../src/cluster/EtcdLog.js';
 import { AppendRefusedError } from '../../src/cluster/ReplicatedLog.js';
+import { hasPrefix } from '../../src/cluster/etcd/calls.js';
 
 // How EtcdLog.append classifies a failed call, which decides whether the Committer waits out a
 // fence for it. The endpoint pool may try several members within one call (after a fast
@@ -81,7 +82,7 @@ test('each try of one call puts its batch under a retained key of its own: two t
     const puts = (request as { success: Array<{ request_put?: { key: Buffer; value: Buffer } }> }).success.flatMap((op) =>
       op.request_put === undefined ? [] : [op.request_put],
     );
-    const retained = puts.filter((put) => put.key.subarray(0, retainedPrefix.length).equals(retainedPrefix));
+    const retained = puts.filter((put) => hasPrefix(put.key, retainedPrefix));
     t.is(retained.length, 1, 'one retained put per try');
     t.deepEqual(retained[0]!.value, Buffer.from('batch'));
     return retained[0]!.key.toString('latin1');

@@ -26,3 +26,10 @@ export function sample(body: string, series: string): number | undefined {
   const line = body.split('\n').find((l) => l.startsWith(series + ' '));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
+
+/** Appends a sequencer sent carrying more than one node's batch (its batches-per-append histogram: all but the `le="1"` bucket). */
+export function bundlesSent(body: string): number {
+  return (
+    (sample(body, 'lockserver_cluster_sequencer_append_batches_count') ?? 0) - (sample(body, 'lockserver_cluster_sequencer_append_batches_bucket{le="1"}') ?? 0)
+  );
+}

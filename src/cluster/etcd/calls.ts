@@ -27,6 +27,11 @@ export function prefixEnd(prefix: Buffer): Buffer {
   return Buffer.from([0]);
 }
 
+/** Whether `key` starts with `prefix` (compared in place: no slice per key). */
+export function hasPrefix(key: Buffer, prefix: Buffer): boolean {
+  return key.length >= prefix.length && key.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
+}
+
 /**
  * Errors that say nothing against the member that answered: the request itself was refused.
  * Anything else (a deadline, an unavailable or leaderless member, a lost leadership) sends the

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { memberStatus } from '../etcdCluster.js';
-import { sample } from '../metrics.js';
+import { bundlesSent } from '../metrics.js';
 import { CLI_PATH, LoggedProcess, serverFiles } from '../serverProcess.js';
 import { cut, heal } from './blackhole.js';
 import type { Host, NetLab } from './network.js';
@@ -274,9 +274,7 @@ export class NetCluster {
         .map(async (n) => {
           try {
             const response = await fetch(`http://${n.host.clientAddress!}:${METRICS_PORT}/metrics`, { signal: AbortSignal.timeout(SCRAPE_MS) });
-            const body = await response.text();
-            const appends = sample(body, 'lockserver_cluster_sequencer_append_batches_count') ?? 0;
-            return appends - (sample(body, 'lockserver_cluster_sequencer_append_batches_bucket{le="1"}') ?? 0);
+            return bundlesSent(await response.text());
           } catch {
             return 0;
           }

@@ -146,24 +146,24 @@ export class ClusterLockService implements LockService {
   }
 
   /** A mutating command, answered once its batch is applied here (a Later: no promise per command). */
-  private submit(command: LogCommand): Later<number> {
+  private submit(command: LogCommand, receivedAt?: number): Later<number> {
     const answer = new Later<number>();
-    this.committer.submit(command, answer);
+    this.committer.submit(command, answer, undefined, receivedAt);
     return answer;
   }
 
-  private read<T>(evaluate: (state: ReplicaState) => T): Later<T> {
-    return this.committer.read(() => evaluate(this.follower.state));
+  private read<T>(evaluate: (state: ReplicaState) => T, receivedAt?: number, weigh?: (value: T) => number): Later<T> {
+    return this.committer.read(() => evaluate(this.follower.state), receivedAt, weigh);
   }
 
   // LockService
 
-  findOwner(key: ByteString, index: ByteString): Later<ByteString> {
-    return this.read((state) => state.table.findOwner(key, index));
+  findOwner(key: ByteString, index: ByteString, receivedAt?: number): Later<ByteString> {
+    return this.read((state) => state.table.findOwner(key, index), receivedAt);
   }
 
-  request(r: LockRequest, allowCreate: boolean): Later<number> {
-    return this.submit(this.requestCommand(r, allowCreate));
+  request(r: LockRequest, allowCreate: boolean, receivedAt?: number): Later<number> {
+    return this.submit(this.requestCommand(r, allowCreate), receivedAt);
   }
 
   /**
@@ -171,7 +171,7 @@ export class ClusterLockService implements LockService {
    * with the token read from this node's table right after the command applied, before any later
    * command of its batch could release or expire the lock: the token of the grant it answers.
    */
-  requestFenced(r: LockRequest, allowCreate: boolean): Later<FencedPosition> {
+  requestFenced(r: LockRequest, allowCreate: boolean, receivedAt?: number): Later<FencedPosition> {
     const answer = new Later<FencedPosition>();
     let token = 0;
     this.committer.submit(
@@ -180,6 +180,7 @@ export class ClusterLockService implements LockService {
       () => {
         token = this.follower.state.table.fence(r.key, r.index, r.owner);
       },
+      receivedAt,
     );
     return answer;
   }
@@ -198,37 +199,39 @@ export class ClusterLockService implements LockService {
     };
   }
 
-  fence(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
-    return this.read((state) => state.table.fence(key, index, owner));
+  fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
+    return this.read((state) => state.table.fence(key, index, owner), receivedAt);
   }
 
-  location(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
-    return this.read((state) => state.table.location(key, index, owner));
+  location(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
+    return this.read((state) => state.table.location(key, index, owner), receivedAt);
   }
 
-  renew(key: ByteString, index: ByteString, owner: ByteString): Later<boolean> {
+  renew(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<boolean> {
     const answer = new Later<boolean>();
     this.committer.submit(
       { op: LogOp.Renew, key, index, owner },
       answerWith(answer, (renewed) => renewed === 1),
+      undefined,
+      receivedAt,
     );
     return answer;
   }
 
-  release(key: ByteString, index: ByteString, owner: ByteString): Later<number> {
-    return this.submit({ op: LogOp.Release, key, index, owner });
+  release(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
+    return this.submit({ op: LogOp.Release, key, index, owner }, receivedAt);
   }
 
-  releaseKey(key: ByteString, owner: ByteString): Later<number> {
-    return this.submit({ op: LogOp.ReleaseKey, key, owner });
+  releaseKey(key: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
+    return this.submit({ op: LogOp.ReleaseKey, key, owner }, receivedAt);
   }
 
-  releaseAll(owner: ByteString): Later<number> {
-    return this.submit({ op: LogOp.ReleaseAll, owner });
+  releaseAll(owner: ByteString, receivedAt?: number): Later<number> {
+    return this.submit({ op: LogOp.ReleaseAll, owner }, receivedAt);
   }
 
-  list(key: ByteString, limit: number): Later<Contender[]> {
-    return this.read((state) => state.table.list(key, limit));
+  list(key: ByteString, limit: number, receivedAt?: number): Later<Contender[]> {
+    return this.read((state) => state.table.list(key, limit), receivedAt, listWeight);
   }
 
   async counts(): Promise<LockCounts> {
@@ -325,6 +328,9 @@ export class ClusterLockService implements LockService {
     return this.closing;
   }
 }
+
+/** What a list's answer weighs in a pass of answering (see LIST_ENTRIES_PER_PASS): its entries. */
+const listWeight = (contenders: readonly Contender[]): number => contenders.length;
 
 /** Where a write's result goes when its answer is not the result itself: `answer`, settled with what `from` makes of it. */
 function answerWith<T>(answer: Later<T>, from: (result: number) => T): WriteAnswer {

@@ -86,32 +86,46 @@ export class Committer {
    * given, runs right after the command is applied here, before any later command of its batch
    * (see Round.addWrite).
    */
-  submit(command: LogCommand, answer: WriteAnswer, applied?: () => void): void {
+  submit(command: LogCommand, answer: WriteAnswer, applied?: () => void, receivedAt?: number): void {
     if (this.closing) {
       answer.reject(leavingError());
       return;
     }
-    if (!this.gathering().addWrite(command, answer, applied) && !this.openRound().addWrite(command, answer, applied)) {
-      answer.reject(new Error('a command larger than a whole batch')); // never: a command is at most a few hundred bytes
-      return;
+    let round = this.gathering();
+    if (!round.addWrite(command, answer, applied)) {
+      round = this.openRound();
+      if (!round.addWrite(command, answer, applied)) {
+        answer.reject(new Error('a command larger than a whole batch')); // never: a command is at most a few hundred bytes
+        return;
+      }
     }
-    this.arrived();
+    this.arrived(round, receivedAt);
   }
 
-  /** Queues a read, answered (by `evaluate` against the replica) once every command before it is applied. */
-  read<T>(evaluate: () => T): Later<T> {
-    const answer = new ReadAnswer(evaluate);
+  /**
+   * Queues a read, answered (by `evaluate` against the replica) once every command before it is
+   * applied. `weigh` marks a heavy read (a list) and says what its answer weighs (see
+   * LIST_ENTRIES_PER_PASS).
+   */
+  read<T>(evaluate: () => T, receivedAt?: number, weigh?: (value: T) => number): Later<T> {
+    const answer = new ReadAnswer(evaluate, weigh);
     if (this.closing) {
       answer.reject(leavingError());
       return answer;
     }
-    this.gathering().addRead(answer);
-    this.arrived();
+    const round = this.gathering();
+    round.addRead(answer);
+    this.arrived(round, receivedAt);
     return answer;
   }
 
-  /** A command joined the gathering round: if it was the last one the wait expected, the round goes. */
-  private arrived(): void {
+  /**
+   * A command joined `round`: its deadline counts from when the command was read, if that is known
+   * and earlier (it waited in its connection's input); if it was the last one the wait for
+   * returning clients expected, the round goes.
+   */
+  private arrived(round: Round, receivedAt: number | undefined): void {
+    if (receivedAt !== undefined) round.deadline = Math.min(round.deadline, receivedAt + this.commitTimeoutMs);
     if (this.returning > 0 && --this.returning === 0) this.scheduleDispatch();
   }
 
@@ -313,6 +327,11 @@ export class Committer {
     if (this.inFlight === round) {
       this.inFlight = undefined;
       if (error === undefined) this.awaitReturns(round);
+      // Reads the round's pass had no budget left for (big lists) go with the next round, in order.
+      if (round.deferred.length > 0) {
+        const next = this.gathering();
+        for (const read of round.deferred.splice(0)) next.addRead(read);
+      }
       if (this.queued.length > 0) this.scheduleDispatch();
     }
   }

@@ -12,20 +12,41 @@ export interface WriteAnswer {
   reject(error: Error): void;
 }
 
+/**
+ * List entries one pass of answering (a batch applied, or a read barrier reached) builds at most,
+ * once it has answered one list: what lists come after wait for the next round. A list of a key
+ * with 65,535 entries builds about 5 MB of objects; answering 1,024 such lists in one synchronous
+ * pass took a node's event loop for seconds (its name lease lapsed) and then its whole memory.
+ */
+export const LIST_ENTRIES_PER_PASS = 65_536;
+
 /** A read waiting for its barrier; `answer` evaluates it against the local table and settles it. */
 export interface PendingRead {
-  answer(): void;
+  /** A list: its answer can be large, so it is answered within a pass's budget (LIST_ENTRIES_PER_PASS). */
+  readonly heavy: boolean;
+  /** Evaluates and settles the read; returns its weight (list entries; 0 for other reads). */
+  answer(): number;
   reject(error: Error): void;
 }
 
 /** A read's answer: `evaluate` run against the local table when its turn comes, as a Later. */
 export class ReadAnswer<T> extends Later<T> implements PendingRead {
-  constructor(private readonly evaluate: () => T) {
+  constructor(
+    private readonly evaluate: () => T,
+    /** For a heavy read (a list): how much its answer weighs. */
+    private readonly weigh?: (value: T) => number,
+  ) {
     super();
   }
 
-  answer(): void {
-    this.resolve(this.evaluate());
+  get heavy(): boolean {
+    return this.weigh !== undefined;
+  }
+
+  answer(): number {
+    const value = this.evaluate();
+    this.resolve(value);
+    return this.weigh?.(value) ?? 0;
   }
 }
 
@@ -45,6 +66,15 @@ export class Round {
   private readonly reads: PendingRead[] = [];
   private readonly readsAfter: number[] = [];
   private nextRead = 0;
+  /** List entries answered in this round's pass so far (see LIST_ENTRIES_PER_PASS). */
+  private listEntries = 0;
+  /**
+   * Reads left for a later round once the pass's list budget was spent: the first list that did
+   * not fit and every read after it, in arrival order (so no read is answered from an older state
+   * than one that arrived before it). A read answered later than its round is still answered
+   * after it arrived: linearizable. The committer queues them again once the round is done.
+   */
+  readonly deferred: PendingRead[] = [];
   private bytes = 0;
   /** Batch sequence number once the round is sent with writes. */
   seq = 0;
@@ -62,8 +92,11 @@ export class Round {
   sealed = false;
 
   constructor(
-    /** When the first command arrived plus the commit timeout: the round fails after this. */
-    readonly deadline: number,
+    /**
+     * The commit timeout after the earliest of its commands was read (the first to arrive, or one
+     * that waited in its connection's input before it arrived): the round fails after this.
+     */
+    public deadline: number,
   ) {}
 
   /** Mutating commands in the round. */
@@ -109,7 +142,9 @@ export class Round {
   /** Answers the reads that arrived before write `index` (all remaining ones when index = writes). */
   private answerReadsBefore(index: number): void {
     while (this.nextRead < this.reads.length && this.readsAfter[this.nextRead]! <= index) {
-      this.reads[this.nextRead++]!.answer();
+      const read = this.reads[this.nextRead++]!;
+      if (this.deferred.length > 0 || (read.heavy && this.listEntries >= LIST_ENTRIES_PER_PASS)) this.deferred.push(read);
+      else this.listEntries += read.answer();
     }
   }
 
@@ -123,6 +158,7 @@ export class Round {
   /** Nothing of the round is answered: its connections close (see Connection). */
   fail(error: Error): void {
     for (const answer of this.answers) answer.reject(error);
+    for (const read of this.deferred.splice(0)) read.reject(error);
     for (let i = this.nextRead; i < this.reads.length; i++) this.reads[i]!.reject(error);
     this.nextRead = this.reads.length;
   }

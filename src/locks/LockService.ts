@@ -44,34 +44,38 @@ export type Answer<T> = T | Later<T> | Promise<T>;
  * The one interface between the protocol layer and lock state. The single-node table and the
  * replicated cluster core both implement it, and the server never knows which one it has: every
  * command may answer later (see Answer), even where the local answer is immediate.
+ *
+ * `receivedAt`, on every command, is when its bytes were read (the service's clock), if the
+ * caller knows it: a cluster node counts the command's commit deadline from there, so a command
+ * that waited in the connection's input is not given a fresh one. The local table ignores it.
  */
 export interface LockService {
   /** Find owner (0x01): the owner, or '' when the lock is free. */
-  findOwner(key: ByteString, index: ByteString): Answer<ByteString>;
+  findOwner(key: ByteString, index: ByteString, receivedAt?: number): Answer<ByteString>;
   /**
    * Request (0x02): the position (1 = owner). With allowCreate false (drain mode) a request that
    * would add an entry gets 0; an existing entry is still renewed.
    */
-  request(request: LockRequest, allowCreate: boolean): Answer<number>;
+  request(request: LockRequest, allowCreate: boolean, receivedAt?: number): Answer<number>;
   /**
    * Request with fence (0x0A): as request (0x02), answering also the fencing token of the grant
    * when the position is 1 (a renewal answers the token its grant got), else 0.
    */
-  requestFenced(request: LockRequest, allowCreate: boolean): Answer<FencedPosition>;
+  requestFenced(request: LockRequest, allowCreate: boolean, receivedAt?: number): Answer<FencedPosition>;
   /** Fence (0x09): the fencing token of the owner's current grant, or 0 when `owner` does not own the lock. */
-  fence(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
+  fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
   /** Find contender location (0x03): the position, or 0. */
-  location(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
+  location(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
   /** Renew (0x04): whether the entry existed and its timer restarted. */
-  renew(key: ByteString, index: ByteString, owner: ByteString): Answer<boolean>;
+  renew(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<boolean>;
   /** Release (0x05): entries removed (0 or 1). */
-  release(key: ByteString, index: ByteString, owner: ByteString): Answer<number>;
+  release(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
   /** Release (0x05) with index `*`: the owner's entries under the key, across indexes. */
-  releaseKey(key: ByteString, owner: ByteString): Answer<number>;
+  releaseKey(key: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
   /** Release all (0x06): the owner's entries across all keys. */
-  releaseAll(owner: ByteString): Answer<number>;
+  releaseAll(owner: ByteString, receivedAt?: number): Answer<number>;
   /** List (0x07): every entry under the key, at most `limit`. */
-  list(key: ByteString, limit: number): Answer<Contender[]>;
+  list(key: ByteString, limit: number, receivedAt?: number): Answer<Contender[]>;
   counts(): Promise<LockCounts>;
   /**
    * What drain mode (SIGSYS) of this node waits for: every entry on a single node; in a cluster,

@@ -18,6 +18,7 @@ import {
 import type { Request } from '../protocol/messages.js';
 import type { StatsReply } from '../protocol/messages.js';
 import type { Logger } from '../runtime/Logger.js';
+import { InputStamps } from './InputStamps.js';
 
 /** Unparsed input held per connection before we stop reading from its socket. */
 const MAX_PENDING_INPUT = 64 * 1024;
@@ -90,6 +91,11 @@ export interface ConnectionHost {
   afterRemoval(): void;
   now(): number;
   /**
+   * Cluster mode: how old (ms) the input of a mutating command may be when it is decoded (see
+   * LockServerOptions.staleInputMs); undefined on a single node, which judges no input stale.
+   */
+  readonly staleInputMs: number | undefined;
+  /**
    * Whether bytes read now may have waited in the socket while this process stood still (a
    * stall of the event loop longer than the server allows: see LockServer's staleInputMs).
    */
@@ -107,8 +113,9 @@ export interface ConnectionHost {
  * phase only moves forward (advance() ignores a step back), so a step that makes no sense, such
  * as a shutdown's quiesce() on a connection that has already failed, is a no-op by construction.
  *
- *   Reading   → Quiescing  quiesce(): shutdown, or input that went stale in a stall
- *   Reading   → Halted     fail(): undecodable input, a command that threw
+ *   Reading   → Quiescing  quiesce(): shutdown
+ *   Reading   → Halted     fail(): undecodable input, a command that threw, input that waited
+ *                          too long (cluster mode: refuseStaleInput)
  *   Quiescing → Halted     fail(): the same, in input received before quiesce()
  *   any above → Closing    hangUp(): a failure's turn in line came, or the frame timeout;
  *                          end(): shutdown; drop(): idle timeout; or caught up after the
@@ -119,13 +126,14 @@ const enum Phase {
   /** Taking input, decoding it and answering it in order. */
   Reading,
   /**
-   * Shutting down (or refusing input that went stale in a stall): no more input is taken, but
-   * what was received is still decoded and answered, so quiesce() can tell when that is done.
+   * Shutting down: no more input is taken, but what was received is still decoded and answered,
+   * so quiesce() can tell when that is done.
    */
   Quiescing,
   /**
-   * Undecodable input or a failed command: nothing more is taken or decoded; the replies before
-   * the failure are still written, then the connection hangs up (a failed entry waits its turn).
+   * Undecodable input, a failed command or input that waited too long: nothing more is taken or
+   * decoded; the replies before the failure are still written, then the connection hangs up (a
+   * failed entry waits its turn).
    */
   Halted,
   /**
@@ -141,6 +149,22 @@ const enum Phase {
 /** Stands for "not a command" where one is named (a failure before any command was read). */
 const NO_COMMAND = 0;
 const NO_LOCKS: LockCounts = { owners: 0, waiters: 0 };
+
+/** Input refused because it may have waited too long (see Connection.waitedTooLong); logged by the host. */
+class StaleInputError extends Error {
+  override name = 'StaleInputError';
+
+  constructor() {
+    super('input that may have waited too long to run');
+  }
+}
+
+/** Commands that change the table, by command byte: only these are refused for their age. */
+const MUTATING: readonly boolean[] = (() => {
+  const mutating = new Array<boolean>(256).fill(false);
+  for (const command of [Command.Request, Command.RequestFenced, Command.Renew, Command.Release, Command.ReleaseAll]) mutating[command] = true;
+  return mutating;
+})();
 
 /**
  * One accepted client: decodes its byte stream, submits each request to the lock service in
@@ -181,6 +205,23 @@ export class Connection {
   private inputPaused = false;
   /** The host's stallsSeen when input was last paused (resumeInput). */
   private stallsWhenPaused = 0;
+  /** When input was last paused (resumeInput). */
+  private pausedAt = 0;
+  /** Cluster mode: when and after how many stalls each piece of undecoded input was read. */
+  private readonly stamps: InputStamps | undefined;
+  /**
+   * Cluster mode: reading was once paused for longer than the host's staleInputMs. Whatever is
+   * read after that may have waited in the socket (ours or the client's) all along, for all we can
+   * tell, so this connection runs no mutating command any more: the first one halts it.
+   */
+  private writesStale = false;
+  /** When the command being run was read (cluster mode: its commit deadline counts from here). */
+  private receivedAt: number | undefined;
+  /**
+   * List replies asked for and not encoded yet. A list can be tens of megabytes; the connection
+   * decodes nothing more while one is on its way, so it holds at most one list's answer at a time.
+   */
+  private listsWaiting = 0;
   /**
    * The client half-closed. A fact about the peer, not a phase of ours: reading or quiescing, we
    * answer what it sent and, once caught up, close our side too.
@@ -201,6 +242,7 @@ export class Connection {
     private readonly host: ConnectionHost,
   ) {
     this.quietSince = host.now();
+    if (host.staleInputMs !== undefined) this.stamps = new InputStamps();
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
       this.peerEnded = true;
@@ -245,6 +287,7 @@ export class Connection {
       return;
     }
     this.stirred = true;
+    this.stamps?.add(chunk.length, this.host.now(), this.host.stallsSeen);
     this.decoder.push(chunk);
     if (this.decoder.pendingBytes > MAX_PENDING_INPUT) this.pauseInput();
     this.pump();
@@ -256,6 +299,7 @@ export class Connection {
     // Paused in the turn a stall is seen: the stall is counted already, yet the socket may hold
     // (or Node may have read into its buffer) bytes that waited through it; no count matches -1.
     this.stallsWhenPaused = this.host.inputIsStale() ? -1 : this.host.stallsSeen;
+    this.pausedAt = this.host.now();
     this.socket.pause();
   }
 
@@ -268,6 +312,8 @@ export class Connection {
       this.refuseStaleInput();
       return;
     }
+    const limit = this.host.staleInputMs;
+    if (limit !== undefined && this.host.now() - this.pausedAt > limit) this.writesStale = true;
     this.inputPaused = false;
     this.socket.resume();
   }
@@ -284,7 +330,13 @@ export class Connection {
     let waitingForBytes = false;
     try {
       if (this.outstanding > 0) this.deliver();
-      while (!this.writeBlocked && !this.nextTurnScheduled && this.phase < Phase.Halted && this.outstanding < MAX_OUTSTANDING_ANSWERS) {
+      while (
+        !this.writeBlocked &&
+        !this.nextTurnScheduled &&
+        this.phase < Phase.Halted &&
+        this.outstanding < MAX_OUTSTANDING_ANSWERS &&
+        this.listsWaiting === 0
+      ) {
         if (submitted === MAX_COMMANDS_PER_TURN || this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
           if (this.decoder.pendingBytes === 0) {
             waitingForBytes = true;
@@ -293,9 +345,14 @@ export class Connection {
           }
           break;
         }
+        const pending = this.decoder.pendingBytes;
         const request = this.decoder.next();
         if (request === undefined) {
           waitingForBytes = true;
+          break;
+        }
+        if (this.stamps !== undefined && this.waitedTooLong(request, pending)) {
+          this.refuseStaleInput();
           break;
         }
         submitted++;
@@ -319,6 +376,22 @@ export class Connection {
   /** Reply bytes produced in this turn, written or not. */
   private get turnBytes(): number {
     return this.bytesOut - this.turnStartBytes + this.replies.length;
+  }
+
+  /**
+   * Cluster mode: whether `request` (whose first byte was `pending` bytes before the end of what was
+   * read) must not run because its bytes may have waited too long: through a stall of this process
+   * (any command), or, for a command that changes the table, longer than staleInputMs since they
+   * were read (a deep pipeline waiting behind slow answers), or after reading was paused that long.
+   * A read that runs late answers from the table as it is then, which is harmless. Sets receivedAt.
+   */
+  private waitedTooLong(request: Request, pending: number): boolean {
+    const stamps = this.stamps!;
+    if (!stamps.seek(pending)) return false;
+    this.receivedAt = stamps.readTime;
+    if (stamps.stallCount !== this.host.stallsSeen) return true;
+    if (!MUTATING[request.command]) return false;
+    return this.writesStale || this.host.now() - stamps.readTime > this.host.staleInputMs!;
   }
 
   private yieldTurn(): void {
@@ -379,31 +452,32 @@ export class Connection {
    */
   private execute(request: Request): boolean {
     const { service, logger } = this.host;
+    const at = this.receivedAt;
     this.host.countCommand(request.command);
     logger.debug?.(`${this.peer} asks ${COMMAND_NAMES[request.command]} ${describe(request)}`);
     switch (request.command) {
       case Command.FindOwner:
-        return this.reply(request.command, service.findOwner(request.key, request.index), encodeOwnerReply);
+        return this.reply(request.command, service.findOwner(request.key, request.index, at), encodeOwnerReply);
       case Command.Request:
-        return this.reply(request.command, service.request(request, !this.host.draining), encodePositionReply);
+        return this.reply(request.command, service.request(request, !this.host.draining, at), encodePositionReply);
       case Command.FindLocation:
-        return this.reply(request.command, service.location(request.key, request.index, request.owner), encodePositionReply);
+        return this.reply(request.command, service.location(request.key, request.index, request.owner, at), encodePositionReply);
       case Command.Renew:
-        return this.reply(request.command, service.renew(request.key, request.index, request.owner), encodeSuccessReply);
+        return this.reply(request.command, service.renew(request.key, request.index, request.owner, at), encodeSuccessReply);
       case Command.Release:
         return this.reply(
           request.command,
-          request.index === ANY_INDEX ? service.releaseKey(request.key, request.owner) : service.release(request.key, request.index, request.owner),
+          request.index === ANY_INDEX ? service.releaseKey(request.key, request.owner, at) : service.release(request.key, request.index, request.owner, at),
           this.encodeRemoved,
         );
       case Command.ReleaseAll:
-        return this.reply(request.command, service.releaseAll(request.owner), this.encodeRemoved);
+        return this.reply(request.command, service.releaseAll(request.owner, at), this.encodeRemoved);
       case Command.List:
-        return this.reply(request.command, service.list(request.key, MAX_U16), encodeListReply);
+        return this.reply(request.command, service.list(request.key, MAX_U16, at), encodeListReply);
       case Command.Fence:
-        return this.reply(request.command, service.fence(request.key, request.index, request.owner), encodeTokenReply);
+        return this.reply(request.command, service.fence(request.key, request.index, request.owner, at), encodeTokenReply);
       case Command.RequestFenced:
-        return this.reply(request.command, service.requestFenced(request, !this.host.draining), encodeFencedPositionReply);
+        return this.reply(request.command, service.requestFenced(request, !this.host.draining, at), encodeFencedPositionReply);
       case Command.Stats: {
         // The counters as of now (this request counted, later ones not); the lock gauges once known.
         const stats = this.host.statsSnapshot(NO_LOCKS);
@@ -423,6 +497,7 @@ export class Connection {
     }
     const pending = new PendingReply(command, encode, this.host.commandObserver === undefined ? undefined : this.submittedAt);
     this.pending.push(pending);
+    if (command === Command.List && !now) this.listsWaiting++;
     if (answer instanceof Later) {
       answer.listen(this.settlements, pending);
     } else if (answer instanceof Promise) {
@@ -487,6 +562,7 @@ export class Connection {
       }
       if (next.state === ANSWERED) {
         this.pending[this.pendingHead++] = undefined;
+        if (next.command === Command.List) this.listsWaiting--;
         try {
           next.encode(this.replies, next.value as never);
         } catch (error) {
@@ -529,7 +605,7 @@ export class Connection {
 
   /** Logs why (naming the command whose answer failed, if any) and hangs up. */
   private hangUpOn(error: unknown, command: number): void {
-    if (error instanceof UnknownCommandError) {
+    if (error instanceof UnknownCommandError || error instanceof StaleInputError) {
       this.host.logger.debug?.(`${this.peer} sent ${error.message}; hanging up on them`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
@@ -594,14 +670,14 @@ export class Connection {
   }
 
   /**
-   * Input that may have waited in the socket through a stall of this process (cluster mode): its
-   * client may have given up on it long ago and been answered by another node since, so it is
-   * dropped unread, and the connection closes once every command read before it is answered
-   * (closing earlier would let those commit after the close).
+   * Input that may have waited too long (cluster mode: through a stall of this process, or behind
+   * a deep pipeline): its client may have given up on it long ago and been answered by another node
+   * since, so nothing more is decoded or run, and the connection closes once every command already
+   * submitted is answered (closing earlier would let those commit after the close).
    */
   private refuseStaleInput(): void {
     this.host.staleInputRefused(this.peer);
-    void this.quiesce().then(() => this.end());
+    this.fail(new StaleInputError());
   }
 
   /** Final close at shutdown: replies already written are delivered, then the socket ends. */

@@ -36,8 +36,11 @@ export interface LockServerOptions {
   /**
    * Cluster mode: input read after the event loop stood still longer than this (a SIGSTOP, a
    * swap storm, a long GC pause) is refused with its connection: it may have been sent before the
-   * stall, by a client that has given up on it and been answered by another node since.
-   * Undefined (a single node) reads everything: there is no other node to contradict it.
+   * stall, by a client that has given up on it and been answered by another node since. So is a
+   * command that changes the table when its bytes were read longer than this before it is
+   * decoded (a deep pipeline behind slow answers), or after reading was paused that long (see
+   * Connection.waitedTooLong). Undefined (a single node) runs everything: there is no other node
+   * to contradict it.
    */
   readonly staleInputMs?: number;
 }
@@ -236,6 +239,10 @@ export class LockServer implements ConnectionHost {
     if (!this.stalledAt(now)) return false;
     this.noteStall(now); // seen here first: the loop watch has not run since the stall
     return true;
+  }
+
+  get staleInputMs(): number | undefined {
+    return this.options.staleInputMs;
   }
 
   get stallsSeen(): number {

@@ -2,6 +2,7 @@ import test from 'ava';
 import { Committer, RETURN_WAIT_MAX_MS } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
 import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
+import { LIST_ENTRIES_PER_PASS } from '../../src/cluster/GroupCommit.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
 import { AppendRefusedError, type LogHead, type LogPosition, type ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
 import { StoreContact } from '../../src/cluster/StoreContact.js';
@@ -336,4 +337,68 @@ test('the batch in flight, and only it, is known by its header: the follower tak
   ]) {
     t.is(c.ownCommands(other), undefined, JSON.stringify(other));
   }
+});
+
+test('a command read before it was submitted (it waited in its connection) is given up a commit timeout after it was read, and no attempt is sent after that', async (t) => {
+  const vt = new VirtualTimers();
+  const { log, attempts } = stalledLog(vt, 0);
+  const c = committer(vt, log, []);
+  await vt.advance(1_500);
+  let givenUpAt: number | undefined;
+  // Read at 500, decoded and submitted at 1,500: its deadline is 500 + the commit timeout.
+  c.submit(
+    { op: LogOp.Release, key: 'k', index: 'i', owner: 'x' },
+    { reject: () => (givenUpAt = vt.now()), resolve: () => t.fail('never committed') },
+    undefined,
+    500,
+  );
+  await vt.advance(COMMIT_TIMEOUT_MS + 1_000);
+  t.true(
+    attempts.every((at) => at < 500 + COMMIT_TIMEOUT_MS),
+    `attempts at ${attempts.join(', ')}`,
+  );
+  t.true(givenUpAt !== undefined && givenUpAt <= 500 + COMMIT_TIMEOUT_MS + TICK_MS, `given up at ${givenUpAt}`);
+});
+
+test('lists asked for at once are answered a pass at a time, each pass within its budget of list entries, in the order they came', async (t) => {
+  const vt = new VirtualTimers();
+  let heads = 0;
+  const log = {
+    lateCommitMs: 0,
+    // Each read barrier takes a millisecond: one pass per millisecond of virtual time.
+    head: (): Promise<LogHead> => {
+      heads++;
+      return new Promise((resolve) => vt.after(1, () => resolve({ version: 0, revision: 0, storeRevision: 1 })));
+    },
+  } as unknown as ReplicatedLog;
+  const c = committer(vt, log, []);
+  /** The list answered, and the read barrier (pass) it was answered in. */
+  const answered: Array<[number, number]> = [];
+  const perList = Math.ceil(LIST_ENTRIES_PER_PASS / 2) + 1;
+  const lists = Array.from({ length: 7 }, (_, i) =>
+    c.read(
+      () => {
+        answered.push([i, heads]);
+        return i;
+      },
+      undefined,
+      () => perList,
+    ),
+  );
+  await vt.advance(100);
+  t.deepEqual(await Promise.all(lists), [0, 1, 2, 3, 4, 5, 6]);
+  t.deepEqual(
+    answered,
+    [
+      [0, 1],
+      [1, 1],
+      [2, 2],
+      [3, 2],
+      [4, 3],
+      [5, 3],
+      [6, 4],
+    ],
+    'in order, two lists (their budget) per pass',
+  );
+  t.is(heads, 4, 'one read barrier per pass');
 });

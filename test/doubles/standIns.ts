@@ -81,6 +81,7 @@ export function standInHost(
     statsSnapshot: (locks) => stats.snapshot(locks),
     afterRemoval: () => {},
     now: () => clock.now(),
+    staleInputMs: undefined,
     inputIsStale: () => false,
     stallsSeen: 0,
     staleInputRefused: () => {},

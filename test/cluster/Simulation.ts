@@ -40,7 +40,7 @@ import { Ownership, RATE_MARGIN } from './Ownership.js';
  * (S1, see Ownership.ts); a replica never shows a client's ownership gone before its TTL could
  * have run out, nor an entry back after its release was answered (an effect after a hang-up or a
  * batch applied twice); no answer comes from a node that reached no leader since before the
- * command was sent; every command is answered or closed within the commit timeout plus
+ * command was sent (itself, or through a sequencer by an append attempt started since); every command is answered or closed within the commit timeout plus
  * lateCommitMs (plus its node's pauses); at the end every node is ready, at the same version and
  * state, holding every acknowledged never-expiring entry in order.
  */
@@ -726,8 +726,10 @@ class Simulation {
   /**
    * Sends one command through the node's event loop (a paused node reads it when it resumes) and
    * tracks it: an answer from a node that reached no leader since before the send is a failure
-   * (nothing can commit or pass a read barrier then); a node that closes the connection sends
-   * the client elsewhere.
+   * (nothing can commit or pass a read barrier then). A node whose own calls reach no leader may
+   * still reach one through the leader's sequencer: an append attempt it started after the send
+   * that committed that way counts as reaching it (read barriers go to its own member only). A
+   * node that closes the connection sends the client elsewhere.
    */
   private send<T>(
     client: SimClient,
@@ -749,8 +751,11 @@ class Simulation {
             if (!this.inFlight.delete(c)) return; // the node crashed: the answer is lost with its connection
             if (client.ops === op) client.busy = false;
             this.answered++;
+            // Cut off from every leader since before the send, unless an append attempt of its
+            // that started after the send reached one through a sequencer (its batch, and the
+            // commands and reads of that round, committed then).
             const cut = node.log.cutSince;
-            if (cut !== undefined && sent > cut) {
+            if (cut !== undefined && sent > cut && !(node.log.sequencedAttemptStartedAt > sent)) {
               this.fail(
                 `${client.name}@${node.name} ${what} sent at ${sent.toFixed(1)} answered ${JSON.stringify(value)} while its node reached no leader (since ${cut.toFixed(1)})`,
               );

@@ -243,6 +243,8 @@ interface PendingCall {
 interface LentToken {
   readonly token: PendingCall;
   readonly client: MemoryLog;
+  /** When (store clock) it was lent: its append attempt started then. */
+  readonly lentAt: number;
 }
 
 /** A request that reached no leader; sent again when quorum (or the client's link) returns. */
@@ -1083,6 +1085,12 @@ export class MemoryLog implements ReplicatedLog {
   extraDelayMs = 0;
   /** Since when (store time) this client reaches no leader; undefined while it does. */
   cutSince: number | undefined;
+  /**
+   * The latest start (store time) of an append attempt of this client that reached a leader
+   * through a sequencer (issue 20): a bundle carrying the fence lent for it executed. Its node
+   * reached a leader after that start, whatever `cutSince` says of its own calls.
+   */
+  sequencedAttemptStartedAt = Number.NEGATIVE_INFINITY;
   /** The member its watch stream is attached to (chosen when its first watch opens). */
   streamMember: number;
   /** The whole watch stream is stuck (every watch, new ones too): see stallStream. */
@@ -1194,7 +1202,10 @@ export class MemoryLog implements ReplicatedLog {
               throw new MemoryLogError('rejected', 'append refused (simulated; not committed)');
             }
             const position = store.appendLog(value);
-            for (const l of lent ?? []) l.client.unexecutedAppends().delete(l.token);
+            for (const l of lent ?? []) {
+              l.client.unexecutedAppends().delete(l.token);
+              l.client.reachedThroughSequencer(l.lentAt);
+            }
             store.answerIssued(issuedAt);
             store.note(`${this.label} ${landed(position)}`);
             if (store.chance(store.faults.appendUnknownOutcome)) {
@@ -1240,7 +1251,7 @@ export class MemoryLog implements ReplicatedLog {
           // No clock of the lender's says when it ends here: it holds until its attempt is given up.
           endsAt: Number.POSITIVE_INFINITY,
         };
-        store.lent.set(fence, { token, client: this });
+        store.lent.set(fence, { token, client: this, lentAt: store.clock.now() });
         return Promise.resolve(fence);
       },
     );
@@ -1290,6 +1301,11 @@ export class MemoryLog implements ReplicatedLog {
       },
       'write',
     );
+  }
+
+  /** @internal A bundle carrying a fence this client lent at `lentAt` executed (see sequencedAttemptStartedAt). */
+  reachedThroughSequencer(lentAt: number): void {
+    if (lentAt > this.sequencedAttemptStartedAt) this.sequencedAttemptStartedAt = lentAt;
   }
 
   /** @internal The appends of this client whose request has not executed (yet), and its lent fences. */

@@ -23,11 +23,10 @@ const options = new Command()
   .option('--runs <n>', 'runs in the series (seeds from, from+1, …)', whole, 1)
   .option('--seconds <n>', 'seconds of load per run (the schedule is drawn to fit)', whole, 90)
   .option('--only <kinds>', `only these faults, comma-separated: ${FAULT_KINDS.join(', ')}`, kinds)
-  .option('--peer', "start the nodes with --peer: appends go through the leader's sequencer")
-  .option('--busy <n>', 'clients per node adding unchecked write load (with --peer: bundles of several nodes form under the faults)', whole, 0)
+  .option('--busy <n>', "clients per node adding unchecked write load (bundles of several nodes' batches form at the sequencer under the faults)", whole, 0)
   .option('--quiet', "no progress lines, only each run's summary")
   .parse()
-  .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; peer?: boolean; busy: number; quiet?: boolean }>();
+  .opts<{ seed?: number; from: number; runs: number; seconds: number; only?: FaultKind[]; busy: number; quiet?: boolean }>();
 
 const unavailable = netnsUnavailable();
 if (unavailable !== undefined) {
@@ -46,7 +45,6 @@ for (const seed of seeds) {
     seed,
     seconds: options.seconds,
     only: options.only,
-    peer: options.peer === true,
     busy: options.busy,
     log: options.quiet === true ? undefined : (line) => console.log(line),
   });

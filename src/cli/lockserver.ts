@@ -12,7 +12,7 @@ import { ClusterLockService } from '../cluster/ClusterLockService.js';
 import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
-import type { PeerAddress } from '../cluster/PeerAddress.js';
+import type { Advertised } from '../cluster/peer/PeerAddress.js';
 import { streamLogger } from '../runtime/Logger.js';
 import {
   integerIn,
@@ -23,7 +23,7 @@ import {
   parseFileName,
   parseListenAddress,
   parseNodeName,
-  parsePeer,
+  parseAdvertise,
   parsePort,
 } from './options.js';
 
@@ -67,9 +67,9 @@ const program = new Command()
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
   .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
   .option(
-    '--peer <host:port>',
-    "cluster mode: take the other nodes' batches here while this node leads, and append them with its own in one etcd write (default: off; the host must be one they can dial)",
-    parsePeer,
+    '--advertise <host[:port]>',
+    "cluster mode: where the other nodes reach this node's lock port, to forward their batches to it while it leads (default: the address this machine reaches etcd from, and --port)",
+    parseAdvertise,
   )
   .option('--import-lock-file <file>', "cluster mode: seed an empty cluster from a single node's lock file (refused if it holds entries)", parseFileName)
   .option(
@@ -103,17 +103,18 @@ interface CliOptions {
   etcdKey?: string;
   etcdUser?: { username: string; password: string };
   importLockFile?: string;
-  peer?: PeerAddress;
+  advertise?: Advertised;
   snapshotEvery?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile', 'peer'].filter(
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile', 'advertise'].filter(
       (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
     );
-    if (stray.length > 0) throw new StartupError('--name, --snapshot-every, --import-lock-file, --peer and the --etcd-* options need --etcd (cluster mode)');
+    if (stray.length > 0)
+      throw new StartupError('--name, --snapshot-every, --import-lock-file, --advertise and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
   }
   if ((options.etcdCert === undefined) !== (options.etcdKey === undefined)) {
@@ -143,7 +144,7 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
     snapshotEveryBatches: options.snapshotEvery,
-    peer: options.peer,
+    advertise: options.advertise,
     importLockFile: options.importLockFile === undefined ? undefined : resolve(options.importLockFile),
   };
 }

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { InvalidArgumentError } from 'commander';
-import { parsePeerAddress, type PeerAddress } from '../cluster/PeerAddress.js';
+import { parseAdvertised, type Advertised } from '../cluster/peer/PeerAddress.js';
 
 /** Parsers for command-line values; each throws InvalidArgumentError with a one-line reason. */
 
@@ -71,10 +71,10 @@ export function parseEtcdUser(value: string): { username: string; password: stri
   return { username: value.slice(0, cut), password: value.slice(cut + 1) };
 }
 
-/** `--peer host:port`: see parsePeerAddress. */
-export function parsePeer(value: string): PeerAddress {
+/** `--advertise host[:port]`: see parseAdvertised. */
+export function parseAdvertise(value: string): Advertised {
   try {
-    return parsePeerAddress(value);
+    return parseAdvertised(value);
   } catch (error) {
     throw new InvalidArgumentError(`${(error as Error).message}.`);
   }

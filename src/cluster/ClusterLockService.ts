@@ -46,28 +46,11 @@ export class ClusterLockService implements LockService {
     this.incarnation = 1 + Math.floor(deps.random() * 0xfffffffe);
     // Drawn after the incarnation, so simulations stay seeded; never shows in the state.
     const hashSeed = Math.floor(deps.random() * 0x100000000) | 0;
-    this.committer = new Committer(
-      { nodeName: options.nodeName, incarnation: this.incarnation },
-      options.commitTimeoutMs,
-      deps,
-      this.contact,
-      () => this.follower.state.position.version,
-    );
-    this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, {
-      applyBatch: (state, batch, record, inValue) => this.committer.applyBatch(state, batch, record, inValue),
-      ownCommands: (header) => this.committer.ownCommands(header),
-      noteApplied: (bytes) => this.leadership.noteApplied(bytes),
-      stateReplaced: (state, bytes) => {
-        this.leadership.stateReplaced(state);
-        this.leadership.snapshotLoaded(bytes);
-        this.committer.stateReplaced(state);
-      },
-      progressed: () => this.committer.progressed(),
-    });
-    this.leadership = new Leadership(options, deps, this.contact, {
-      submitExpiry: (command, failed) => this.committer.submit(command, { resolve: () => {}, reject: failed }),
-      state: () => this.follower.state,
-    });
+    // Each layer is built after the ones it uses: the committer answers what the follower applies,
+    // and leadership reads what the follower publishes and submits through the committer.
+    this.committer = new Committer({ nodeName: options.nodeName, incarnation: this.incarnation }, options.commitTimeoutMs, deps, this.contact);
+    this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, this.committer);
+    this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
   }
 
   /** The replica as applied so far (tests, metrics, the lock-file backup). */
@@ -104,6 +87,7 @@ export class ClusterLockService implements LockService {
       snapshotAgeSeconds: snapshotAt === undefined ? undefined : (this.deps.clock.now() - snapshotAt) / 1000,
       snapshotBytes: this.leadership.lastSnapshotBytes,
       expiriesProposed: this.leadership.expiriesProposed,
+      logValuesRefused: this.follower.refusedParts,
     };
   }
 
@@ -322,6 +306,7 @@ export class ClusterLockService implements LockService {
       this.closed = true;
       this.stopTicking();
       this.follower.close();
+      this.deps.onClose?.();
       await this.leadership.leave();
       await this.deps.log.close();
     })();

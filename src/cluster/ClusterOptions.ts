@@ -2,6 +2,7 @@ import type { ByteString } from '../bytes.js';
 import type { Clock } from '../runtime/Clock.js';
 import type { Logger } from '../runtime/Logger.js';
 import type { Random } from '../runtime/Random.js';
+import type { Appended, AppendRoute } from './AppendRouter.js';
 import type { ReplicatedLog } from './ReplicatedLog.js';
 import type { Timers } from '../runtime/Timers.js';
 
@@ -21,15 +22,24 @@ export interface ClusterOptions {
   readonly snapshotEveryBatches?: number;
 }
 
+/** Where a node's append attempts go (AppendRouter); without one, straight to the store. */
+export interface Appender {
+  append(value: Uint8Array, timeoutMs: number): Promise<Appended>;
+}
+
 /** What a cluster node is given: its store, and all it knows of time and chance. */
 export interface ClusterDeps {
   readonly log: ReplicatedLog;
+  /** Sends append attempts where the leader's sequencer is (AppendRouter); absent: every append goes to `log` itself. */
+  readonly router?: Appender;
   readonly clock: Clock;
   readonly timers: Timers;
   readonly random: Random;
   readonly logger: Logger;
   /** Told of each batch applied here (metrics): commit latency and size. */
   readonly observer?: ClusterObserver;
+  /** Run once as the node leaves, after its last batch is settled and before the store client closes. */
+  readonly onClose?: () => void;
 }
 
 /** What the metrics hear as it happens; everything else they read when scraped (ClusterFigures). */
@@ -43,13 +53,10 @@ export interface ClusterObserver {
    * forwarded to the leader's (issue 20); `committed` false when it failed in any way (a failure
    * through a sequencer sends this node's appends direct for a second).
    */
-  appendAttempted?(route: AppendRouteKind, committed: boolean): void;
+  appendAttempted?(route: AppendRoute, committed: boolean): void;
   /** This node's sequencer sent an append carrying `batches` nodes' batches (one when not bundling). */
   bundleSent?(batches: number): void;
 }
-
-/** Where an append attempt went: RoutedLog's routes, as the metrics name them. */
-export type AppendRouteKind = 'direct' | 'own-sequencer' | 'forwarded';
 
 /** This node's standing in the cluster, read when metrics are scraped. */
 export interface ClusterFigures {
@@ -64,6 +71,8 @@ export interface ClusterFigures {
   readonly snapshotAgeSeconds: number | undefined;
   readonly snapshotBytes: number | undefined;
   readonly expiriesProposed: number;
+  /** Parts of log values no node can read, refused (skipped alike on every node) as this node applied them. */
+  readonly logValuesRefused: number;
 }
 
 /** How often deadlines, leadership, watch progress and round timeouts are looked at. */

@@ -1,7 +1,9 @@
-import type { ClusterDeps } from './ClusterOptions.js';
+import type { Appended } from './AppendRouter.js';
+import type { BatchApplier } from './LogFollower.js';
+import type { Appender, ClusterDeps } from './ClusterOptions.js';
 import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
-import { BatchEncoder, type Batch, type BatchHeader, type LogCommand } from './LogCodec.js';
+import { BatchEncoder, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
 import type { PlaceInValue, ReplicaState } from './ReplicaState.js';
 import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -52,7 +54,7 @@ export interface ProposerIdentity {
  * that is what lets more commands through. Clients that do not come back cost the queued round
  * at most one more round's time. A full round (MAX_BATCH_COMMANDS, MAX_BATCH_BYTES) goes at once.
  */
-export class Committer {
+export class Committer implements BatchApplier {
   private readonly encoder = new BatchEncoder();
   /** Rounds waiting to be sent; the last one takes new commands. */
   private readonly queued: Round[] = [];
@@ -72,14 +74,19 @@ export class Committer {
   /** Clock time before which no owed seal is started again (one failed just before). */
   private owedSealAt = 0;
 
+  /** Where append attempts go: the router's way (a sequencer), or etcd directly. */
+  private readonly appender: Appender;
+  /** The version the replica has applied through, as the follower last said (progressed). */
+  private applied = 0;
+
   constructor(
     private readonly identity: ProposerIdentity,
     private readonly commitTimeoutMs: number,
     private readonly deps: ClusterDeps,
     private readonly contact: StoreContact,
-    /** The version the replica has applied through. */
-    private readonly appliedVersion: () => number,
-  ) {}
+  ) {
+    this.appender = deps.router ?? { append: async (value, timeoutMs) => ({ confirmed: true, position: await deps.log.append(value, timeoutMs) }) };
+  }
 
   /**
    * Queues a mutating command for the next batch; its result goes to `answer`. `applied`, if
@@ -189,13 +196,13 @@ export class Committer {
     round.sentAt = this.deps.clock.now();
     if (round.writes > 0) {
       round.seq = this.nextSeq++;
-      const bytes = this.encoder.encode({
+      round.bytes = this.encoder.encode({
         proposer: this.identity.nodeName,
         incarnation: this.identity.incarnation,
         seq: round.seq,
         commands: round.commands,
       });
-      void this.append(round, bytes);
+      void this.append(round, round.bytes);
     } else {
       void this.barrier(round);
     }
@@ -217,12 +224,19 @@ export class Committer {
       const left = round.deadline - clock.now();
       if (left <= 0) break;
       const started = clock.now();
+      const limitMs = Math.min(left, attemptLimit(attempt));
       round.attempting = true;
       try {
-        const position = await log.append(bytes, Math.min(left, attemptLimit(attempt)));
-        this.contact.heard(true, position.version);
-        round.committed = true;
-        return; // answered when the watch brings the batch back
+        const appended = await this.appender.append(bytes, limitMs);
+        if (appended.confirmed) {
+          this.contact.heard(true, appended.position.version);
+          round.committed = true;
+          return; // answered when the watch brings the batch back
+        }
+        // The leader's sequencer says it committed: believed once the batch is applied here.
+        if (await this.checkClaim(round, appended, limitMs - (clock.now() - started))) return;
+        round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
+        this.deps.logger.debug?.(`batch ${round.seq}: the sequencer's word that it committed at ${appended.position.version} did not hold`);
       } catch (error) {
         this.contact.heard(false);
         // An attempt refused for good (nothing sent, or refused before it could be applied) can
@@ -236,6 +250,29 @@ export class Committer {
     }
   }
 
+  /**
+   * Waits for a sequencer's claim that the round's batch committed at a version to come true here:
+   * true once the batch is applied (it settles the round); false once this node applied that
+   * version without it, or `waitMs` passed first (the attempt's own limit): then the round tries
+   * again, its attempt counted as one that may still land. A broken sequencer costs time, never a
+   * retry skipped, and its word never reaches StoreContact.knownHead (readiness).
+   */
+  private checkClaim(round: Round, appended: Appended & { confirmed: false }, waitMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const cancel = this.deps.timers.after(Math.max(0, waitMs), () => round.claim?.settle(false));
+      round.claim = {
+        version: appended.position.version,
+        settle: (held) => {
+          cancel();
+          round.claim = undefined;
+          appended.settle(held);
+          resolve(held);
+        },
+      };
+      this.progressed(this.applied); // the version may be applied already
+    });
+  }
+
   private async barrier(round: Round): Promise<void> {
     const { log, clock } = this.deps;
     for (let attempt = 0; this.trying(round); attempt++) {
@@ -247,7 +284,7 @@ export class Committer {
         this.contact.heard(true, head.version);
         if (this.inFlight !== round) return;
         round.barrier = head.version;
-        this.progressed();
+        this.progressed(this.applied);
         return;
       } catch (error) {
         this.contact.heard(false);
@@ -281,9 +318,7 @@ export class Committer {
    * bytes this node encoded from them (every attempt sends those same bytes; a restarted process
    * has another incarnation).
    */
-  ownCommands(header: BatchHeader): readonly LogCommand[] | undefined {
-    return this.inFlightWith(header)?.commands;
-  }
+  readonly ownCommands = (header: BatchHeader): OwnBatch | undefined => this.inFlightWith(header);
 
   /**
    * The follower applies `batch`: if it is the one in flight here, its commands get their results
@@ -307,22 +342,34 @@ export class Committer {
 
   /** A snapshot replaced the replica: a round whose batch it already holds can never see its own apply here. */
   stateReplaced(state: ReplicaState): void {
+    this.applied = state.position.version;
     const round = this.inFlight;
     if (round !== undefined && round.seq > 0 && state.lastSeq(this.identity.nodeName, this.identity.incarnation) >= round.seq) {
-      this.finishRound(round, new CommitTimeoutError('the batch was applied inside a snapshot; its results are unknown here'));
+      this.finishRound(round, new CommitTimeoutError('the batch was applied inside a snapshot; its results are unknown here'), true);
     }
   }
 
-  /** The replica moved on: a read-only round whose barrier it reached is answered. */
-  progressed(): void {
+  /**
+   * The replica applied through `version`: a read-only round whose barrier it reached is answered;
+   * a sequencer's claim for a version applied without the round's batch is refuted.
+   */
+  progressed(version: number): void {
+    this.applied = version;
     const round = this.inFlight;
-    if (round === undefined || round.barrier === undefined) return;
-    if (this.appliedVersion() < round.barrier) return;
+    if (round === undefined) return;
+    const applied = version;
+    if (round.claim !== undefined && applied >= round.claim.version) round.claim.settle(false);
+    if (round.barrier === undefined || applied < round.barrier) return;
     round.settle([]);
     this.finishRound(round);
   }
 
-  private finishRound(round: Round, error?: Error): void {
+  /**
+   * The round is done: answered (no error), or failed. A sequencer's claim waiting on it is
+   * settled: held if the batch was applied (answered, or inside a snapshot), else not known.
+   */
+  private finishRound(round: Round, error?: Error, applied = error === undefined): void {
+    round.claim?.settle(applied);
     if (error !== undefined) round.fail(error);
     if (this.inFlight === round) {
       this.inFlight = undefined;

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { IRequestOp, IResponseOp, Watcher } from 'etcd3';
 import { asBuffer } from '../bytes.js';
 import { hasPrefix, isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
+import { appendPuts } from './etcd/appendTransaction.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
@@ -21,14 +22,20 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, fenceOutcomeOf, MAX_APPEND_BYTES, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
+import { AppendRefusedError, fenceOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
+export { NodeTooOldError } from './ReplicatedLog.js';
 import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
-import type { PeerView } from './PeerRouting.js';
-import { PEER_SECRET_BYTES } from './PeerAuth.js';
+import type { PeerView } from './PeerDeclarations.js';
+import { PEER_SECRET_BYTES } from './peer/PeerAuth.js';
 
 export type { EtcdConnection } from './etcd/EndpointPool.js';
 
-const EMPTY = Buffer.alloc(0);
+/** A comma-separated list of formats, as stored. */
+function formatList(value: Buffer | undefined): string[] {
+  const text = value?.toString('latin1') ?? '';
+  return text === '' ? [] : text.split(',');
+}
+
 const ZERO_BYTE = Buffer.of(0);
 /** The log key's value when it refers to the retained batch of its transaction (LogCodec's REFERENCE_FORMAT). */
 const REFERENCE = Buffer.from(REFERENCE_VALUE);
@@ -99,8 +106,23 @@ export class EtcdLog implements ReplicatedLog {
   private readonly peersPrefix: string;
   /** `<fencePrefix><client id, 16 hex digits>`: each client's fence key. */
   private readonly fencePrefix: Buffer;
-  /** The cluster's peer secret (PeerAuth), created by the first node that reads the declarations. */
+  /**
+   * The cluster's peer secret (peer/PeerAuth), created by the first node that reads the
+   * declarations: `/<cluster>:peer-secret`, outside the cluster's prefix, so a role that may read
+   * `/<cluster>/` (monitoring) cannot read it, and so cannot forward batches.
+   */
   private readonly peerSecretKey: Buffer;
+  /**
+   * Every log value format other than plain batches that was ever written (`/<cluster>/formats-written`,
+   * comma-separated): a node that does not read one of them may not join (claimName), since it
+   * would skip those values where newer nodes apply them. A format is written only once it is here
+   * and every live node declares it reads it, both seen in one read (peerView).
+   */
+  private readonly formatsWrittenKey: Buffer;
+  /** Every live node reads bundles, and the record says they may be written (peerView). */
+  private everyNodeReadsBundles = false;
+  /** This node's name and name lease while it holds one (a declared address is put with it). */
+  private claimed: { readonly name: string; readonly lease: string } | undefined;
   /** The last op of every append: reads back the log key's version, the batch's number. */
   private readonly readLogVersion: IRequestOp;
   /** Where every batch is also kept, under a key of its own, until a snapshot covers it (see `since`). */
@@ -119,14 +141,10 @@ export class EtcdLog implements ReplicatedLog {
   /** Where the last watch ran: a restarted watch goes elsewhere when it can (trap 8). */
   private lastWatchEndpoint: Endpoint | undefined;
 
-  /**
-   * @param peerAddress `host:port` where this node takes forwarded batches when it sequences (issue
-   *   20), declared with its name (`/<cluster>/peers/<name>`) under the name lease; none if unset.
-   */
-  constructor(
-    connection: EtcdConnection,
-    private readonly peerAddress?: string,
-  ) {
+  /** `host:port` where this node's lock port takes links from other nodes (declareAddress), once it listens. */
+  private peerAddress: string | undefined;
+
+  constructor(connection: EtcdConnection) {
     this.pool = new EndpointPool(connection, randomInt(0, 2 ** 31));
     const root = `/${connection.cluster}/`;
     this.logKey = Buffer.from(`${root}log`);
@@ -140,7 +158,8 @@ export class EtcdLog implements ReplicatedLog {
     const announcePrefix = Buffer.from(`${root}writers/`);
     this.janitor = new WriterLeaseJanitor(this.pool, announcePrefix);
     this.fencePrefix = Buffer.from(`${root}fences/`);
-    this.peerSecretKey = Buffer.from(`${root}peer-secret`);
+    this.peerSecretKey = Buffer.from(`/${connection.cluster}:peer-secret`);
+    this.formatsWrittenKey = Buffer.from(`${root}formats-written`);
     this.writers = new WriterLeases(this.pool, Buffer.concat([this.fencePrefix, Buffer.from(clientId)]), announcePrefix, (id, ttlMs) =>
       this.janitor.announced(id, ttlMs),
     );
@@ -247,13 +266,18 @@ export class EtcdLog implements ReplicatedLog {
     // transaction together): etcd stores and replicates the batch once, not twice.
     const bytes = asBuffer(value);
     const logValue = this.everyNodeReadsReferences ? REFERENCE : bytes;
-    const fences: IRequestOp[] = parts.map((part) => ({ request_put: { key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId } }));
-    const success = (): IRequestOp[] => [
-      { request_put: { key: this.logKey, value: logValue } },
-      { request_put: { key: Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36)), value: bytes } },
-      this.readLogVersion,
-      ...fences,
-    ];
+    const success = (): IRequestOp[] => {
+      const [log, retained, ...fences] = appendPuts(
+        this.logKey,
+        logValue,
+        Buffer.from(this.retainedOwn + (this.retainedCount++).toString(36)),
+        bytes,
+        parts,
+      ).map((put): IRequestOp => ({
+        request_put: put.lease === undefined ? { key: put.key, value: put.value } : { key: put.key, value: put.value, lease: put.lease },
+      }));
+      return [log!, retained!, this.readLogVersion, ...fences];
+    };
     // The pool may try several members within this call (after a fast failure): what each try
     // got decides whether the call's batch can still commit.
     let tries = 0;
@@ -451,8 +475,13 @@ export class EtcdLog implements ReplicatedLog {
     );
     const grantedAt = performance.now();
     const id = grant.ID;
-    const revoke = (): void =>
-      void this.pool.call('lease revoke', SETUP_ATTEMPT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options)).catch(() => {});
+    const revoke = (): Promise<void> =>
+      this.pool
+        .call('lease revoke', SETUP_ATTEMPT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: id }, options))
+        .then(
+          () => undefined,
+          () => undefined,
+        );
     const nameKey = Buffer.from(this.namePrefix + name);
     const success: IRequestOp[] = [
       { request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } },
@@ -464,31 +493,65 @@ export class EtcdLog implements ReplicatedLog {
     if (priority !== undefined) {
       success.push({ request_put: { key: Buffer.from(this.candidatePrefix + name), value: Buffer.from(String(priority)), lease: id } });
     }
+    // Read in the same transaction: the formats written so far (a writer of a new one sees this
+    // claim, or this claim sees its record: etcd orders both).
+    success.push({ request_range: { key: this.formatsWrittenKey } });
     let holder: { value: Buffer; lease: string } | undefined;
+    let written: string[];
     try {
       const response = await this.pool.call('name claim', timeoutMs - (grantedAt - started), ({ client }, options) =>
         client.kv.txn(
           {
             compare: [{ key: nameKey, target: 'Create', result: 'Equal', create_revision: 0 }],
             success,
-            failure: [{ request_range: { key: nameKey } }],
+            failure: [{ request_range: { key: nameKey } }, { request_range: { key: this.formatsWrittenKey } }],
           },
           options,
         ),
       );
+      const last = response.responses[response.responses.length - 1]?.response_range.kvs[0];
+      written = formatList(last?.value);
       if (!response.succeeded) holder = response.responses[0]?.response_range.kvs[0] ?? { value: Buffer.from('unknown'), lease: '0' };
     } catch (error) {
-      revoke();
+      void revoke();
       throw error;
+    }
+    const unread = written.filter((format) => !LOG_FORMATS_READ.includes(Number(format)));
+    if (unread.length > 0) {
+      await revoke(); // the name it took goes with it
+      throw new NodeTooOldError(`the log holds values of format ${unread.join(', ')}, which this version does not read: upgrade this node`);
     }
     // A claim sent twice (the first answer lost) finds the name held by its own lease: taken.
     if (holder !== undefined && holder.lease !== id) {
-      revoke();
+      void revoke();
       return { taken: false, holder: holder.value.toString() };
     }
-    const session = new NameLease(this.pool, id, Number(grant.TTL) * 1000, grantedAt, (lease) => this.nameLeases.delete(lease));
+    const session = new NameLease(this.pool, id, Number(grant.TTL) * 1000, grantedAt, (lease) => {
+      this.nameLeases.delete(lease);
+      if (this.claimed?.lease === id) this.claimed = undefined;
+    });
     this.nameLeases.add(session);
+    this.claimed = { name, lease: id };
     return { taken: true, session };
+  }
+
+  /** This node's fence key: the only one a sequencer puts for the batches it forwards (peer/PeerAuth binds it to the link). */
+  get fenceKey(): Buffer {
+    return this.writers.fenceKey;
+  }
+
+  /**
+   * Declares where this node's lock port takes links from other nodes (`host:port`), beside its
+   * name and under its name lease (`/<cluster>/peers/<name>`), now and at every later claim: the
+   * other nodes forward their batches there while this node leads. Called once the port listens.
+   */
+  async declareAddress(address: string, timeoutMs: number): Promise<void> {
+    this.peerAddress = address;
+    const claimed = this.claimed;
+    if (claimed === undefined) return; // the next claim puts it
+    await this.pool.call('peer address', timeoutMs, ({ client }, options) =>
+      client.kv.put({ key: Buffer.from(this.peersPrefix + claimed.name), value: Buffer.from(address), lease: claimed.lease }, options),
+    );
   }
 
   /**
@@ -503,7 +566,11 @@ export class EtcdLog implements ReplicatedLog {
       client.kv.txn(
         {
           compare: [],
-          success: [...ranges.map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })), { request_range: { key: this.peerSecretKey } }],
+          success: [
+            ...ranges.map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })),
+            { request_range: { key: this.peerSecretKey } },
+            { request_range: { key: this.formatsWrittenKey } },
+          ],
           failure: [],
         },
         options,
@@ -513,12 +580,44 @@ export class EtcdLog implements ReplicatedLog {
       const kvs = response.responses[i]?.response_range.kvs ?? [];
       return new Map(kvs.map((kv) => [kv.key.subarray(prefix.length).toString(), kv.value.toString()]));
     }) as [Map<string, string>, Map<string, string>, Map<string, string>];
-    const reads = (format: number): boolean => [...names.keys()].every((name) => (formats.get(name) ?? '').split(',').includes(String(format)));
-    const readsBundles = reads(BUNDLE_FORMAT);
-    // Read here, where every node reads the declarations once a second (PeerRouting), with or without --peer.
-    this.everyNodeReadsReferences = names.size > 0 && reads(REFERENCE_FORMAT);
+    const record = response.responses[4]?.response_range.kvs[0];
+    const written = formatList(record?.value);
+    const reads = (format: number): boolean =>
+      names.size > 0 && [...names.keys()].every((name) => formatList(Buffer.from(formats.get(name) ?? '')).includes(String(format)));
+    // A format is written once every live node reads it and the record names it, in this one read;
+    // every live node reading it but the record not naming it yet, the record comes first.
+    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT].filter(reads);
+    const missing = wanted.filter((format) => !written.includes(String(format)));
+    if (missing.length > 0) await this.recordFormats(record, written, missing, timeoutMs - (performance.now() - started)).catch(() => {});
+    // Read here, where every node reads the declarations once a second (AppendRouter).
+    this.everyNodeReadsBundles = wanted.includes(BUNDLE_FORMAT) && written.includes(String(BUNDLE_FORMAT));
+    this.everyNodeReadsReferences = wanted.includes(REFERENCE_FORMAT) && written.includes(String(REFERENCE_FORMAT));
     const secret = response.responses[3]?.response_range.kvs[0]?.value ?? (await this.createPeerSecret(timeoutMs - (performance.now() - started)));
-    return { peers, readsBundles, secret };
+    return { peers, readsBundles: this.everyNodeReadsBundles, secret };
+  }
+
+  /** Adds `formats` to the formats-written record, unless it changed since `record` was read (the next read tries again). */
+  private async recordFormats(
+    record: { mod_revision: string } | undefined,
+    written: readonly string[],
+    formats: readonly number[],
+    timeoutMs: number,
+  ): Promise<void> {
+    const key = this.formatsWrittenKey;
+    const value = Buffer.from([...written, ...formats.map(String)].join(','));
+    await this.pool.call('formats written', timeoutMs, ({ client }, options) =>
+      client.kv.txn(
+        {
+          compare:
+            record === undefined
+              ? [{ key, target: 'Create', result: 'Equal', create_revision: 0 }]
+              : [{ key, target: 'Mod', result: 'Equal', mod_revision: record.mod_revision }],
+          success: [{ request_put: { key, value } }],
+          failure: [],
+        },
+        options,
+      ),
+    );
   }
 
   /** Puts a new peer secret unless one is there; either way returns the one etcd keeps. */
@@ -540,12 +639,11 @@ export class EtcdLog implements ReplicatedLog {
   }
 
   /**
-   * Why a fence forwarded to this node's sequencer is not one a node of this cluster could lend
-   * (a writer lease id, a fence key under `/<cluster>/fences/`), or undefined when it could be.
-   * The sequencer puts the fence key in its transaction: nothing else may be written that way.
+   * Why a fence key a forwarding node names is not one a node of this cluster has (a key under
+   * `/<cluster>/fences/`), or undefined when it could be. The sequencer puts it in its
+   * transactions: nothing else may be written that way.
    */
-  checkLentFence(leaseId: string, fenceKey: Uint8Array): string | undefined {
-    if (!/^[1-9][0-9]{0,19}$/.test(leaseId)) return `lease id "${leaseId}" is not a writer lease's`;
+  checkFenceKey(fenceKey: Uint8Array): string | undefined {
     const key = asBuffer(fenceKey);
     const client = key.subarray(this.fencePrefix.length);
     if (!hasPrefix(key, this.fencePrefix) || !/^[0-9a-f]{16}$/.test(client.toString('latin1'))) {

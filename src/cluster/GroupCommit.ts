@@ -1,6 +1,8 @@
 import { Later } from '../locks/Later.js';
 import { commandSize, MAX_BATCH_BYTES, MAX_BATCH_COMMANDS, type LogCommand } from './LogCodec.js';
 
+const EMPTY = new Uint8Array(0);
+
 /** A command whose commit (or read barrier) did not complete within --commit-timeout. */
 export class CommitTimeoutError extends Error {
   override name = 'CommitTimeoutError';
@@ -75,9 +77,12 @@ export class Round {
    * after it arrived: linearizable. The committer queues them again once the round is done.
    */
   readonly deferred: PendingRead[] = [];
-  private bytes = 0;
+  /** Bytes of commands in the round (its batch's size, less the header). */
+  private commandBytes = 0;
   /** Batch sequence number once the round is sent with writes. */
   seq = 0;
+  /** The batch as encoded and sent, once the round is sent with writes. */
+  bytes: Uint8Array = EMPTY;
   /** Read-only rounds: the log version the barrier returned; answered once applied. */
   barrier: number | undefined;
   /** Clock time the round was sent (its commit latency runs from here). */
@@ -90,6 +95,11 @@ export class Round {
   fenceEndsAt = Number.NEGATIVE_INFINITY;
   /** The store confirmed a seal made after every attempt had rejected: none of them can commit now. */
   sealed = false;
+  /**
+   * A sequencer's word that the batch committed at `version`, waiting to come true here
+   * (Committer.checkClaim); `settle` ends the wait: held (applied) or not.
+   */
+  claim: { readonly version: number; settle(held: boolean): void } | undefined;
 
   constructor(
     /**
@@ -117,11 +127,11 @@ export class Round {
    */
   addWrite(command: LogCommand, answer: WriteAnswer, applied?: () => void): boolean {
     const size = commandSize(command);
-    if (this.commands.length >= MAX_BATCH_COMMANDS || this.bytes + size > MAX_BATCH_BYTES) return false;
+    if (this.commands.length >= MAX_BATCH_COMMANDS || this.commandBytes + size > MAX_BATCH_BYTES) return false;
     this.commands.push(command);
     this.answers.push(answer);
     this.afterApplied.push(applied);
-    this.bytes += size;
+    this.commandBytes += size;
     return true;
   }
 

@@ -1,10 +1,12 @@
 import { printable } from '../bytes.js';
 import type { DueEntry } from '../locks/LockTable.js';
-import { LogOp, type LogCommand } from './LogCodec.js';
-import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
+import type { Committer } from './Committer.js';
 import type { ReplicaState } from './ReplicaState.js';
+import { LogOp, type LogCommand } from './LogCodec.js';
+import type { LogFollower } from './LogFollower.js';
+import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { StoreContact } from './StoreContact.js';
-import { electLeader, type MemberSession } from './ReplicatedLog.js';
+import { electLeader, NodeTooOldError, type MemberSession } from './ReplicatedLog.js';
 import { pause } from '../runtime/Timers.js';
 
 /** How often the candidate list is read to see who leads. */
@@ -20,12 +22,6 @@ const EXPIRY_BUDGET = 2_000;
 /** Snapshots up to this size (one etcd chunk) are cheap to rewrite: the log-volume rule skips them. */
 const SMALL_SNAPSHOT_BYTES = 1024 * 1024;
 
-interface LeadershipHost {
-  /** Queues a command for the next batch; `failed` is called if that batch does not commit. */
-  submitExpiry(command: LogCommand, failed: (error: Error) => void): void;
-  state(): ReplicaState;
-}
-
 /**
  * The node's standing in the cluster: its name (held by a lease), its candidacy, and, while it
  * leads, the leader's duties: proposing expiries when deadlines pass on its own monotonic clock,
@@ -40,36 +36,42 @@ export class Leadership {
   private lastCheck = Number.NEGATIVE_INFINITY;
   private checking = false;
   private snapshotting = false;
-  private lastSnapshotVersion = 0;
-  /** When this node last wrote or loaded a snapshot (its clock); undefined if never. */
-  lastSnapshotAt: number | undefined;
+  /** The last snapshot this node wrote: its version, size, when, and the follower's log bytes then. */
+  private written: { readonly version: number; readonly bytes: number; readonly at: number; readonly appliedLogBytes: number } | undefined;
   /** When the leader last considered the age rule (a node that never snapshotted counts from start). */
   private snapshotClock: number;
-  /** Bytes of log applied since the last snapshot this node wrote or loaded. */
-  private logBytesSinceSnapshot = 0;
   changes = 0;
   snapshotsWritten = 0;
-  lastSnapshotBytes: number | undefined;
   expiriesProposed = 0;
 
   constructor(
     private readonly options: ClusterOptions,
     private readonly deps: ClusterDeps,
     private readonly contact: StoreContact,
-    private readonly host: LeadershipHost,
+    /** The replica, and what it published of the snapshots it loaded and the log it applied. */
+    private readonly follower: LogFollower,
+    /** Where expiries are proposed. */
+    private readonly committer: Committer,
   ) {
     this.snapshotClock = deps.clock.now();
   }
 
-  snapshotLoaded(bytes: number): void {
-    this.lastSnapshotAt = this.deps.clock.now();
-    this.lastSnapshotBytes = bytes;
-    this.logBytesSinceSnapshot = 0;
+  /** The newest snapshot this node wrote or loaded: the one the log-volume and age rules count from. */
+  private get lastSnapshot(): { readonly version: number; readonly bytes: number; readonly at: number; readonly appliedLogBytes: number } | undefined {
+    const loaded = this.follower.loaded;
+    const written = this.written;
+    if (loaded === undefined) return written;
+    if (written === undefined) return loaded;
+    return loaded.version > written.version ? loaded : written;
   }
 
-  /** A batch of `bytes` was applied: log written since the last snapshot. */
-  noteApplied(bytes: number): void {
-    this.logBytesSinceSnapshot += bytes;
+  /** When this node last wrote or loaded a snapshot (its clock); undefined if never. */
+  get lastSnapshotAt(): number | undefined {
+    return this.lastSnapshot?.at;
+  }
+
+  get lastSnapshotBytes(): number | undefined {
+    return this.lastSnapshot?.bytes;
   }
 
   get isLeader(): boolean {
@@ -103,6 +105,8 @@ export class Leadership {
         complaint = `name-held holder=${claim.holder}`;
         if (complaint !== lastComplaint) logger.event('name-held', { name: this.options.nodeName, holder: claim.holder, retry_ms: NAME_RETRY_MS });
       } catch (error) {
+        // This version cannot read the log: no retry makes it able to (see NodeTooOldError).
+        if (error instanceof NodeTooOldError) throw error;
         complaint = `etcd-unreachable ${(error as Error).message}`;
         if (complaint !== lastComplaint) logger.event('etcd-unreachable', { error: (error as Error).message, retry_ms: NAME_RETRY_MS });
       }
@@ -122,11 +126,6 @@ export class Leadership {
     const session = this.session;
     this.session = undefined;
     await session?.release().catch(() => {});
-  }
-
-  /** A snapshot replaced the replica: deadlines start afresh from now (never shorter). */
-  stateReplaced(state: ReplicaState): void {
-    this.lastSnapshotVersion = Math.max(this.lastSnapshotVersion, state.position.version);
   }
 
   /** Called every cluster tick once the node has caught up. */
@@ -164,7 +163,7 @@ export class Leadership {
 
   /** Proposes the expiry of every entry whose phase ran out on this node's clock (within a budget). */
   private proposeExpiries(): void {
-    const state = this.host.state();
+    const state = this.follower.state;
     let proposed = 0;
     while (proposed < EXPIRY_BUDGET) {
       const due = state.table.takeDue();
@@ -173,7 +172,7 @@ export class Leadership {
         `proposing expiry of ${printable(due.key)}/${printable(due.index)} ${printable(due.owner)} v${due.version} ` +
           `(${due.isOwner ? `owner ttl ${due.ttl}` : `waiter ttw ${due.ttw}`} s, due ${Math.round(this.deps.clock.now() - due.deadline)} ms ago)`,
       );
-      this.host.submitExpiry(expireCommand(due), () => state.table.rearm(due));
+      this.committer.submit(expireCommand(due), { resolve: () => {}, reject: () => state.table.rearm(due) });
       proposed++;
     }
     if (proposed > 0) {
@@ -184,14 +183,15 @@ export class Leadership {
 
   private maybeSnapshot(now: number): void {
     if (this.snapshotting) return;
-    const state = this.host.state();
-    const behind = state.position.version - this.lastSnapshotVersion;
+    const state = this.follower.state;
+    const last = this.lastSnapshot;
+    const behind = state.position.version - (last?.version ?? 0);
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
     if (behind <= 0 || (behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS)) return;
     // Rewriting a big table for a little log costs etcd more than the history it frees: past one
     // chunk, wait until the log since the last snapshot is at least half that snapshot's size.
-    const last = this.lastSnapshotBytes ?? 0;
-    if (last > SMALL_SNAPSHOT_BYTES && this.logBytesSinceSnapshot * 2 < last) return;
+    const logBytesSince = this.follower.appliedLogBytes - (last?.appliedLogBytes ?? 0);
+    if ((last?.bytes ?? 0) > SMALL_SNAPSHOT_BYTES && logBytesSince * 2 < last!.bytes) return;
     this.snapshotting = true;
     void this.writeSnapshot(state).finally(() => {
       this.snapshotting = false;
@@ -203,16 +203,13 @@ export class Leadership {
     const started = clock.now();
     const position = state.position;
     const bytes = state.encode();
+    const appliedLogBytes = this.follower.appliedLogBytes;
     this.snapshotClock = started;
-    const logBytesBefore = this.logBytesSinceSnapshot;
-    this.logBytesSinceSnapshot = 0;
     try {
       await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS);
       await log.compact(position.revision, STORE_CALL_TIMEOUT_MS);
-      this.lastSnapshotVersion = Math.max(this.lastSnapshotVersion, position.version);
+      if (position.version > (this.written?.version ?? 0)) this.written = { version: position.version, bytes: bytes.length, at: started, appliedLogBytes };
       this.snapshotsWritten++;
-      this.lastSnapshotAt = started;
-      this.lastSnapshotBytes = bytes.length;
       logger.event('snapshot-written', {
         version: position.version,
         revision: position.revision,
@@ -221,7 +218,6 @@ export class Leadership {
         ms: Math.round(clock.now() - started),
       });
     } catch (error) {
-      this.logBytesSinceSnapshot += logBytesBefore;
       logger.event('snapshot-write-failed', { version: position.version, error: (error as Error).message });
     }
   }

@@ -236,7 +236,7 @@ function writeSavedEntry(out: BufferWriter, c: LockRequest & { readonly isOwner:
   out.u8(c.isOwner ? 1 : 0).u32(c.remainingMs);
 }
 
-/** A log value that is not a batch we can read: the cluster stops rather than guess. */
+/** Bytes that are not a batch (or snapshot) this version reads. */
 export class LogFormatError extends Error {
   override name = 'LogFormatError';
 }
@@ -327,34 +327,33 @@ class BatchReader extends CheckedReader {
   }
 }
 
+/** A batch the caller wrote itself: the bytes it encoded, and the commands it encoded them from. */
+export interface OwnBatch {
+  readonly bytes: Uint8Array;
+  readonly commands: readonly LogCommand[];
+}
+
 /**
- * The commands of a batch the caller wrote itself, given its header, or undefined when it is
- * not one of them. Its node sent those very bytes, so it can skip decoding them (see decodeBatch).
+ * The batch the caller wrote itself with this header, or undefined when it wrote none. Its node
+ * need not decode those bytes again (see decodeBatch).
  */
-export type OwnCommands = (header: BatchHeader) => readonly LogCommand[] | undefined;
+export type OwnCommands = (header: BatchHeader) => OwnBatch | undefined;
 
 /**
  * Reads a batch's header and commands; throws LogFormatError on anything malformed. When `own`
- * knows the batch (its header names the node's own proposer, incarnation and seq: bytes that node
- * encoded from those commands and no other), its commands are taken from there, not decoded again.
+ * knows the batch by its header (the node's own proposer, incarnation and seq) and the bytes are
+ * exactly those it encoded, its commands are taken from there, not decoded again. Only the bytes
+ * say so: a header is readable in etcd, and a batch that copies one must be decoded like any other.
  */
 export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
   const { proposer, incarnation, seq, count } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
-  if (known !== undefined && known.length === count) return { proposer, incarnation, seq, commands: known };
+  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes))) return { proposer, incarnation, seq, commands: known.commands };
   const commands: LogCommand[] = [];
   for (let i = 0; i < count; i++) commands.push(readCommand(r));
   if (!r.done) throw new LogFormatError('bytes after the last command');
   return { proposer, incarnation, seq, commands };
-}
-
-/**
- * The command count in an encoded format-1 batch's header, without decoding its commands: what a
- * sequencer checks of a batch it is handed before it bundles it. LogFormatError if not a batch.
- */
-export function peekCommandCount(bytes: Uint8Array): number {
-  return readBatchHeader(new CheckedReader(bytes)).count;
 }
 
 /** A format-1 batch's header, and the number of commands after it; LogFormatError if not a batch. */
@@ -390,35 +389,65 @@ export function encodeBundle(batches: readonly Uint8Array[]): Buffer {
   return out;
 }
 
+/** A part of a log value that cannot be read: refused, the same way on every node (see decodeValue). */
+export interface RefusedPart {
+  readonly refused: string;
+}
+
+/** One part of a log value: a batch, or why it is refused. */
+export type ValuePart = Batch | RefusedPart;
+
+export function isRefused(part: ValuePart): part is RefusedPart {
+  return 'refused' in part;
+}
+
 /**
- * Reads a log value: one batch, or each batch of a bundle in order (see the file comment); throws
- * LogFormatError on anything malformed, including a bundle inside a bundle, an empty bundle and
- * one whose commands would not all fit one version's positions. `own` as in decodeBatch.
+ * Reads a log value: one batch, or each batch of a bundle in order (see the file comment). Total:
+ * nothing in the bytes makes it throw. A batch that cannot be read (cut short, an unknown command,
+ * bytes after its end, a format this version does not know) is a refused part: every node refuses
+ * it alike, applies nothing of it and numbers no command for it; a bundle whose framing cannot be
+ * read (cut short, empty, a bundle inside it, more commands than a version numbers) is one
+ * refused part. `own` as in decodeBatch.
  */
-export function decodeValue(bytes: Uint8Array, own?: OwnCommands): Batch[] {
+export function decodeValue(bytes: Uint8Array, own?: OwnCommands): ValuePart[] {
   const buffer = asBuffer(bytes);
-  if (isReference(buffer)) throw new LogFormatError('a reference to a retained batch that did not come with it');
-  if (buffer.length < 2 || buffer[0] !== BATCH_MAGIC || buffer[1] !== BUNDLE_FORMAT) return [decodeBatch(buffer, own)];
-  if (buffer.length < 4) throw new LogFormatError('bundle cut short at its count');
-  const count = buffer.readUInt16BE(2);
-  if (count === 0) throw new LogFormatError('a bundle of no batch');
-  const batches: Batch[] = [];
-  let commands = 0;
-  let offset = 4;
-  for (let i = 0; i < count; i++) {
-    if (offset + 4 > buffer.length) throw new LogFormatError(`bundle cut short at byte ${offset}`);
-    const end = offset + 4 + buffer.readUInt32BE(offset);
-    if (end > buffer.length) throw new LogFormatError(`bundle cut short in batch ${i + 1} of ${count}`);
-    const inner = buffer.subarray(offset + 4, end);
-    if (inner.length >= 2 && inner[1] !== FORMAT) throw new LogFormatError(`batch ${i + 1} of a bundle is not a format-${FORMAT} batch`);
-    const batch = decodeBatch(inner, own);
-    commands += batch.commands.length;
-    batches.push(batch);
-    offset = end;
+  try {
+    if (isReference(buffer)) throw new LogFormatError('a reference to a retained batch that did not come with it');
+    if (buffer.length < 2 || buffer[0] !== BATCH_MAGIC || buffer[1] !== BUNDLE_FORMAT) return [decodePart(buffer, own)];
+    if (buffer.length < 4) throw new LogFormatError('bundle cut short at its count');
+    const count = buffer.readUInt16BE(2);
+    if (count === 0) throw new LogFormatError('a bundle of no batch');
+    const parts: ValuePart[] = [];
+    let commands = 0;
+    let offset = 4;
+    for (let i = 0; i < count; i++) {
+      if (offset + 4 > buffer.length) throw new LogFormatError(`bundle cut short at byte ${offset}`);
+      const end = offset + 4 + buffer.readUInt32BE(offset);
+      if (end > buffer.length) throw new LogFormatError(`bundle cut short in batch ${i + 1} of ${count}`);
+      const inner = buffer.subarray(offset + 4, end);
+      if (inner.length >= 2 && inner[0] === BATCH_MAGIC && inner[1] === BUNDLE_FORMAT) throw new LogFormatError(`batch ${i + 1} of a bundle is a bundle`);
+      const part = decodePart(inner, own);
+      if (!isRefused(part)) commands += part.commands.length;
+      parts.push(part);
+      offset = end;
+    }
+    if (offset !== buffer.length) throw new LogFormatError('bytes after the last batch of a bundle');
+    if (commands > COMMANDS_PER_VERSION) throw new LogFormatError(`a bundle of ${commands} commands (${COMMANDS_PER_VERSION} at most)`);
+    return parts;
+  } catch (error) {
+    if (error instanceof LogFormatError) return [{ refused: error.message }];
+    throw error;
   }
-  if (offset !== buffer.length) throw new LogFormatError('bytes after the last batch of a bundle');
-  if (commands > COMMANDS_PER_VERSION) throw new LogFormatError(`a bundle of ${commands} commands (${COMMANDS_PER_VERSION} at most)`);
-  return batches;
+}
+
+/** One batch, or why it cannot be read. */
+function decodePart(bytes: Uint8Array, own: OwnCommands | undefined): ValuePart {
+  try {
+    return decodeBatch(bytes, own);
+  } catch (error) {
+    if (error instanceof LogFormatError) return { refused: error.message };
+    throw error;
+  }
 }
 
 function readCommand(r: BatchReader): LogCommand {

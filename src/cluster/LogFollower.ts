@@ -1,5 +1,5 @@
 import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
-import { decodeValue, type Batch, type OwnCommands } from './LogCodec.js';
+import { decodeValue, isRefused, type Batch, type OwnCommands } from './LogCodec.js';
 import { LogGapError, ReplicaState, type PlaceInValue } from './ReplicaState.js';
 import type { LogRecord, LogWatch, RetainedSince, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -22,21 +22,37 @@ export const HEAD_PROBE_MS = 3_000;
  */
 const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
 
-/** What the follower hands on as it applies the log. */
-export interface FollowerHost {
-  /**
-   * Applies one batch to `state` (the committer answers its own batches' commands as they apply),
-   * at its place in the record's value (ReplicaState.apply).
-   */
+/**
+ * Who answers the commands of the batches this node wrote as the follower applies them (the
+ * committer): the follower hands it every batch, and it applies them to the state, answering its
+ * own commands (and the reads between them) as they apply.
+ */
+export interface BatchApplier {
+  /** Applies one batch to `state`, at its place in the record's value (ReplicaState.apply). */
   applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue): void;
-  /** The commands of the host's own batch in flight, so they are not decoded again (see decodeBatch). */
+  /** The batch this node wrote with this header, so it is not decoded again (see decodeBatch). */
   readonly ownCommands: OwnCommands;
-  /** A batch of `bytes` was applied (the leader's snapshot rule counts log volume). */
-  noteApplied(bytes: number): void;
-  /** A snapshot of `bytes` replaced the replica. */
-  stateReplaced(state: ReplicaState, bytes: number): void;
-  /** Batches were applied: read barriers waiting for them can be answered. */
-  progressed(): void;
+  /** A snapshot replaced the replica. */
+  stateReplaced(state: ReplicaState): void;
+  /** Batches were applied, through `version`: read barriers and claims waiting for them can be settled. */
+  progressed(version: number): void;
+}
+
+/** The newest snapshot this node loaded: its position, size, and the log bytes applied before it. */
+export interface LoadedSnapshot {
+  readonly version: number;
+  readonly bytes: number;
+  /** When it was loaded (the node's clock). */
+  readonly at: number;
+  /** LogFollower.appliedLogBytes when it was loaded. */
+  readonly appliedLogBytes: number;
+}
+
+/** A part of a log value no node can read, as the follower met it: where, and why. */
+export interface RefusedValue {
+  readonly version: number;
+  readonly revision: number;
+  readonly reason: string;
 }
 
 /**
@@ -61,6 +77,13 @@ export class LogFollower {
   private headReportsSeen = -1;
   private headQuietSince = 0;
   private probingHead = false;
+  /** Bytes of log values applied since this node started (the leader's snapshot rule counts log volume). */
+  appliedLogBytes = 0;
+  /** The newest snapshot this node loaded, if any. */
+  loaded: LoadedSnapshot | undefined;
+  /** Parts of log values refused so far (metrics), and the last one. */
+  refusedParts = 0;
+  lastRefused: RefusedValue | undefined;
 
   constructor(
     private readonly commitTimeoutMs: number,
@@ -68,7 +91,7 @@ export class LogFollower {
     private readonly contact: StoreContact,
     /** This node's seed for the table's hash indexes (see LockTableOptions.hashSeed). */
     private readonly hashSeed: number,
-    private readonly host: FollowerHost,
+    private readonly applier: BatchApplier,
   ) {
     this.current = new ReplicaState(deps.clock, hashSeed);
   }
@@ -93,7 +116,8 @@ export class LogFollower {
         const snapshot = await log.loadSnapshot(SNAPSHOT_CALL_TIMEOUT_MS);
         if (snapshot !== undefined && snapshot.position.version > this.current.position.version) {
           const started = clock.now();
-          this.replaceState(ReplicaState.decode(snapshot.bytes, clock, this.hashSeed), snapshot.bytes.length);
+          this.replaceState(ReplicaState.decode(snapshot.bytes, clock, this.hashSeed));
+          this.loaded = { version: snapshot.position.version, bytes: snapshot.bytes.length, at: started, appliedLogBytes: this.appliedLogBytes };
           logger.event('snapshot-loaded', {
             version: snapshot.position.version,
             entries: this.current.table.size,
@@ -109,9 +133,9 @@ export class LogFollower {
     }
   }
 
-  private replaceState(state: ReplicaState, bytes: number): void {
+  private replaceState(state: ReplicaState): void {
     this.current = state;
-    this.host.stateReplaced(state, bytes);
+    this.applier.stateReplaced(state);
     this.releaseApplyWaiters();
   }
 
@@ -172,8 +196,6 @@ export class LogFollower {
         logger.debug?.(`reading the retained batches failed: ${(error as Error).message}`);
         await pause(this.deps.timers, RETRY_MS);
       }
-      // Outside the catch: a value this version cannot read (LogFormatError) stops the node, as on
-      // the watch, rather than passing for an unreachable etcd and being retried forever.
       if (retained !== undefined) {
         const { head, batches } = retained;
         this.contact.heard(true, head.version);
@@ -207,19 +229,29 @@ export class LogFollower {
     if (gap !== undefined) this.restartWatch('gap', gap);
   }
 
-  /** Applies the records not applied yet, in order; at a gap stops and says where (nothing past it is applied). */
+  /**
+   * Applies the records not applied yet, in order; at a gap stops and says where (nothing past it
+   * is applied). A part of a value that cannot be read is refused (logged, counted) and the log
+   * goes on past it: every node decodes alike, so every node refuses it alike.
+   */
   private applyRecords(records: readonly LogRecord[]): string | undefined {
     for (const record of records) {
       if (record.version <= this.current.position.version) continue; // delivered again after a restart
-      const batches = decodeValue(record.value, this.host.ownCommands);
+      const parts = decodeValue(record.value, this.applier.ownCommands);
       try {
-        // Only the value's first batch can meet a gap (ReplicaState.apply); the rest of a bundle
+        // Only the value's first part can meet a gap (ReplicaState.apply); the rest of a bundle
         // follows it at the same version, an empty first batch or not.
         let place = 0;
-        for (let i = 0; i < batches.length; i++) {
-          const batch = batches[i]!;
-          this.host.applyBatch(this.current, batch, record, { place, first: i === 0 });
-          place += batch.commands.length;
+        for (let i = 0; i < parts.length; i++) {
+          const part = parts[i]!;
+          const inValue = { place, first: i === 0 };
+          if (isRefused(part)) {
+            this.current.refuse(record, inValue);
+            this.refused(record, parts.length > 1 ? `batch ${i + 1} of a bundle of ${parts.length}: ${part.refused}` : part.refused);
+            continue;
+          }
+          this.applier.applyBatch(this.current, part, record, inValue);
+          place += part.commands.length;
         }
       } catch (error) {
         if (error instanceof LogGapError) {
@@ -228,16 +260,22 @@ export class LogFollower {
         }
         throw error;
       }
-      this.host.noteApplied(record.value.length);
+      this.appliedLogBytes += record.value.length;
     }
     this.afterApply();
     return undefined;
   }
 
+  private refused(record: LogRecord, reason: string): void {
+    this.refusedParts++;
+    this.lastRefused = { version: record.version, revision: record.revision, reason };
+    this.deps.logger.event('log-value-refused', { version: record.version, revision: record.revision, reason });
+  }
+
   private afterApply(): void {
     this.progressAt = this.deps.clock.now();
     this.releaseApplyWaiters();
-    this.host.progressed();
+    this.applier.progressed(this.current.position.version);
   }
 
   /**

@@ -192,6 +192,18 @@ export class ReplicaState {
     return results;
   }
 
+  /**
+   * A part of the value at `at` that no node can read (LogCodec.decodeValue): nothing of it is
+   * applied and no command is numbered for it, but the value's first part still moves the
+   * position to `at` (which must be the next version), so the log goes on past it on every node.
+   */
+  refuse(at: LogPosition, inValue: PlaceInValue = WHOLE_VALUE): void {
+    if (!inValue.first) return;
+    if (at.version !== this.position.version + 1) throw new LogGapError(`batch ${at.version} arrived after batch ${this.position.version}`);
+    this.position = at;
+    this.placeInVersion = 0;
+  }
+
   /** Runs one command, at log `position`, proposed through node `origin`. */
   private execute(c: LogCommand, position: number, origin: ByteString): number {
     const table = this.table;

@@ -45,6 +45,14 @@ export class AppendRefusedError extends Error {
 }
 
 /**
+ * The log holds values of a format this version does not read (a newer one wrote them): this node
+ * must not join, since it would refuse (skip) values that newer nodes apply, and diverge from them.
+ */
+export class NodeTooOldError extends Error {
+  override name = 'NodeTooOldError';
+}
+
+/**
  * A writer lease lent to one append attempt (EtcdLog.lendFence), for whichever transaction carries
  * the batch: its own node's, or a sequencer's bundle (issue 20). `endsAt` on the node's monotonic
  * clock (performance.now(); a peer's is converted from the time it said was left).
@@ -217,6 +225,7 @@ export interface ReplicatedLog {
   /**
    * Takes `name` for this node, held by a lease of `leaseSeconds`, and registers it as a leader
    * candidate when `priority` is set. Someone else's live registration of the name is not taken.
+   * NodeTooOldError (and no name) when the log holds values of a format this version does not read.
    */
   claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim>;
   /** Every live candidate. */

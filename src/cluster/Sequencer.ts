@@ -1,7 +1,7 @@
 import type { Clock } from '../runtime/Clock.js';
 import type { Timers } from '../runtime/Timers.js';
 import { STORE_ATTEMPT_MS } from './Committer.js';
-import { COMMANDS_PER_VERSION, MAX_BATCH_COMMANDS, peekCommandCount } from './LogCodec.js';
+import { COMMANDS_PER_VERSION, decodeBatch, LogFormatError, MAX_BATCH_COMMANDS } from './LogCodec.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from './ReplicatedLog.js';
 
 /** What the sequencer appends with (EtcdLog.appendBundle; the in-memory etcd's in the simulation). */
@@ -45,6 +45,29 @@ export const MAX_WAITING_PARTS = 256;
 const BUNDLE_HEADER_BYTES = 4;
 const PART_HEADER_BYTES = 4;
 
+/** A batch the sequencer may not append: it does not decode whole, or does not name the node that sent it. */
+export class BatchRefusedError extends AppendRefusedError {
+  override name = 'BatchRefusedError';
+}
+
+/**
+ * Why a batch may not be appended, or undefined: it decodes whole with this version's decoder (the
+ * one every node applies with) and names `proposer`, the node it came from. A batch the log could
+ * not read would be refused by every node, its commands lost; one posing as another node would
+ * be answered by that node from the commands it holds.
+ */
+export function checkBatch(value: Uint8Array, proposer: string): string | undefined {
+  try {
+    const batch = decodeBatch(value);
+    if (batch.proposer !== proposer) return `a batch of ${JSON.stringify(batch.proposer)} from ${JSON.stringify(proposer)}`;
+    if (batch.commands.length > MAX_BATCH_COMMANDS) return `a batch of ${batch.commands.length} commands`;
+  } catch (error) {
+    if (error instanceof LogFormatError) return `not a batch this version reads: ${error.message}`;
+    throw error;
+  }
+  return undefined;
+}
+
 interface Waiting {
   readonly part: BundlePart;
   /** The part's node, by its fence key: one part per node in a bundle (etcd refuses a key put twice). */
@@ -87,20 +110,15 @@ export class Sequencer {
   ) {}
 
   /**
-   * Appends `value` (one format-1 batch) fenced by `fence` in a coming bundle; settles as
-   * ReplicatedLog.append does: AppendRefusedError only when it can never commit from this call.
+   * Appends `value` (one format-1 batch of node `proposer`) fenced by `fence` in a coming bundle;
+   * settles as ReplicatedLog.append does: AppendRefusedError only when it can never commit from
+   * this call (a BatchRefusedError when the batch itself may not be appended).
    */
-  submit(value: Uint8Array, fence: LentFence): Promise<LogPosition> {
+  submit(value: Uint8Array, fence: LentFence, proposer: string): Promise<LogPosition> {
     if (this.closed) return Promise.reject(new AppendRefusedError('sequencer closed: not sent'));
     if (this.waiting.length >= MAX_WAITING_PARTS) return Promise.reject(new AppendRefusedError('sequencer full: not sent'));
-    // A batch the log could not read would stop every node: the sequencer checks what it can cheaply.
-    let commands: number;
-    try {
-      commands = peekCommandCount(value);
-    } catch (error) {
-      return Promise.reject(new AppendRefusedError(`not a batch: ${(error as Error).message}`));
-    }
-    if (commands > MAX_BATCH_COMMANDS) return Promise.reject(new AppendRefusedError(`a batch of ${commands} commands: not sent`));
+    const wrong = checkBatch(value, proposer);
+    if (wrong !== undefined) return Promise.reject(new BatchRefusedError(wrong));
     const node = Buffer.from(fence.fenceKey).toString('latin1');
     this.lastSeen.set(node, this.clock.now());
     return new Promise((resolve, reject) => {

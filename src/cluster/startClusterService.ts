@@ -1,16 +1,18 @@
 import { randomInt } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { Clock } from '../runtime/Clock.js';
+import { EventThrottle } from '../runtime/EventThrottle.js';
 import type { Logger } from '../runtime/Logger.js';
-import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
-import type { EtcdConnection } from './EtcdLog.js';
 import { realTimers } from '../runtime/Timers.js';
-import { RoutedLog, type AppendRouter } from './RoutedLog.js';
-import type { EtcdLog } from './EtcdLog.js';
-import { formatPeerAddress, parsePeerAddress, type PeerAddress } from './PeerAddress.js';
-import { SequencerLink, SequencerListener } from './PeerLink.js';
-import { PeerRouting } from './PeerRouting.js';
-import { DEFAULT_SEQUENCER_OPTIONS, Sequencer } from './Sequencer.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
+import { AppendRouter } from './AppendRouter.js';
+import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
+import { PeerDeclarations } from './PeerDeclarations.js';
+import type { EtcdConnection } from './EtcdLog.js';
+import { addressTowards, formatPeerAddress, parsePeerAddress, type Advertised } from './peer/PeerAddress.js';
+import { PeerListener } from './peer/PeerListener.js';
+import { SequencerLink } from './peer/SequencerLink.js';
+import { DEFAULT_SEQUENCER_OPTIONS, Sequencer } from './Sequencer.js';
 
 /** Cluster mode's settings (`--etcd` and friends). */
 export interface ClusterConfig {
@@ -23,16 +25,27 @@ export interface ClusterConfig {
   /** The leader snapshots after this many batches (undefined: the default). */
   readonly snapshotEveryBatches?: number;
   /**
-   * `--peer`: where this node takes the other nodes' batches while it leads (its sequencer, issue
-   * 20), declared to them beside its name. Unset: it sequences nothing, but still forwards to a
-   * leader that declared one.
+   * `--advertise`: where the other nodes reach this node's lock port, to forward their batches to
+   * its sequencer while it leads. Unset: the address this machine reaches etcd from (or `--listen`
+   * when that names one address), with the lock port.
    */
-  readonly peer?: PeerAddress;
+  readonly advertise?: Advertised;
+}
+
+/** A cluster node: its LockService, and the links between nodes that arrive on its lock port. */
+export interface ClusterNode {
+  readonly service: ClusterLockService;
+  /** Takes a lock-port connection that opened with PEER_LINK_BYTE (the lock server hands it over). */
+  adoptLink(socket: Socket, buffered: Buffer): void;
+  /**
+   * The lock port listens on `port`, bound to `listen` (undefined: every interface): declares where
+   * the other nodes reach it (see ClusterConfig.advertise). Resolves with that address; rejects if
+   * it could not be told (the node then appends directly while it leads: slower, as safe).
+   */
+  announce(port: number, listen: string | undefined): Promise<string>;
 }
 
 export const DEFAULT_CLUSTER_NAME = 'lockserver';
-/** A peer-refused line is logged at most this often per address and reason. */
-const REFUSAL_LOG_EVERY_MS = 60_000;
 export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
 /**
  * A cluster node refuses input read after its event loop stood still longer than this (see
@@ -40,10 +53,18 @@ export const DEFAULT_COMMIT_TIMEOUT_SECONDS = 5;
  * this much of its send, plus the commit timeout and the log's lateCommitMs, or never.
  */
 export const STALE_INPUT_MS = 1_000;
+/** Links refused, by kind, are logged at most once a minute each (a refused node dials again and again). */
+const REFUSAL_LOG_EVERY_MS = 60_000;
+/** Longest the address this node announces may take to learn and declare. */
+const ANNOUNCE_TIMEOUT_MS = 5_000;
+const WILDCARD_LISTEN = new Set(['0.0.0.0', '::']);
 
 /**
  * Joins the cluster through etcd and resolves once this node has caught up with the log, so the
  * lock port opens only then. While etcd is unreachable it keeps trying and says so in the log.
+ *
+ * Every node has a sequencer, used while it leads, and forwards its appends to the leader's over
+ * a link to the leader's lock port (AppendRouter): one etcd write carries every node's batch.
  */
 export async function startClusterService(
   config: ClusterConfig,
@@ -51,8 +72,7 @@ export async function startClusterService(
   clock: Clock,
   logger: Logger,
   observer?: ClusterObserver,
-  peerAdmits: (address: string | undefined) => boolean = () => true,
-): Promise<ClusterLockService> {
+): Promise<ClusterNode> {
   logger.event('cluster-starting', {
     etcd: config.etcd.endpoints.join(','),
     cluster: config.etcd.cluster,
@@ -61,9 +81,44 @@ export async function startClusterService(
   });
   // Loaded here, not at start-up: the etcd client and gRPC cost a single node ~28 MB of RSS it never uses.
   const { EtcdLog } = await import('./EtcdLog.js');
-  const { etcdLog, router } = await appendRouting(config, EtcdLog, peerAdmits, () => service, clock, logger, observer);
-  const log = new RoutedLog(etcdLog, router, clock, realTimers, observer);
-  const service: ClusterLockService = new ClusterLockService(
+  const log = new EtcdLog(config.etcd);
+  const refusals = new EventThrottle(clock, 1, REFUSAL_LOG_EVERY_MS);
+  const declarations = new PeerDeclarations(log, realTimers);
+  const sequencer = new Sequencer(log, clock, realTimers, {
+    ...DEFAULT_SEQUENCER_OPTIONS,
+    bundling: () => declarations.readsBundles,
+    onSend: (batches) => observer?.bundleSent?.(batches),
+  });
+  const identity = { name: config.nodeName, fenceKey: log.fenceKey };
+  const router = new AppendRouter({
+    name: config.nodeName,
+    log,
+    addresses: declarations,
+    dial: (leader, address) =>
+      new SequencerLink(
+        leader,
+        parsePeerAddress(address),
+        identity,
+        () => declarations.secret,
+        (reason) => {
+          const suppressed = refusals.admit(`link to ${leader}`);
+          if (suppressed !== undefined) logger.event('peer-link-failed', { leader, address, reason, suppressed: suppressed || undefined });
+        },
+      ),
+    local: sequencer,
+    clock,
+    timers: realTimers,
+    logger,
+    observer,
+  });
+  const links = new PeerListener(sequencer, {
+    name: config.nodeName,
+    secret: () => declarations.secret,
+    checkFenceKey: (fenceKey) => log.checkFenceKey(fenceKey),
+    logger,
+    clock,
+  });
+  const service = new ClusterLockService(
     {
       nodeName: config.nodeName,
       candidatePriority: config.candidatePriority,
@@ -71,10 +126,25 @@ export async function startClusterService(
       maxEntries,
       snapshotEveryBatches: config.snapshotEveryBatches,
     },
-    // The incarnation only has to differ between a node's restarts: any random source will do.
-    { log, clock, timers: realTimers, random: () => randomInt(0, 2 ** 32) / 2 ** 32, logger, observer },
+    {
+      log,
+      router,
+      clock,
+      timers: realTimers,
+      // The incarnation only has to differ between a node's restarts: any random source will do.
+      random: () => randomInt(0, 2 ** 32) / 2 ** 32,
+      logger,
+      observer,
+      onClose: () => {
+        router.close();
+        declarations.close();
+        sequencer.close();
+        links.close();
+      },
+    },
   );
-  router.start();
+  router.follow(service);
+  declarations.start();
   try {
     // A node waiting for its name or for etcd has nothing else to keep it up.
     await keepingAlive(service.start());
@@ -82,90 +152,17 @@ export async function startClusterService(
     await service.close().catch(() => {});
     throw error;
   }
-  return service;
-}
-
-/**
- * The etcd log and where appends go (issue 20): with `--peer`, a listener for the other nodes'
- * batches (opened first, so a port 0 is known before it is declared) and a sequencer used while
- * this node leads; every node forwards to the leader's sequencer when the leader declared one.
- */
-async function appendRouting(
-  config: ClusterConfig,
-  EtcdLogClass: typeof EtcdLog,
-  peerAdmits: (address: string | undefined) => boolean,
-  service: () => ClusterLockService | undefined,
-  clock: Clock,
-  logger: Logger,
-  observer: ClusterObserver | undefined,
-): Promise<{ etcdLog: EtcdLog; router: AppendRouter & { start(): void } }> {
-  // Read through `routing` once it exists: a connection may come as soon as the listener listens.
-  let routing: PeerRouting | undefined;
-  let listener: SequencerListener | undefined;
-  let declared: string | undefined;
-  let etcdLog: EtcdLog | undefined;
-  const peer = config.peer;
-  if (peer !== undefined) {
-    // peer-refused: once a minute per address and reason (a refused node dials again and again).
-    const refusedAt = new Map<string, number>();
-    listener = new SequencerListener({
-      admits: peerAdmits,
-      secret: () => routing?.secret,
-      address: (port) => formatPeerAddress({ host: peer.host, port }),
-      checkFence: (leaseId, fenceKey) => (etcdLog === undefined ? 'not ready' : etcdLog.checkLentFence(leaseId, fenceKey)),
-      onRefused: (address, reason) => {
-        const key = `${address} ${reason}`;
-        const now = clock.now();
-        if (now - (refusedAt.get(key) ?? Number.NEGATIVE_INFINITY) < REFUSAL_LOG_EVERY_MS) return;
-        if (refusedAt.size > 1_000) refusedAt.clear();
-        refusedAt.set(key, now);
-        logger.event('peer-refused', { address: address ?? 'unknown', reason });
-      },
-    });
-    try {
-      await listener.listen(peer.port, peer.host);
-    } catch (error) {
-      throw new Error(`cannot listen on --peer ${formatPeerAddress(peer)}: ${(error as Error).message}`);
-    }
-    declared = formatPeerAddress({ host: peer.host, port: listener.port });
-    logger.event('peer-listening', { address: declared });
-  }
-  etcdLog = new EtcdLogClass(config.etcd, declared);
-  const sequencer =
-    listener === undefined
-      ? undefined
-      : new Sequencer(etcdLog, clock, realTimers, {
-          ...DEFAULT_SEQUENCER_OPTIONS,
-          bundling: () => routing?.readsBundles ?? false,
-          onSend: (batches) => observer?.bundleSent?.(batches),
-        });
-  if (sequencer !== undefined) listener?.serve(sequencer);
-  routing = new PeerRouting(
-    {
-      get isLeader() {
-        return service()?.isLeader ?? false;
-      },
-      get leader() {
-        return service()?.leader;
-      },
-    },
-    etcdLog,
-    (address) => new SequencerLink(parsePeerAddress(address), () => routing?.secret),
-    sequencer,
-    realTimers,
-    logger,
-  );
-  const started = routing;
   return {
-    etcdLog,
-    router: {
-      start: () => started.start(),
-      route: () => started.route(),
-      close: () => {
-        started.close();
-        sequencer?.close();
-        listener?.close();
-      },
+    service,
+    adoptLink: (socket, buffered) => links.adopt(socket, buffered),
+    announce: async (port, listen) => {
+      const advertised = config.advertise;
+      const host =
+        advertised?.host ?? (listen !== undefined && !WILDCARD_LISTEN.has(listen) ? listen : await addressTowards(config.etcd.endpoints, ANNOUNCE_TIMEOUT_MS));
+      const address = formatPeerAddress({ host, port: advertised?.port ?? port });
+      await log.declareAddress(address, ANNOUNCE_TIMEOUT_MS);
+      logger.event('peer-address', { address, how: advertised === undefined ? 'derived' : 'advertised' });
+      return address;
     },
   };
 }

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { AppendRouteKind, ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
+import type { AppendRoute } from '../cluster/AppendRouter.js';
+import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';
@@ -44,7 +45,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
   private readonly commitLatency: Histogram;
   private readonly batchSize: Histogram;
   /** Append attempts by route, then committed (0) or failed (1), resolved once. */
-  private readonly appendAttempts: Record<AppendRouteKind, [Counter.Internal, Counter.Internal]>;
+  private readonly appendAttempts: Record<AppendRoute, [Counter.Internal, Counter.Internal]>;
   private readonly bundleBatches: Histogram;
 
   constructor() {
@@ -183,6 +184,11 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       'Cluster mode: expiry commands this node proposed as leader',
       figure((f) => f.expiriesProposed),
     );
+    counter(
+      'lockserver_cluster_log_values_refused_total',
+      'Cluster mode: parts of log values no node can read, refused (skipped alike on every node) as this node applied them',
+      figure((f) => f.logValuesRefused),
+    );
     this.commitLatency = new Histogram({
       name: 'lockserver_cluster_commit_duration_seconds',
       help: 'Cluster mode: time from sending a batch to etcd to having applied it here',
@@ -202,7 +208,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       registers,
     });
     /** Both outcomes' children of a route, each shown from the start (0), so a rate over them is defined at once. */
-    const byOutcome = (route: AppendRouteKind): [Counter.Internal, Counter.Internal] => {
+    const byOutcome = (route: AppendRoute): [Counter.Internal, Counter.Internal] => {
       const [committed, failed] = [attempts.labels({ route, outcome: 'committed' }), attempts.labels({ route, outcome: 'failed' })];
       committed.inc(0);
       failed.inc(0);
@@ -211,7 +217,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
     this.appendAttempts = { direct: byOutcome('direct'), 'own-sequencer': byOutcome('own-sequencer'), forwarded: byOutcome('forwarded') };
     this.bundleBatches = new Histogram({
       name: 'lockserver_cluster_sequencer_append_batches',
-      help: "Cluster mode with --peer: nodes' batches per append this node's sequencer sent while it led",
+      help: "Cluster mode: nodes' batches per append this node's sequencer sent while it led",
       buckets: [1, 2, 3, 4, 6, 8, 12, 16],
       registers,
     });
@@ -238,7 +244,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
     this.batchSize.observe(commands);
   }
 
-  appendAttempted(route: AppendRouteKind, committed: boolean): void {
+  appendAttempted(route: AppendRoute, committed: boolean): void {
     this.appendAttempts[route][committed ? 0 : 1].inc();
   }
 

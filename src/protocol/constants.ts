@@ -25,6 +25,13 @@ export const Command = {
 } as const;
 export type Command = (typeof Command)[keyof typeof Command];
 
+/**
+ * Not a command: a cluster node that sends this byte first on a connection to another node's lock
+ * port turns it into a link between the two (src/cluster/peer). No lock client sends it; a single
+ * node, or a connection that sent anything before it, hangs up on it as on any unknown byte.
+ */
+export const PEER_LINK_BYTE = 0x50;
+
 export const COMMAND_NAMES: Readonly<Record<number, string>> = {
   [Command.FindOwner]: 'find-owner',
   [Command.Request]: 'request',

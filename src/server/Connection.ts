@@ -3,7 +3,7 @@ import { printable } from '../bytes.js';
 import { Later, type LaterListener } from '../locks/Later.js';
 import type { Answer, LockCounts, LockService } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
-import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16 } from '../protocol/constants.js';
+import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16, PEER_LINK_BYTE } from '../protocol/constants.js';
 import { RequestDecoder, UnknownCommandError } from '../protocol/decodeRequest.js';
 import {
   encodeCountReply,
@@ -106,6 +106,10 @@ export interface ConnectionHost {
   staleInputRefused(peer: string): void;
   onPartialFrame(connection: Connection): void;
   onClosed(connection: Connection): void;
+  /** Cluster mode: takes over a connection that opened with PEER_LINK_BYTE (see LockServerOptions.adoptLink). */
+  readonly adoptLink: ((socket: Socket, buffered: Buffer) => void) | undefined;
+  /** The connection was handed over (adoptLink): it is no longer this server's. */
+  handedOff(connection: Connection): void;
 }
 
 /**
@@ -215,6 +219,8 @@ export class Connection {
    * tell, so this connection runs no mutating command any more: the first one halts it.
    */
   private writesStale = false;
+  /** Bytes read so far (only the first one matters: a link from another node says so there). */
+  private bytesIn = 0;
   /** When the command being run was read (cluster mode: its commit deadline counts from here). */
   private receivedAt: number | undefined;
   /**
@@ -254,6 +260,17 @@ export class Connection {
     });
   }
 
+  /**
+   * A link from another cluster node (it sent PEER_LINK_BYTE first): the socket is no longer a
+   * lock client's. Nothing was decoded or answered; the link's owner takes it as it is.
+   */
+  private handOff(adopt: (socket: Socket, buffered: Buffer) => void, buffered: Buffer): void {
+    for (const event of ['data', 'end', 'error', 'close']) this.socket.removeAllListeners(event);
+    this.advance(Phase.Closed);
+    this.host.handedOff(this);
+    adopt(this.socket, buffered);
+  }
+
   /** Answers submitted whose replies are not written yet. */
   get outstanding(): number {
     return this.pending.length - this.pendingHead;
@@ -282,6 +299,11 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     if (this.phase !== Phase.Reading) return;
+    if (this.bytesIn === 0 && chunk[0] === PEER_LINK_BYTE && this.host.adoptLink !== undefined) {
+      this.handOff(this.host.adoptLink, chunk.subarray(1));
+      return;
+    }
+    this.bytesIn += chunk.length;
     if (this.host.inputIsStale()) {
       this.refuseStaleInput();
       return;
@@ -497,7 +519,8 @@ export class Connection {
     }
     const pending = new PendingReply(command, encode, this.host.commandObserver === undefined ? undefined : this.submittedAt);
     this.pending.push(pending);
-    if (command === Command.List && !now) this.listsWaiting++;
+    // Counted however it is answered, as deliver() counts it out when it encodes it.
+    if (command === Command.List) this.listsWaiting++;
     if (answer instanceof Later) {
       answer.listen(this.settlements, pending);
     } else if (answer instanceof Promise) {
@@ -562,7 +585,7 @@ export class Connection {
       }
       if (next.state === ANSWERED) {
         this.pending[this.pendingHead++] = undefined;
-        if (next.command === Command.List) this.listsWaiting--;
+        if (next.command === Command.List && --this.listsWaiting < 0) throw new Error('a list reply delivered that was never counted');
         try {
           next.encode(this.replies, next.value as never);
         } catch (error) {

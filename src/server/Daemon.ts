@@ -9,7 +9,7 @@ import { realTimers, type Timers } from '../runtime/Timers.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
-import { STALE_INPUT_MS, startClusterService, type ClusterConfig } from '../cluster/startClusterService.js';
+import { STALE_INPUT_MS, startClusterService, type ClusterConfig, type ClusterNode } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
@@ -114,15 +114,14 @@ export class Daemon {
     const { logger, clock } = deps;
     let service: LockService;
     let restored = 0;
-    let server: LockServer | undefined;
+    let node: ClusterNode | undefined;
     if (config.cluster === undefined) {
       ({ service, restored } = await startLocal(config, deps));
     } else {
       // A bad file to import stops the start before the node joins anything.
       const toImport = config.cluster.importLockFile === undefined ? undefined : await readImport(config.cluster.importLockFile);
-      // The peer port (--peer) admits what the lock port admits: the hosts file, as reloaded by SIGHUP.
-      const peerAdmits = (address: string | undefined): boolean => (server?.hosts ?? allowList).allows(address);
-      const cluster = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver, peerAdmits);
+      node = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
+      const cluster = node.service;
       service = cluster;
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
       if (toImport !== undefined) {
@@ -136,7 +135,8 @@ export class Daemon {
       }
     }
     let daemon: Daemon | undefined;
-    server = new LockServer({
+    const links = node;
+    const server = new LockServer({
       service,
       allowList,
       maxConnections: config.maxConnections,
@@ -146,6 +146,8 @@ export class Daemon {
       logger,
       onDrained: () => void daemon?.nobleDeath('drained', 0),
       staleInputMs: config.cluster === undefined ? undefined : STALE_INPUT_MS,
+      // Links between nodes arrive on the lock port (admitted by the hosts file, as any connection).
+      adoptLink: links === undefined ? undefined : (socket, buffered) => links.adoptLink(socket, buffered),
     });
     let address: AddressInfo;
     try {
@@ -167,6 +169,9 @@ export class Daemon {
       pid: process.pid,
     });
     if (config.cluster !== undefined) logger.event('ready', { name: config.cluster.nodeName, port: address.port });
+    // Where the other nodes forward their batches while this node leads; until declared (or if it
+    // cannot be), they append directly: slower, as safe.
+    links?.announce(address.port, config.listen).catch((error: unknown) => logger.event('peer-address-failed', { error: (error as Error).message }));
     return daemon;
   }
 

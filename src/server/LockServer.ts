@@ -7,7 +7,7 @@ import type { StatsReply } from '../protocol/messages.js';
 import type { AllowList } from './AllowList.js';
 import { Connection, type CommandObserver, type ConnectionHost } from './Connection.js';
 import type { LogFields, Logger } from '../runtime/Logger.js';
-import { EventThrottle } from './EventThrottle.js';
+import { EventThrottle } from '../runtime/EventThrottle.js';
 import { ServerStats } from './ServerStats.js';
 
 const ACCEPTED = Buffer.from([GREETING_ACCEPTED]);
@@ -43,6 +43,12 @@ export interface LockServerOptions {
    * to contradict it.
    */
   readonly staleInputMs?: number;
+  /**
+   * Cluster mode: takes a connection that sent PEER_LINK_BYTE first (a link from another node of
+   * the cluster, src/cluster/peer), with what it sent after that byte. The connection leaves this
+   * server's count and timeouts; the cluster proves and bounds it.
+   */
+  readonly adoptLink?: (socket: Socket, buffered: Buffer) => void;
 }
 
 /** How often the event loop's progress is noted, for staleInputMs. */
@@ -258,6 +264,14 @@ export class LockServer implements ConnectionHost {
 
   onPartialFrame(connection: Connection): void {
     this.partial.add(connection);
+  }
+
+  get adoptLink(): ((socket: Socket, buffered: Buffer) => void) | undefined {
+    return this.options.adoptLink;
+  }
+
+  handedOff(connection: Connection): void {
+    this.onClosed(connection);
   }
 
   onClosed(connection: Connection): void {

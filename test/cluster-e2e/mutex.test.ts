@@ -117,14 +117,14 @@ function leaderIndex(nodes: readonly ServerProcess[]): number {
 }
 
 /**
- * S1 under kills and pauses of nodes and etcd members, with the nodes started with `args`; the
- * node killed, and later the one paused, is the one leading then (with `--peer`, the sequencer's).
+ * S1 under kills and pauses of nodes and etcd members; the node killed, and later the one paused,
+ * is the one leading then (the sequencer's).
  */
-async function s1UnderFaults(t: ExecutionContext, args: readonly string[]): Promise<{ etcd: EtcdCluster; cluster: LockCluster }> {
+async function s1UnderFaults(t: ExecutionContext): Promise<{ etcd: EtcdCluster; cluster: LockCluster }> {
   t.timeout(240_000);
   const seed = Number(process.env.S1_SEED ?? Math.floor(Math.random() * 2 ** 31));
   t.log(`seed ${seed} (replay the clients' choices with S1_SEED=${seed})`);
-  const { etcd, cluster, nodes } = await startCluster(t, { args: ['--commit-timeout', '2', ...args] });
+  const { etcd, cluster, nodes } = await startCluster(t, { args: ['--commit-timeout', '2'] });
   const current: ServerProcess[] = [...nodes];
   const run: Run = { stop: false, phase: 'warm-up', intervals: [], ports: () => current.map((n) => n.port) };
   const clients = Array.from({ length: CONTENDERS }, (_, id) => contender(t, id, run, seed));
@@ -136,7 +136,7 @@ async function s1UnderFaults(t: ExecutionContext, args: readonly string[]): Prom
 
   await phase('warm-up', 2_000);
 
-  // The node leading (with --peer, the sequencer) is the one killed, and later the one paused.
+  // The node leading (the sequencer) is the one killed, and later the one paused.
   const killed = leaderIndex(current);
   const victim = current[killed]!;
   victim.signal('SIGKILL');
@@ -191,16 +191,9 @@ async function s1UnderFaults(t: ExecutionContext, args: readonly string[]): Prom
 }
 
 etcdTest.serial(
-  'S1: one (key, index), six clients on three nodes with 2 s TTLs: no two ownership intervals overlap while nodes and etcd members are killed and paused',
+  'S1: one (key, index), six clients on three nodes with 2 s TTLs, every node forwarding its batches to the leader’s sequencer: no two ownership intervals overlap while nodes (the leader among them) and etcd members are killed and paused',
   async (t) => {
-    await s1UnderFaults(t, []);
-  },
-);
-
-etcdTest.serial(
-  'S1 with --peer (every node forwards its batches to the leader, which appends them together): no overlap while the nodes, the leader among them, and etcd members are killed and paused',
-  async (t) => {
-    const { etcd, cluster } = await s1UnderFaults(t, ['--peer', '127.0.0.1:0']);
+    const { etcd, cluster } = await s1UnderFaults(t);
     const sizes = await batchesPerValue(etcd.endpointList, cluster.name);
     t.true(
       sizes.some((n) => n > 1),

@@ -6,9 +6,10 @@ import type { RawClient } from '../helpers/rawClient.js';
 import type { ServerProcess } from '../helpers/serverProcess.js';
 import { ask } from '../helpers/wire.js';
 
-// Issue 20, on real etcd: with --peer the leader's sequencer appends the other nodes' batches with
-// its own, one etcd write holding several nodes' batches; a node without --peer still forwards; a
-// node whose address the hosts file does not admit is refused at the peer port and appends itself.
+// Issues 20 and 36, on real etcd, with nothing configured: each node declares where the others reach
+// its lock port (the address it reaches etcd from), the leader's sequencer appends the other nodes'
+// batches with its own, one etcd write holding several nodes' batches; a node whose address the
+// leader's hosts file does not admit is refused at its lock port and appends itself.
 
 const etcdTest = needsEtcd(test);
 /** Clients per node, each taking and releasing locks of its own in a loop. */
@@ -50,12 +51,22 @@ async function loadUntilRouted(nodes: readonly ServerProcess[], via: RegExp): Pr
 }
 
 etcdTest.serial(
-  'with --peer on every node, the leader appends batches of several nodes in one write; every command is answered; the metrics count the routes and bundles',
+  'by default, the leader appends batches of several nodes in one write; every command is answered; the metrics count the routes and bundles',
   async (t) => {
     t.timeout(120_000);
-    const { etcd, cluster, nodes } = await startCluster(t, { args: ['--peer', '127.0.0.1:0', '--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });
-    await loadUntilRouted(nodes, /^(here|forward )/);
-    const sizes = await batchesPerValue(etcd.endpointList, cluster.name);
+    const { etcd, cluster, nodes } = await startCluster(t, { args: ['--metrics-port', '0', '--metrics-listen', '127.0.0.1'] });
+    for (const node of nodes) {
+      const declared = await node.event('peer-address', () => true, 10_000);
+      t.deepEqual([declared.fields.address, declared.fields.how], [`127.0.0.1:${node.port}`, 'derived']);
+    }
+    await loadUntilRouted(nodes, /^(own-sequencer|forwarded)$/);
+    // Bundles start once the declarations were read twice (every node reads them, then the record
+    // says they may be written): load until one shows, at most 10 rounds.
+    let sizes = await batchesPerValue(etcd.endpointList, cluster.name);
+    for (let round = 0; round < 10 && !sizes.some((n) => n > 1); round++) {
+      await load(nodes);
+      sizes = await batchesPerValue(etcd.endpointList, cluster.name);
+    }
     t.log(`log values retained: ${sizes.length}; batches in them: ${sizes.reduce((a, b) => a + b, 0)}; largest: ${Math.max(...sizes)}`);
     t.true(
       sizes.some((n) => n > 1),
@@ -77,23 +88,22 @@ etcdTest.serial(
   },
 );
 
-etcdTest.serial(
-  'a node without --peer forwards to a leader with one; a node the hosts file does not admit is refused at the peer port and appends itself',
-  async (t) => {
-    t.timeout(120_000);
-    const { cluster, nodes } = await startCluster(t, { nodes: 1, args: ['--peer', '127.0.0.1:0', '--candidate-priority', '1'] });
-    const leader = nodes[0]!;
-    const plain = await cluster.startNode({ name: 'n2', args: ['--candidate-priority', 'off'] });
-    await loadUntilRouted([leader, plain], /^(here|forward )/);
-    t.true(routedAs(plain, /^forward /), 'n2 forwards to n1');
-    // The leader stops admitting 127.0.0.1 (SIGHUP reloads its hosts file; connections made stay):
-    // a node joining now is refused at the peer port, and its commands are appended all the same.
-    await writeFile(leader.hostsFile, '169.254.0.1\n');
-    leader.signal('SIGHUP');
-    await leader.event('hosts-reloaded', () => true, 10_000);
-    const late = await cluster.startNode({ name: 'n3', args: ['--candidate-priority', 'off'] });
-    await loadUntilRouted([late], /^forward /);
-    const refused = await leader.event('peer-refused', () => true, 10_000);
-    t.is(refused.fields.address, '127.0.0.1');
-  },
-);
+etcdTest.serial('a node the leader’s hosts file does not admit is refused at its lock port (greeting 00), says so, and appends itself', async (t) => {
+  t.timeout(120_000);
+  const { cluster, nodes } = await startCluster(t, { nodes: 1, args: ['--candidate-priority', '1'] });
+  const leader = nodes[0]!;
+  const follower = await cluster.startNode({ name: 'n2', args: ['--candidate-priority', 'off'] });
+  await loadUntilRouted([leader, follower], /^(own-sequencer|forwarded)$/);
+  t.true(routedAs(follower, /^forwarded$/), 'n2 forwards to n1');
+  // The leader stops admitting 127.0.0.1 (SIGHUP reloads its hosts file; links made stay): a
+  // node joining now is refused at the lock port, and its commands are appended all the same.
+  await writeFile(leader.hostsFile, '169.254.0.1\n');
+  leader.signal('SIGHUP');
+  await leader.event('hosts-reloaded', () => true, 10_000);
+  const late = await cluster.startNode({ name: 'n3', args: ['--candidate-priority', 'off'] });
+  const failed = late.event('peer-link-failed', () => true, 20_000);
+  await load([late]);
+  t.regex((await failed).fields.reason ?? '', /greeting 00/);
+  const refused = await leader.event('refused', () => true, 10_000);
+  t.deepEqual([refused.fields.peer, refused.fields.reason], ['127.0.0.1', 'not-in-hosts-file']);
+});

@@ -50,7 +50,6 @@ function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Com
       logger: { event: (name) => void events.push(`${vt.now()} ${name}`), debug: undefined },
     },
     new StoreContact(),
-    () => 0,
   );
   vt.every(TICK_MS, () => c.tick(vt.now()));
   return c;
@@ -328,7 +327,7 @@ test('the batch in flight, and only it, is known by its header: the follower tak
   c.submit(second, IGNORED);
   t.is(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), undefined, 'nothing is in flight before the round is sent');
   await vt.advance(0);
-  t.deepEqual(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 }), [first, second]);
+  t.deepEqual(c.ownCommands({ proposer: 'n1', incarnation: 1, seq: 1 })?.commands, [first, second]);
   c.submit(first, IGNORED); // the next round gathers meanwhile
   for (const other of [
     { proposer: 'n1', incarnation: 1, seq: 2 },

@@ -5,6 +5,7 @@ import {
   commandSize,
   decodeBatch,
   decodeValue,
+  isRefused,
   encodeBundle,
   LogFormatError,
   LogOp,
@@ -12,6 +13,7 @@ import {
   NO_REMAINING,
   REFERENCE_VALUE,
   type Batch,
+  type ValuePart,
   type LogCommand,
 } from '../../src/cluster/LogCodec.js';
 import { Round } from '../../src/cluster/GroupCommit.js';
@@ -96,14 +98,24 @@ function batch(random: Random, commands: number): Batch {
   };
 }
 
-/** Only LogFormatError may come out of decoding a log value, whatever the bytes. */
+/**
+ * Decoding a log value is total: nothing comes out of it but its parts, whatever the bytes. Its
+ * batches when every part decodes, else the first refusal (as a LogFormatError, to compare).
+ */
 function decodeOrFormatError(bytes: Uint8Array): Batch[] | LogFormatError {
+  let parts: ValuePart[];
   try {
-    return decodeValue(bytes);
+    parts = decodeValue(bytes);
   } catch (error) {
-    if (error instanceof LogFormatError) return error;
     throw new Error(`decodeValue threw ${String(error)} for ${Buffer.from(bytes).toString('hex')}`);
   }
+  const refused = parts.find(isRefused);
+  return refused === undefined ? (parts as Batch[]) : new LogFormatError(refused.refused);
+}
+
+/** Why each part of the value is refused (undefined for a part that decodes). */
+function refusals(bytes: Uint8Array): Array<string | undefined> {
+  return decodeValue(bytes).map((part) => (isRefused(part) ? part.refused : undefined));
 }
 
 test('every command round-trips, with any bytes in its strings (empty and 255 long included)', (t) => {
@@ -241,7 +253,7 @@ test("a node's own batch takes its commands from the node, not from decoding; an
   const asked: unknown[] = [];
   const own = (header: { proposer: string; incarnation: number; seq: number }) => {
     asked.push(header);
-    return header.seq === mine.seq ? held : undefined;
+    return header.seq === mine.seq ? { bytes, commands: held } : undefined;
   };
   const decoded = decodeBatch(bytes, own);
   t.is(decoded.commands, held, 'the commands the node holds, as they are');
@@ -249,9 +261,17 @@ test("a node's own batch takes its commands from the node, not from decoding; an
   const other = decodeBatch(encoder.encode({ ...mine, seq: mine.seq + 1 }), own);
   t.not(other.commands, held);
   t.deepEqual(other.commands, mine.commands);
-  // Commands that do not match the batch's count are not taken: the bytes are decoded.
-  const fewer = decodeBatch(bytes, () => held.slice(1));
-  t.deepEqual(fewer, mine);
+});
+
+test("a batch that copies a node's header (proposer, incarnation, seq: all readable in etcd) with other commands is decoded, not taken for the node's own", (t) => {
+  const encoder = new BatchEncoder();
+  const mine: Batch = { proposer: 'n1', incarnation: 7, seq: 3, commands: [{ op: LogOp.Release, key: 'k', index: 'i', owner: 'alice' }] };
+  const bytes = encoder.encode(mine);
+  const own = () => ({ bytes, commands: mine.commands });
+  const forged: Batch = { ...mine, commands: [{ op: LogOp.ReleaseAll, owner: 'bob' }] };
+  const decoded = decodeBatch(encoder.encode(forged), own);
+  t.deepEqual(decoded, forged, 'every node applies the forged bytes alike, this one too');
+  t.not(decoded.commands, mine.commands);
 });
 
 test("a batch filled to its byte limit with the longest names fits one append within etcd's request limit", (t) => {
@@ -299,23 +319,37 @@ test('a bundle cut at any byte, or with a byte more, is a LogFormatError', (t) =
   t.true(decodeOrFormatError(Buffer.concat([bytes, Buffer.from([0])])) instanceof LogFormatError);
 });
 
-test('a bundle of no batch, a bundle inside a bundle, and one with more commands than a version numbers are refused', (t) => {
+test('a bundle of no batch, a bundle inside a bundle, and one with more commands than a version numbers are refused whole', (t) => {
   const encoder = new BatchEncoder();
-  t.throws(() => decodeValue(encodeBundle([])), { instanceOf: LogFormatError, message: /no batch/ });
+  t.deepEqual(refusals(encodeBundle([])), ['a bundle of no batch']);
   const inner = encodeBundle([encoder.encode({ proposer: 'n', incarnation: 1, seq: 1, commands: [] })]);
-  t.throws(() => decodeValue(encodeBundle([inner])), { instanceOf: LogFormatError, message: /not a format-1 batch/ });
+  t.deepEqual(refusals(encodeBundle([inner])), ['batch 1 of a bundle is a bundle']);
   const release: LogCommand = { op: LogOp.ReleaseAll, owner: 'o' };
   const full = (seq: number, count: number) => encoder.encode({ proposer: 'n', incarnation: 1, seq, commands: Array.from({ length: count }, () => release) });
   // 65,536 commands is every place a version has; one more has none.
   const fits = Array.from({ length: 16 }, (_, i) => full(i + 1, 4_096));
   t.is(decodeValue(encodeBundle(fits)).length, 16);
-  t.throws(() => decodeValue(encodeBundle([...fits, full(17, 1)])), { instanceOf: LogFormatError, message: /65537 commands/ });
+  t.deepEqual(refusals(encodeBundle([...fits, full(17, 1)])), ['a bundle of 65537 commands (65536 at most)']);
+});
+
+test('in a bundle, a batch that cannot be read is refused alone: the batches around it decode', (t) => {
+  const encoder = new BatchEncoder();
+  const ok = (seq: number): Batch => ({ proposer: 'n', incarnation: 1, seq, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
+  const bad = Buffer.from(encoder.encode(ok(2)));
+  bad[bad.length - 1 - 1 - 1] = 0xee; // the command's op byte (then a one-byte owner): an unknown command
+  const cut = encoder.encode(ok(3)).subarray(0, 6);
+  t.deepEqual(refusals(encodeBundle([encoder.encode(ok(1)), bad, encoder.encode(ok(4)), cut])), [
+    undefined,
+    'unknown command 238',
+    undefined,
+    'value cut short at byte 4',
+  ]);
 });
 
 test('a reference to a retained batch is never decoded as a value: the store must hand over the batch itself', (t) => {
-  t.throws(() => decodeValue(REFERENCE_VALUE), { instanceOf: LogFormatError, message: /reference to a retained batch/ });
+  t.deepEqual(refusals(REFERENCE_VALUE), ['a reference to a retained batch that did not come with it']);
   // Two bytes that are not a reference stay what they were (a batch cut short).
-  t.throws(() => decodeValue(Uint8Array.of(0x42, 1)), { instanceOf: LogFormatError, message: /cut short/ });
+  t.regex(refusals(Uint8Array.of(0x42, 1))[0] ?? '', /cut short/);
 });
 
 test("in a bundle, a node's own batch takes its commands from the node and the others are decoded", (t) => {
@@ -323,8 +357,10 @@ test("in a bundle, a node's own batch takes its commands from the node and the o
   const encoder = new BatchEncoder();
   const [before, mine, after] = [batch(random, 2), batch(random, 4), batch(random, 3)];
   const held = mine.commands.map((c) => ({ ...c }));
-  const own = (header: { seq: number; proposer: string }) => (header.seq === mine.seq && header.proposer === mine.proposer ? held : undefined);
-  const decoded = decodeValue(encodeBundle([before, mine, after].map((b) => encoder.encode(b))), own);
-  t.is(decoded[1]!.commands, held);
+  const mineBytes = encoder.encode(mine);
+  const own = (header: { seq: number; proposer: string }) =>
+    header.seq === mine.seq && header.proposer === mine.proposer ? { bytes: mineBytes, commands: held } : undefined;
+  const decoded = decodeValue(encodeBundle([encoder.encode(before), mineBytes, encoder.encode(after)]), own);
+  t.is((decoded[1] as Batch).commands, held);
   t.deepEqual(decoded, [before, mine, after]);
 });

@@ -1,5 +1,6 @@
 import test from 'ava';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
+import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
 import { silentLogger } from '../../src/runtime/Logger.js';
 import { MemoryStore } from '../doubles/MemoryLog.js';
@@ -70,4 +71,57 @@ test('a node without clients whose watch stalls silently still catches up: it re
   let closed = 0;
   for (const node of nodes) void node.close().then(() => closed++);
   t.true(await vt.until(10_000, () => closed === 2));
+});
+
+test('a log value no node can read is refused alike on every node, logged and counted; the log goes on past it, also for a node that starts over it', async (t) => {
+  const vt = new VirtualTimers(3_600_000);
+  const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(11) });
+  const events: string[] = [];
+  const node = (name: string, priority: number): ClusterLockService =>
+    new ClusterLockService(
+      { nodeName: name, candidatePriority: priority, commitTimeoutMs: 2_000, maxEntries: 100, leaseSeconds: 2 },
+      {
+        log: store.client(name),
+        clock: vt,
+        timers: vt,
+        random: mulberry32(priority),
+        logger: { event: (event, fields) => void events.push(`${name} ${event} ${String(fields?.reason ?? '')}`), debug: undefined },
+      },
+    );
+  const [n1, n2] = [node('n1', 1), node('n2', 2)];
+  for (const n of [n1, n2]) void n.start();
+  t.true(await vt.until(10_000, () => n1.isReady && n2.isReady));
+  const request = (n: ClusterLockService, owner: string) => {
+    let position: number | undefined;
+    void n.request({ key: 'k', index: 'i', owner, ttl: 0, ttw: 0, priority: 0 }, true).then((p) => (position = p));
+    return () => position;
+  };
+  const first = request(n1, 'alice');
+  t.true(await vt.until(10_000, () => first() !== undefined));
+  // Issue 36: one command whose op byte no version knows (0xEE), written straight into the log
+  // (as one who can write etcd, or a broken node, could): every node exited, and a restarted one
+  // died again catching up over it.
+  const forged = Buffer.from(new BatchEncoder().encode({ proposer: 'forger', incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'alice' }] }));
+  forged[forged.length - 1 - 1 - 'alice'.length] = 0xee;
+  store.appendLog(forged);
+  const second = request(n2, 'bob');
+  t.true(await vt.until(10_000, () => second() !== undefined));
+  t.is(second(), 2, 'bob waits behind alice: nothing of the refused value was applied');
+  t.is(n1.replica.digest(), n2.replica.digest());
+  t.deepEqual(
+    events.filter((e) => e.includes('log-value-refused')),
+    ['n1 log-value-refused unknown command 238', 'n2 log-value-refused unknown command 238'],
+  );
+  t.deepEqual(
+    [n1, n2].map((n) => n.figures().logValuesRefused),
+    [1, 1],
+  );
+  // A third node, started after it, catches up over it to the same state.
+  const n3 = node('n3', 3);
+  void n3.start();
+  t.true(await vt.until(10_000, () => n3.isReady && n3.replica.position.version === n1.replica.position.version));
+  t.is(n3.replica.digest(), n1.replica.digest());
+  let closed = 0;
+  for (const n of [n1, n2, n3]) void n.close().then(() => closed++);
+  t.true(await vt.until(10_000, () => closed === 3));
 });

@@ -2,7 +2,15 @@ import test from 'ava';
 import { setImmediate as turn } from 'node:timers/promises';
 import { BatchEncoder, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
-import { ACTIVE_MS, MAX_BUNDLE_PARTS, MAX_WAITING_PARTS, MIN_FENCE_LEFT_MS, Sequencer, type BundleAppender } from '../../src/cluster/Sequencer.js';
+import {
+  ACTIVE_MS,
+  BatchRefusedError,
+  MAX_BUNDLE_PARTS,
+  MAX_WAITING_PARTS,
+  MIN_FENCE_LEFT_MS,
+  Sequencer,
+  type BundleAppender,
+} from '../../src/cluster/Sequencer.js';
 import { VirtualTimers } from '../doubles/VirtualTimers.js';
 
 const GATHER_MS = 5;
@@ -34,7 +42,7 @@ function setup() {
   /** Submits a batch of `node` and keeps its outcome for the test to read. */
   const submit = (node: string, options: { seq?: number; leftMs?: number; value?: Uint8Array } = {}) => {
     const outcome: { position?: LogPosition; error?: Error } = {};
-    sequencer.submit(options.value ?? batch(node, options.seq), fence(node, options.leftMs)).then(
+    sequencer.submit(options.value ?? batch(node, options.seq), fence(node, options.leftMs), node).then(
       (position) => (outcome.position = position),
       (error: unknown) => (outcome.error = error as Error),
     );
@@ -147,9 +155,15 @@ test('a batch whose lease is about to end is refused unsent (it would have the w
 test('a bundle stays within one append: by bytes, and by parts (a version numbers 65,536 commands)', async (t) => {
   const { vt, appender, submit, batch } = setup();
   submit('x');
-  const big = new Uint8Array(Math.floor(MAX_APPEND_BYTES / 2));
-  big.set(batch('n'));
-  for (const node of ['a', 'b', 'c']) submit(node, { value: big });
+  // A batch of each of a, b, c, about half of what one append carries: two never fit one bundle.
+  const longRelease = { op: LogOp.ReleaseAll, owner: 'o'.repeat(255) } as const;
+  const big = (node: string) =>
+    batch(
+      node,
+      1,
+      Array.from({ length: Math.ceil(MAX_APPEND_BYTES / 2 / 257) }, () => longRelease),
+    );
+  for (const node of ['a', 'b', 'c']) submit(node, { value: big(node) });
   for (let i = 0; i < MAX_BUNDLE_PARTS + 2; i++) submit(`small${i}`);
   appender.calls[0]!.resolve(at(1));
   await vt.advance(GATHER_MS);
@@ -159,7 +173,7 @@ test('a bundle stays within one append: by bytes, and by parts (a version number
   t.true(bytes <= MAX_APPEND_BYTES);
 });
 
-test('what is not a batch, or a batch of more commands than a node may send, is refused unsent', async (t) => {
+test('what does not decode whole, a batch of more commands than a node may send, or one naming another node, is refused unsent', async (t) => {
   const { appender, submit, batch } = setup();
   const garbage = submit('a', { value: Buffer.from('hello') });
   const huge = submit('b', {
@@ -169,9 +183,17 @@ test('what is not a batch, or a batch of more commands than a node may send, is 
       Array.from({ length: 4_097 }, () => ({ op: LogOp.ReleaseAll, owner: 'o' }) as const),
     ),
   });
+  // Issue 36: a forged batch of one command with a byte apply does not know (0xEE) was bundled,
+  // committed, and stopped every node for good; and a batch that names another node as proposer
+  // would be answered by that node from the commands it holds, while every other node applied these.
+  const unknownCommand = Buffer.from(batch('c'));
+  unknownCommand[unknownCommand.length - 3] = 0xee;
+  const unknown = submit('c', { value: unknownCommand });
+  const posing = submit('d', { value: batch('a') });
   await turn();
-  t.true(garbage.error instanceof AppendRefusedError);
-  t.true(huge.error instanceof AppendRefusedError);
+  for (const outcome of [garbage, huge, unknown, posing]) t.true(outcome.error instanceof BatchRefusedError, outcome.error?.message);
+  t.regex(unknown.error!.message, /unknown command 238/);
+  t.regex(posing.error!.message, /a batch of "a" from "d"/);
   t.is(appender.calls.length, 0);
 });
 
@@ -201,7 +223,8 @@ test('until every live node reads bundles, each batch goes alone, without waitin
   let everyNodeReadsBundles = false;
   const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000, bundling: () => everyNodeReadsBundles });
   const fence = (node: string): LentFence => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + 2_000 });
-  const submit = (node: string) => void sequencer.submit(encoder.encode({ proposer: node, incarnation: 1, seq: 1, commands: [] }), fence(node)).catch(() => {});
+  const submit = (node: string) =>
+    void sequencer.submit(encoder.encode({ proposer: node, incarnation: 1, seq: 1, commands: [] }), fence(node), node).catch(() => {});
   submit('a');
   submit('b');
   submit('c');

@@ -1,10 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { decodeValue, type BatchHeader } from '../../src/cluster/LogCodec.js';
+import { decodeValue, isRefused, type BatchHeader } from '../../src/cluster/LogCodec.js';
 import type { LentFence, LogPosition } from '../../src/cluster/ReplicatedLog.js';
-import { RoutedLog } from '../../src/cluster/RoutedLog.js';
-import { PeerRouting, type PeerChannel } from '../../src/cluster/PeerRouting.js';
+import { AppendRouter, type SequencerChannel } from '../../src/cluster/AppendRouter.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
 import { mulberry32, type Random } from '../../src/runtime/Random.js';
@@ -85,7 +84,7 @@ interface SimNode {
   time: NodeTime;
   log: MemoryLog;
   service: ClusterLockService;
-  /** Its sequencer, used while it leads (issue 20; seeds that run sequenced). */
+  /** Its sequencer, used while it leads (issue 20). */
   sequencer: Sequencer;
   alive: boolean;
   incarnations: number;
@@ -152,12 +151,10 @@ export interface SimulationReport {
    * overdue revokes on, the simulation fails on any; off, it counts them.
    */
   readonly landedAfterLaterAnswer: number;
-  /** Whether the log held bundles (MemoryStore.bundleAppends), each node's batch after another's. */
-  readonly bundled: boolean;
-  /** Whether nodes appended through the leader's sequencer (issue 20), and the forwards sent to it and committed. */
-  readonly sequenced: boolean;
+  /** Forwards sent to the leader's sequencer (issue 20), those answered committed, and those answered with a lie. */
   readonly forwards: number;
   readonly forwardsCommitted: number;
+  readonly forwardsLied: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -200,20 +197,28 @@ class Simulation {
   /** Longest a command may stay unanswered and open, beyond its node's pauses. */
   private readonly hangUpBoundMs: number;
 
-  /** Seeds that run with a sequencer (issue 20): half of them, from a stream of their own. */
-  private readonly sequenced: boolean;
   private readonly peerRng: () => number;
-  private readonly peerFaults: { readonly hopMs: readonly [number, number]; readonly loss: number; readonly slow: number };
+  /**
+   * The links' faults: hop delays, losses, slow hops, and lies: a sequencer that answers a forward
+   * "committed" at a version far ahead without appending it (issue 36: a broken sequencer must
+   * cost time, never a retry skipped, never a head a node believes etcd has).
+   */
+  private readonly peerFaults: { readonly hopMs: readonly [number, number]; readonly loss: number; readonly slow: number; readonly lie: number };
   /** Every peer link is cut (a fault of its own, beside the etcd ones). */
   private peerCut = false;
   /** Forwards sent to a sequencer, and those answered committed (the report). */
   private forwards = 0;
   private forwardsCommitted = 0;
+  private forwardsLied = 0;
 
   constructor(private readonly options: SimulationOptions) {
     this.peerRng = mulberry32(options.seed ^ 0x5e9e);
-    this.sequenced = this.peerRng() < 0.5;
-    this.peerFaults = { hopMs: [0.05, 0.3 + 2 * this.peerRng()], loss: 0.05 * this.peerRng(), slow: 0.02 * this.peerRng() };
+    this.peerFaults = {
+      hopMs: [0.05, 0.3 + 2 * this.peerRng()],
+      loss: 0.05 * this.peerRng(),
+      slow: 0.02 * this.peerRng(),
+      lie: this.peerRng() < 0.25 ? 0.05 * this.peerRng() : 0,
+    };
     this.rng = mulberry32(options.seed);
     this.lateCommitMs = this.rng() < 0.2 ? 0 : Math.round(this.rng() * 3_000);
     this.store = new MemoryStore({
@@ -225,15 +230,16 @@ class Simulation {
       members: 3,
     });
     this.store.overdueRevokes = options.overdueRevokes !== false;
-    // Half the seeds, from a stream of its own (every other draw of a seed stays as it was).
-    const bundling = mulberry32(options.seed ^ 0xb0d1e);
-    // Not with a sequencer, whose bundles the store must keep as they are (a bundle holds no bundle).
-    if (bundling() < 0.5 && !this.sequenced) this.store.bundleAppends = bundling;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
-      for (const batch of decodeValue(record.value, () => [])) this.checkLanding(batch, record.version);
+      const parts = decodeValue(record.value);
+      for (const batch of parts) if (!isRefused(batch)) this.checkLanding(batch, record.version);
       if (process.env.SIM_TRACE_FILE !== undefined) {
-        for (const batch of decodeValue(record.value)) {
+        for (const batch of parts) {
+          if (isRefused(batch)) {
+            this.note(`log v${record.version}: refused (${batch.refused})`);
+            continue;
+          }
           const commands = batch.commands.map((c) =>
             Object.entries(c)
               .filter(([k]) => k !== 'maxEntries' && k !== 'allowCreate')
@@ -348,19 +354,21 @@ class Simulation {
     const log = this.store.client(name, time);
     let incarnation = 0;
     const sequencer = new Sequencer(log, time, time, { gatherMs: 5, appendTimeoutMs: 2_000 });
-    // Sequenced seeds: each append attempt goes where this node takes the sequencer to be.
-    const routed = this.sequenced
-      ? new RoutedLog(
-          log,
-          this.routerFor(name, sequencer, time, () => incarnation),
-          time,
-          time,
-        )
-      : log;
+    // Each append attempt goes where this node takes the sequencer to be, as in production.
+    const router = this.routerFor(name, log, sequencer, time, () => incarnation);
     const service = new ClusterLockService(
       { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
-      { log: routed, clock: time, timers: time, random: mulberry32(Math.floor(this.rng() * 2 ** 32)), logger: this.logger(name, () => incarnation) },
+      {
+        log,
+        router,
+        clock: time,
+        timers: time,
+        random: mulberry32(Math.floor(this.rng() * 2 ** 32)),
+        logger: this.logger(name, () => incarnation),
+        onClose: () => router.close(),
+      },
     );
+    router.follow(service);
     incarnation = service.incarnation;
     const node: SimNode = { name, priority, time, log, service, sequencer, alive: true, incarnations: (existing?.incarnations ?? 0) + 1 };
     this.nodes[index] = node;
@@ -392,29 +400,21 @@ class Simulation {
   }
 
   /**
-   * Where node `name` sends an append attempt: PeerRouting, as in production, with a directory in
-   * which every live node declares its name as its peer address (read through no etcd: the
-   * declarations' lease is the name lease, which the simulation does not model apart).
+   * Where node `name` sends an append attempt: an AppendRouter, as in production, to which every
+   * live node declares its name as its address (read through no etcd: the declarations' lease is
+   * the name lease, which the simulation does not model apart).
    */
-  private routerFor(name: string, sequencer: Sequencer, time: NodeTime, incarnation: () => number): PeerRouting {
-    const self = (): SimNode | undefined => this.nodes.find((n) => n.name === name && n.alive);
-    const routing = new PeerRouting(
-      {
-        get isLeader() {
-          return self()?.service.isLeader ?? false;
-        },
-        get leader() {
-          return self()?.service.leader;
-        },
-      },
-      { peerView: () => Promise.resolve({ peers: new Map(this.nodes.filter((n) => n.alive).map((n) => [n.name, n.name])), readsBundles: true }) },
-      (address) => this.peerChannel(name, address),
-      sequencer,
-      time,
-      this.logger(name, incarnation),
-    );
-    routing.start();
-    return routing;
+  private routerFor(name: string, log: MemoryLog, sequencer: Sequencer, time: NodeTime, incarnation: () => number): AppendRouter {
+    return new AppendRouter({
+      name,
+      log,
+      addresses: { known: true, addressOf: (node) => (this.nodes.some((n) => n.name === node && n.alive) ? node : undefined) },
+      dial: (_leader, address) => this.peerChannel(name, address),
+      local: sequencer,
+      clock: time,
+      timers: time,
+      logger: this.logger(name, incarnation),
+    });
   }
 
   /**
@@ -425,7 +425,7 @@ class Simulation {
    * lost if `from` restarted meanwhile. The lease a batch carries has no
    * end the sequencer could read in the in-memory etcd (see MemoryLog.lendFence).
    */
-  private peerChannel(fromName: string, toName: string): PeerChannel {
+  private peerChannel(fromName: string, toName: string): SequencerChannel {
     const node = (name: string): SimNode | undefined => this.nodes.find((n) => n.name === name);
     const from = node(fromName)!;
     const fromIncarnation = from.incarnations;
@@ -450,7 +450,14 @@ class Simulation {
           // Read when the sequencer's node runs (a paused one reads it once resumed, as from a socket);
           // its outcome reaches the forwarder when that one runs.
           to.time.after(0, () => {
-            void to.sequencer.submit(value, fence).then(
+            if (this.peerRng() < this.peerFaults.lie) {
+              // A broken sequencer: "committed", far ahead of the log, and nothing appended.
+              this.forwardsLied++;
+              const lie = { version: this.store.logHead.version + 1_000, revision: this.store.logHead.revision + 1_000 };
+              this.vt.after(hop(), () => from.time.after(0, () => finish(() => resolve(lie))));
+              return;
+            }
+            void to.sequencer.submit(value, fence, fromName).then(
               (position) => {
                 this.forwardsCommitted++;
                 this.vt.after(hop(), () => from.time.after(0, () => finish(() => resolve(position))));
@@ -516,10 +523,10 @@ class Simulation {
       unsealedGiveUps: [...this.givenUp.values()].filter((g) => !g.sealed).length,
       landedAfterUnsealedGiveUp: this.landedAfterUnsealedGiveUp,
       landedAfterLaterAnswer: this.landedAfterLaterAnswer,
-      bundled: this.store.bundleAppends !== undefined,
-      sequenced: this.sequenced,
+
       forwards: this.forwards,
       forwardsCommitted: this.forwardsCommitted,
+      forwardsLied: this.forwardsLied,
     };
   }
 
@@ -558,7 +565,7 @@ class Simulation {
 
   private injectFault(): void {
     // Peer links fail on their own too (a stream of its own: every other draw of a seed stays).
-    if (this.sequenced && !this.peerCut && this.peerRng() < 0.15) {
+    if (!this.peerCut && this.peerRng() < 0.15) {
       this.peerCut = true;
       this.note('peer links cut');
       this.vt.after(200 + this.peerRng() * 2_800, () => {
@@ -976,6 +983,11 @@ class Simulation {
     const versions = new Set(ready.map((n) => n.service.replica.position.version));
     const digests = new Set(ready.map((n) => n.service.replica.digest()));
     if (versions.size !== 1 || digests.size !== 1) this.fail(`nodes did not converge: versions ${[...versions].join(',')} digests ${[...digests].join(',')}`);
+    // No node believes the log holds more than etcd has (a sequencer's word is not etcd's).
+    for (const node of ready) {
+      const lag = node.service.figures().lagBatches;
+      if (lag !== 0) this.fail(`${node.name} believes it lags ${lag} batches behind a log head etcd never had`);
+    }
     for (const [lock, owners] of this.durable) {
       const [key, index] = lock.split('/') as [ByteString, ByteString];
       for (const node of ready) {

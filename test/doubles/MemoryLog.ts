@@ -16,6 +16,7 @@ import type {
 } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import { BatchEncoder, encodeBundle, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
+import { appendPuts } from '../../src/cluster/etcd/appendTransaction.js';
 import type { BundlePart, FenceOutcome, LentFence } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
@@ -291,8 +292,9 @@ export class MemoryStore {
    */
   bundleAppends: Random | undefined;
   private bundledSeq = 0;
-  /** @internal Fences lent by clients (MemoryLog.lendFence), by the object handed out. */
+  /** @internal Fences lent by clients (MemoryLog.lendFence), by the object handed out, and by lease id. */
   readonly lent = new WeakMap<LentFence, LentToken>();
+  readonly lentByLease = new Map<string, LentToken>();
   private nextLentId = 1;
   /** @internal A fresh id for a lent fence (as etcd's lease ids). */
   lentId(): number {
@@ -1251,7 +1253,9 @@ export class MemoryLog implements ReplicatedLog {
           // No clock of the lender's says when it ends here: it holds until its attempt is given up.
           endsAt: Number.POSITIVE_INFINITY,
         };
-        store.lent.set(fence, { token, client: this, lentAt: store.clock.now() });
+        const lent: LentToken = { token, client: this, lentAt: store.clock.now() };
+        store.lent.set(fence, lent);
+        store.lentByLease.set(fence.leaseId, lent);
         return Promise.resolve(fence);
       },
     );
@@ -1268,11 +1272,15 @@ export class MemoryLog implements ReplicatedLog {
     }
   }
 
-  /** See EtcdLog.appendBundle: one append of every part, fenced by each part's lent fence. */
+  /**
+   * See EtcdLog.appendBundle: one append of every part, fenced by the leases its transaction's puts
+   * name, the same puts EtcdLog sends (appendTransaction.ts): what fences a bundle on etcd fences it here.
+   */
   appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition> {
-    const lent = parts.map((p) => this.store.lent.get(p.fence));
-    if (lent.some((l) => l === undefined)) return Promise.reject(new AppendRefusedError('append not sent: a fence not lent by this store'));
     const value = parts.length === 1 ? parts[0]!.value : encodeBundle(parts.map((p) => p.value));
+    const puts = appendPuts(Buffer.from(LOG_KEY), value, Buffer.from('retained'), value, parts);
+    const lent = puts.flatMap((put) => (put.lease === undefined ? [] : [this.store.lentByLease.get(put.lease)]));
+    if (lent.some((l) => l === undefined)) return Promise.reject(new AppendRefusedError('append not sent: a fence not lent by this store'));
     return this.sendAppend(
       value,
       timeoutMs,

@@ -87,6 +87,8 @@ export function standInHost(
     staleInputRefused: () => {},
     onPartialFrame: () => {},
     onClosed,
+    adoptLink: undefined,
+    handedOff: onClosed,
   };
 }
 

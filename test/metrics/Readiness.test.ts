@@ -19,6 +19,7 @@ function figures(overrides: Partial<ClusterFigures> = {}): ClusterFigures {
     snapshotAgeSeconds: undefined,
     snapshotBytes: undefined,
     expiriesProposed: 0,
+    logValuesRefused: 0,
     ...overrides,
   };
 }

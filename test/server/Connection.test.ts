@@ -296,3 +296,17 @@ test('closed by the client (a reset): nothing more is run or written, the server
   t.is(socket.destroySoons, 0, 'already closed: nothing to close');
   t.is(closedReports(), 1);
 });
+
+test('a list answered at once but queued behind an answer still to come (stats: a promise even here) is counted out when written: the connection goes on', async (t) => {
+  const { socket, commandsRun } = connection(fillK(2));
+  socket.emit('data', frames(req.stats(), req.list('K'), req.findOwner('K', '1'), req.list('K'), req.findOwner('K', '1')));
+  for (let turn = 0; turn < 4; turn++) await settled();
+  t.is(commandsRun(), 5, 'every command ran');
+  const listBytes = 2 + 2 * (1 + 2 + 2 + 2 + 1 + 200 + 1);
+  const ownerBytes = 1 + 200;
+  t.is(socket.bytesWritten, 58 + 2 * listBytes + 2 * ownerBytes, 'every reply went out');
+  t.is(socket.destroySoons + socket.ends, 0, 'the connection is still open');
+  socket.emit('data', frames(req.findOwner('K', '1')));
+  await settled();
+  t.is(commandsRun(), 6, 'and the next command runs too');
+});

@@ -2,11 +2,12 @@ import { randomBytes, randomInt } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
-import { EtcdLog, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
+import { EtcdLog, NodeTooOldError, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
 import { KEEPALIVE_MS, KEEPALIVE_TIMEOUT_MS } from '../../../src/cluster/etcd/EndpointPool.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
+import { BatchEncoder, LogOp } from '../../../src/cluster/LogCodec.js';
 
 // EtcdLog against real etcd members, in process: fenced appends, snapshot pointer swaps, a
 // damaged snapshot chunk, and a watch that loses its member in the middle of a backlog.
@@ -338,26 +339,33 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
 });
 
 etcdTest(
-  'a node with a peer address declares it beside its name, under the same lease; peerView() lists the live ones and whether all of them read bundles',
+  'a node declares where its lock port takes links beside its name, under the same lease; peerView() lists the live ones, the peer secret (outside the cluster prefix) and whether bundles may be written',
   async (t) => {
     t.timeout(60_000);
     const { etcd, cluster, log, raw } = await singleMember(t);
-    const withPeer = new EtcdLog({ endpoints: etcd.endpointList, cluster }, '127.0.0.1:17734');
-    t.teardown(() => withPeer.close());
-    const claim = await withPeer.claimName('n1', 3, 5, CALL_MS);
+    const other = new EtcdLog({ endpoints: etcd.endpointList, cluster });
+    t.teardown(() => other.close());
+    const claim = await other.claimName('n1', 3, 5, CALL_MS);
     const plain = await log.claimName('n2', 3, 5, CALL_MS);
     if (!claim.taken || !plain.taken) return t.fail('a name not taken');
+    await other.declareAddress('127.0.0.1:17734', CALL_MS);
     const view = await log.peerView(CALL_MS);
-    t.deepEqual([...view.peers], [['n1', '127.0.0.1:17734']], 'a node without one declares none');
-    t.true(view.readsBundles);
+    t.deepEqual([...view.peers], [['n1', '127.0.0.1:17734']], 'a node that declared nothing is not listed');
     t.is(view.secret?.length, 32, 'the first read creates the peer secret');
-    t.deepEqual((await withPeer.peerView(CALL_MS)).secret, view.secret, 'and every read finds the same one');
-    // What the sequencer lets into its transaction: a writer lease id, a fence key of this cluster.
-    t.is(log.checkLentFence('7587869999286785061', Buffer.from(`/${cluster}/fences/0123456789abcdef`)), undefined);
-    t.regex(log.checkLentFence('0', Buffer.from(`/${cluster}/fences/0123456789abcdef`)) ?? '', /not a writer lease/);
-    t.regex(log.checkLentFence('12', Buffer.from(`/${cluster}/snapshot`)) ?? '', /not a fence key/);
-    t.regex(log.checkLentFence('12', Buffer.from(`/${cluster}/fences/0123456789abcdef/x`)) ?? '', /not a fence key/);
-    t.regex(log.checkLentFence('12', Buffer.from(`/other/fences/0123456789abcdef`)) ?? '', /not a fence key/);
+    t.deepEqual((await other.peerView(CALL_MS)).secret, view.secret, 'and every read finds the same one');
+    // Issue 36: a role that may read the cluster's prefix (monitoring) must not read the secret.
+    t.is((await raw.getAll().prefix(`/${cluster}/`).keys()).filter((k) => k.includes('secret')).length, 0);
+    t.is((await raw.get(`/${cluster}:peer-secret`).buffer())?.length, 32);
+    // Bundles (and references) are written once every live node reads them and the record of the
+    // formats written names them, in one read: the first read that finds every node reading them
+    // writes the record, the next one lets them be written.
+    t.true((await log.peerView(CALL_MS)).readsBundles);
+    t.is(await raw.get(`/${cluster}/formats-written`).string(), '2,3');
+    // What a forwarding node may name as its fence key: one of this cluster's.
+    t.is(log.checkFenceKey(Buffer.from(`/${cluster}/fences/0123456789abcdef`)), undefined);
+    t.regex(log.checkFenceKey(Buffer.from(`/${cluster}/snapshot`)) ?? '', /not a fence key/);
+    t.regex(log.checkFenceKey(Buffer.from(`/${cluster}/fences/0123456789abcdef/x`)) ?? '', /not a fence key/);
+    t.regex(log.checkFenceKey(Buffer.from(`/other/fences/0123456789abcdef`)) ?? '', /not a fence key/);
     // A node from before bundles declares no formats: the view says not every node reads them.
     await raw.put(`/${cluster}/nodes/old`).value('x').exec();
     t.false((await log.peerView(CALL_MS)).readsBundles);
@@ -367,6 +375,15 @@ etcdTest(
     t.is(peer.kvs[0]?.lease, name.kvs[0]?.lease);
     await claim.session.release();
     t.deepEqual([...(await log.peerView(CALL_MS)).peers], []);
+    // The address comes back with the next claim of the name.
+    const again = await other.claimName('n1', 3, 5, CALL_MS);
+    if (!again.taken) return t.fail('not taken again');
+    t.deepEqual([...(await log.peerView(CALL_MS)).peers], [['n1', '127.0.0.1:17734']]);
+    // A log that holds a format this version does not read (written by a newer one): a node of this
+    // version may not join, since it would skip those values where the newer nodes apply them.
+    await raw.put(`/${cluster}/formats-written`).value('2,3,4').exec();
+    await t.throwsAsync(log.claimName('n3', 3, 5, CALL_MS), { instanceOf: NodeTooOldError, message: /format 4/ });
+    t.is(await raw.get(`/${cluster}/nodes/n3`).string(), null, 'and holds no name');
   },
 );
 
@@ -404,7 +421,9 @@ etcdTest(
       );
     const logValue = async (): Promise<Buffer | null> => raw.get(`/${cluster}/log`).buffer();
 
-    await log.peerView(CALL_MS); // every live name (n1) reads references
+    // Every live name (n1) reads references: the first read records that they may be written, the next lets them be.
+    await log.peerView(CALL_MS);
+    await log.peerView(CALL_MS);
     const first = randomBytes(300);
     const at = await log.append(first, CALL_MS);
     t.deepEqual(await logValue(), Buffer.from([0x42, 3]), 'the log key holds a reference');
@@ -474,4 +493,38 @@ etcdTest('a call to a member that fails with a recoverable status leaves the log
     versions,
     Array.from({ length: n - 1 }, (_, i) => i + 1),
   );
+});
+
+etcdTest("a bundle whose later part's writer lease is gone is refused whole: etcd checks every part's lease, not the first one's only", async (t) => {
+  // Issue 36: putting only the first part's fence key in the transaction failed no test.
+  t.timeout(60_000);
+  const { etcd, cluster, log, raw } = await singleMember(t);
+  const other = openLog(t, etcd, cluster);
+  const batch = (node: string) => new BatchEncoder().encode({ proposer: node, incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
+  const first = await log.lendFence(CALL_MS);
+  const second = await other.lendFence(CALL_MS);
+  // The second node's lease ends (as it would once its node gave up on the batch and sealed it).
+  await raw.leaseClient.leaseRevoke({ ID: second.leaseId });
+  const refused = await t.throwsAsync(
+    log.appendBundle(
+      [
+        { value: batch('n1'), fence: first },
+        { value: batch('n2'), fence: second },
+      ],
+      CALL_MS,
+    ),
+    { instanceOf: AppendRefusedError, message: /requested lease not found/ },
+  );
+  t.true(refused.leaseGone);
+  t.is(await raw.get(`/${cluster}/log`).buffer(), null, 'nothing of the bundle landed');
+  // With both leases alive the same bundle commits.
+  const fresh = await other.lendFence(CALL_MS);
+  const position = await log.appendBundle(
+    [
+      { value: batch('n1'), fence: first },
+      { value: batch('n2'), fence: fresh },
+    ],
+    CALL_MS,
+  );
+  t.is(position.version, 1);
 });

@@ -49,8 +49,6 @@ export interface NemesisOptions {
   readonly only?: readonly FaultKind[];
   /** A fixed schedule instead of the seed's (the targeted tests). */
   readonly schedule?: readonly Episode[];
-  /** Nodes started with --peer: appends go through the leader's sequencer (issue 20). */
-  readonly peer?: boolean;
   /** Clients per node adding unchecked write load (runBusy), so that batches of several nodes meet at a sequencer; none by default. */
   readonly busy?: number;
   /** Progress lines. */
@@ -83,7 +81,7 @@ export interface NemesisReport {
   readonly history: readonly Op[];
   /** Every node's last log lines. */
   readonly nodeLogs: string;
-  /** Times a node turned to forwarding its appends to a sequencer (`event=append-route via="forward …"`). */
+  /** Times a node turned to forwarding its appends to a sequencer (`event=append-route via=forwarded …`). */
   readonly forwardRoutes: number;
   /** Appends carrying several nodes' batches, by the running nodes' sequencers in their present lives (metrics, at the end). */
   readonly sequencerBundles: number;
@@ -182,9 +180,9 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const log = options.log ?? (() => undefined);
   const schedule = options.schedule ?? drawSchedule(options.seed, options.seconds, options.only);
   const only = options.only === undefined ? '' : ` --only ${options.only.join(',')}`;
-  const peer = `${options.peer === true ? ' --peer' : ''}${(options.busy ?? 0) > 0 ? ` --busy ${options.busy}` : ''}`;
-  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}${peer}` : 'the same test';
-  log(`nemesis seed ${options.seed}${peer}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
+  const busy = (options.busy ?? 0) > 0 ? ` --busy ${options.busy}` : '';
+  const replay = options.schedule === undefined ? `scripts/nemesis --seed ${options.seed} --seconds ${options.seconds}${only}${busy}` : 'the same test';
+  log(`nemesis seed ${options.seed}${busy}, ${options.seconds} s of load, schedule:\n${describeSchedule(schedule)}`);
   const lab = NetLab.create({ nodes: NODES, members: MEMBERS });
   let cluster: NetCluster | undefined;
   let done = false;
@@ -198,7 +196,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
   const clients: FailoverClient[] = [];
   let stop = false;
   try {
-    cluster = await NetCluster.start(lab, ['--commit-timeout', String(COMMIT_TIMEOUT_S)], options.peer === true);
+    cluster = await NetCluster.start(lab, ['--commit-timeout', String(COMMIT_TIMEOUT_S)]);
     const history = new History();
     const endpoints: Endpoint[] = cluster.nodes.map((n) => ({ name: n.host.name, host: n.host.clientAddress!, port: LOCK_PORT }));
     const clientOptions: ClientOptions = {
@@ -312,7 +310,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisReport
       replay,
       history: ops,
       nodeLogs: cluster.nodeLogs(60),
-      forwardRoutes: cluster.countLines(/\bevent=append-route via="forward /),
+      forwardRoutes: cluster.countLines(/\bevent=append-route via=forwarded\b/),
       sequencerBundles: await cluster.sequencerBundles(),
     };
   } catch (error) {

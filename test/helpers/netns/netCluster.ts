@@ -13,8 +13,6 @@ import type { Host, NetLab } from './network.js';
 import { DelayRelay } from './relay.js';
 
 export const LOCK_PORT = 7734;
-/** Where a node takes the other nodes' batches (--peer), on its backend address. */
-const PEER_PORT = 7735;
 /** Where a node serves its metrics, on its client address. */
 const METRICS_PORT = 7736;
 const SCRAPE_MS = 2_000;
@@ -55,7 +53,6 @@ export class NetCluster {
     readonly lab: NetLab,
     readonly dir: string,
     private readonly nodeArgs: readonly string[],
-    private readonly peer: boolean,
   ) {
     this.members = lab.members.map((host) => ({
       host,
@@ -66,10 +63,9 @@ export class NetCluster {
     }));
   }
 
-  /** @param peer start every node with `--peer <its backend address>:7735` (the sequencer, issue 20). */
-  static async start(lab: NetLab, nodeArgs: readonly string[] = [], peer = false): Promise<NetCluster> {
+  static async start(lab: NetLab, nodeArgs: readonly string[] = []): Promise<NetCluster> {
     const dir = await mkdtemp(join(tmpdir(), 'lockserver-nemesis-'));
-    const cluster = new NetCluster(lab, dir, nodeArgs, peer);
+    const cluster = new NetCluster(lab, dir, nodeArgs);
     try {
       for (const member of cluster.members) await cluster.spawnMember(member);
       await cluster.waitHealthy();
@@ -140,13 +136,13 @@ export class NetCluster {
   async startNode(node: NetNode): Promise<void> {
     await mkdir(node.dir, { recursive: true });
     const files = serverFiles(node.dir);
-    // The clients; with --peer also the other nodes, whose batches come to the peer port from their backend addresses.
-    const peers = this.peer ? this.lab.nodes.map((h) => `${h.backendAddress}\n`).join('') : '';
+    // The clients, and the other nodes, whose links to the leader's sequencer come to the lock port
+    // from their backend addresses (the address each learns as the one it reaches etcd from).
+    const peers = this.lab.nodes.map((h) => `${h.backendAddress}\n`).join('');
     await writeFile(files.hostsFile, `${this.lab.root.clientAddress}\n${peers}`);
     // prettier-ignore
     const args = [
       '--port', String(LOCK_PORT),
-      '--listen', node.host.clientAddress!,
       '--hosts', files.hostsFile,
       '--lock-file', files.lockFile,
       '--stat-file', files.statFile,
@@ -156,7 +152,6 @@ export class NetCluster {
       '--metrics-port', String(METRICS_PORT),
       '--metrics-listen', node.host.clientAddress!,
       ...this.nodeArgs,
-      ...(this.peer ? ['--peer', `${node.host.backendAddress}:${PEER_PORT}`] : []),
     ];
     if (node.proc !== undefined) node.pastLines.push(...node.proc.lines, `--- ${node.host.name} restarted ---`);
     const proc = new LoggedProcess(

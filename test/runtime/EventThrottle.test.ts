@@ -1,6 +1,6 @@
 import test from 'ava';
 import { FakeClock } from '../doubles/FakeClock.js';
-import { EventThrottle } from '../../src/server/EventThrottle.js';
+import { EventThrottle } from '../../src/runtime/EventThrottle.js';
 
 test('a burst passes, the rest of the window is counted, and the next line reports it', (t) => {
   const clock = new FakeClock();

@@ -1,4 +1,4 @@
-import type { Clock } from '../runtime/Clock.js';
+import type { Clock } from './Clock.js';
 
 /** Events let through per window, per key, before the rest are only counted. */
 const DEFAULT_BURST = 10;

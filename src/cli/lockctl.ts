@@ -53,6 +53,21 @@ const out = (text: string): void => void process.stdout.write(text);
 const warn = (message: string): void => void process.stderr.write(`lockctl: ${message}\n`);
 const json = (value: unknown): void => out(JSON.stringify(value) + '\n');
 
+/**
+ * A failure: its message on stderr and, with --json, also one object on stdout, so that a script
+ * reading stdout gets an answer on every path (`{"error":"cannot connect to …","exitCode":3}`).
+ */
+function fail(message: string, exitCode: number, asJson: boolean): void {
+  warn(message);
+  if (asJson) json({ error: message, exitCode });
+}
+
+/** --json among the arguments lockctl itself reads (not after `--`, where hold's command begins). */
+function jsonRequested(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
 /** Connects, runs one subcommand, closes; the subcommand's result (or failure) becomes the exit code. */
 async function execute(command: Command, body: (client: LockClient, options: GlobalOptions) => Promise<number>): Promise<void> {
   const options = command.optsWithGlobals<GlobalOptions>();
@@ -66,8 +81,8 @@ async function execute(command: Command, body: (client: LockClient, options: Glo
     });
     process.exitCode = await body(client, options);
   } catch (error) {
-    warn((error as Error).message);
     process.exitCode = exitCodeFor(error);
+    fail((error as Error).message, process.exitCode, options.json);
   } finally {
     await client?.close().catch(() => {});
   }
@@ -336,6 +351,8 @@ async function main(): Promise<void> {
     // commander exits 1 on usage errors; like lockserver, lockctl uses 2. Help and --version exit 0.
     if (error instanceof CommanderError) {
       process.exitCode = error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+      // commander has written the message to stderr already; --json adds it on stdout.
+      if (error.exitCode !== 0 && jsonRequested(process.argv.slice(2))) json({ error: error.message.replace(/^error: /, ''), exitCode: ExitCode.Usage });
       return;
     }
     throw error;

@@ -23,6 +23,7 @@ import {
   type EtcdPasswordSource,
   type EtcdUserOption,
 } from './etcdAuth.js';
+import { startedByNpm, watchNpmParent } from './npmParent.js';
 import {
   integerIn,
   parseCandidatePriority,
@@ -220,6 +221,8 @@ async function main(): Promise<void> {
       },
       { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired, clusterObserver: metrics },
     );
+    // Under npm start or npx the server must not outlive the npm that started it (see npmParent.ts).
+    if (startedByNpm(process.env)) watchNpmParent(() => void daemon.nobleDeath('parent-exited', 0));
     metrics?.attach(daemon);
     served?.readiness.attach(daemon);
     if (served !== undefined && daemon.service instanceof ClusterLockService) {

@@ -16,7 +16,8 @@ test('exit 2 on a bad command line, with a one-line message', async (t) => {
     ['request', 'k', 'i', 'o', '--priority', '256'],
     ['request', 'k', 'i', 'o', '--ttl', '-1'],
     ['owner', 'x'.repeat(256), 'i'],
-    ['hold', 'k', 'i', 'o'],
+    ['hold', 'k', 'i', 'o', '-c', 'true', '--', 'true'],
+    ['hold', 'k', 'i', 'o', '-E', '256', '-c', 'true'],
     ['watch', 'k', '--count', 'many'],
   ]) {
     const run = await lockctl(args);

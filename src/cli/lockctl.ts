@@ -9,7 +9,7 @@ import { formatStats } from '../files/statFile.js';
 import type { LockRequest } from '../locks/LockService.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
 import { ExitCode, exitCodeFor } from './lockctl/exitCodes.js';
-import { runHold } from './lockctl/hold.js';
+import { holdOwner, runHold } from './lockctl/hold.js';
 import { parseName } from './lockctl/nameArgument.js';
 import { describePosition, jsonBytes, listJson, listTable, shown, tokenField, withToken } from './lockctl/render.js';
 import { runWatch } from './lockctl/watch.js';
@@ -53,6 +53,21 @@ const out = (text: string): void => void process.stdout.write(text);
 const warn = (message: string): void => void process.stderr.write(`lockctl: ${message}\n`);
 const json = (value: unknown): void => out(JSON.stringify(value) + '\n');
 
+/**
+ * A failure: its message on stderr and, with --json, also one object on stdout, so that a script
+ * reading stdout gets an answer on every path (`{"error":"cannot connect to …","exitCode":3}`).
+ */
+function fail(message: string, exitCode: number, asJson: boolean): void {
+  warn(message);
+  if (asJson) json({ error: message, exitCode });
+}
+
+/** --json among the arguments lockctl itself reads (not after `--`, where hold's command begins). */
+function jsonRequested(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
+
 /** Connects, runs one subcommand, closes; the subcommand's result (or failure) becomes the exit code. */
 async function execute(command: Command, body: (client: LockClient, options: GlobalOptions) => Promise<number>): Promise<void> {
   const options = command.optsWithGlobals<GlobalOptions>();
@@ -66,8 +81,8 @@ async function execute(command: Command, body: (client: LockClient, options: Glo
     });
     process.exitCode = await body(client, options);
   } catch (error) {
-    warn((error as Error).message);
     process.exitCode = exitCodeFor(error);
+    fail((error as Error).message, process.exitCode, options.json);
   } finally {
     await client?.close().catch(() => {});
   }
@@ -80,17 +95,26 @@ that are not printable ASCII are shown as \\xHH (a backslash as \\x5c), so outpu
 Exit codes:
   0    done; a positive answer
   1    a negative answer: no owner, not the owner (queued or refused), no such entry,
-       nothing released; hold: not obtained within --wait, or refused by a draining server
+       nothing released; hold: not obtained within --wait, or refused by a draining
+       server (-E N makes that N); hold without a command: the lock was lost
   2    bad command line
   3    cannot talk to the server: connection refused, unreachable, or refused by the server
        (greeting 0x00: not in its hosts file or too busy), or the connection broke;
        with several --host nodes: none of them gave a connection
   4    no connection or no reply within --timeout (with several nodes: every one timed out)
+  70   a bug in lockctl, or hold's watchdog died before its command ended
+  130, 143  hold: SIGINT or SIGTERM while waiting for the lock (no waiting entry is left)
+  hold with a command exits with the command's status (128+N if killed by signal N,
+  127 not found, 126 not executable).
 
-Environment: LOCKCTL_HOST and LOCKCTL_PORT stand for --host and --port; the flags win.
-  hold exits with its command's status (128+N if killed by signal N, 127 not found).
-  hold gives the command LOCKCTL_KEY, LOCKCTL_INDEX and LOCKCTL_OWNER (as lockctl prints
-  them) and LOCKCTL_TOKEN, the lock's fencing token (unset when the server has none: 0.9b).`;
+hold makes the owner OWNER@PID.HOSTNAME, unique to this lockctl: two holds with the same
+  arguments never run at once (the second waits, as with flock). The command runs under a
+  watchdog: should lockctl die, even by kill -9, the command and every process under it get
+  SIGTERM, then SIGKILL 5 s later (a third of the TTL, if less). The command gets
+  LOCKCTL_KEY, LOCKCTL_INDEX and LOCKCTL_OWNER (the owner used, as lockctl prints it) and
+  LOCKCTL_TOKEN, the lock's fencing token (unset when the server has none: 0.9b).
+
+Environment: LOCKCTL_HOST and LOCKCTL_PORT stand for --host and --port; the flags win.`;
 
 /**
  * `lockctl` alone is a usage error: one usage line and a hint on stderr, exit 2 — not the whole
@@ -305,28 +329,58 @@ program
 requestOptions(
   lockSubcommand(
     'hold',
-    "wait until OWNER owns KEY/INDEX, run COMMAND while renewing the lock, release it after; exits with the command's status",
-    'who holds it',
+    "wait until the lock is ours, run COMMAND while renewing it, release it after; exits with the command's status. " +
+      'The owner is made unique to this lockctl: OWNER@PID.HOSTNAME. Without a command: say which lock is held, hold it until SIGINT, SIGTERM or SIGHUP, release it, exit 0',
+    'who holds it (hold adds @PID.HOSTNAME)',
   )
-    .argument('<command...>', "the command and its arguments (after '--')")
-    .option('-w, --wait <seconds>', 'give up (exit 1) if the lock is not ours by then; default: wait', seconds(0)),
-).action((key: ByteString, index: ByteString, owner: ByteString, argv: string[], options: RequestOptions & { wait?: number }, command: Command) =>
-  execute(command, (client, { json: asJson }) =>
-    runHold(
-      client,
-      {
-        key,
-        index,
-        owner,
-        ttl: options.ttl,
-        ttw: options.ttw,
-        priority: options.priority,
-        waitSeconds: options.wait,
-        command: argv,
-      },
-      { warn, json: asJson ? json : undefined },
+    .summary("run COMMAND under the lock (or hold it until a signal); exits with the command's status")
+    .argument('[command...]', "the command and its arguments (after '--')")
+    .option('-c, --command <shell>', 'run this command line through /bin/sh -c (instead of COMMAND after --)')
+    .option('-w, --wait <seconds>', 'give up if the lock is not ours by then (exit: --conflict-exit-code); default: wait', seconds(0))
+    .addOption(
+      new Option('-E, --conflict-exit-code <n>', 'exit code when the lock was not ours within --wait, or the server refused it (as flock -E)')
+        .argParser(integerIn(0, 255))
+        .default(ExitCode.No),
     ),
-  ),
+).action(
+  (
+    key: ByteString,
+    index: ByteString,
+    givenOwner: ByteString,
+    argv: string[],
+    options: RequestOptions & { wait?: number; command?: string; conflictExitCode: number },
+    command: Command,
+  ) => {
+    const { json: asJson } = command.optsWithGlobals<GlobalOptions>();
+    if (options.command !== undefined && argv.length > 0) {
+      process.exitCode = ExitCode.Usage;
+      return fail("give the command after '--' or with -c, not both", ExitCode.Usage, asJson);
+    }
+    let owner: ByteString;
+    try {
+      owner = holdOwner(givenOwner);
+    } catch (error) {
+      process.exitCode = ExitCode.Usage;
+      return fail((error as Error).message, ExitCode.Usage, asJson);
+    }
+    return execute(command, (client) =>
+      runHold(
+        client,
+        {
+          key,
+          index,
+          owner,
+          ttl: options.ttl,
+          ttw: options.ttw,
+          priority: options.priority,
+          waitSeconds: options.wait,
+          conflictExitCode: options.conflictExitCode,
+          command: options.command === undefined ? argv : ['/bin/sh', '-c', options.command],
+        },
+        { warn, out, json: asJson ? json : undefined },
+      ),
+    );
+  },
 );
 
 async function main(): Promise<void> {
@@ -336,6 +390,8 @@ async function main(): Promise<void> {
     // commander exits 1 on usage errors; like lockserver, lockctl uses 2. Help and --version exit 0.
     if (error instanceof CommanderError) {
       process.exitCode = error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+      // commander has written the message to stderr already; --json adds it on stdout.
+      if (error.exitCode !== 0 && jsonRequested(process.argv.slice(2))) json({ error: error.message.replace(/^error: /, ''), exitCode: ExitCode.Usage });
       return;
     }
     throw error;

@@ -13,13 +13,22 @@ import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
 import type { Advertised } from '../cluster/peer/PeerAddress.js';
-import { streamLogger } from '../runtime/Logger.js';
+import { streamLogger, type Logger } from '../runtime/Logger.js';
+import {
+  ETCD_PASSWORD_VARIABLE,
+  EtcdAuthUsageError,
+  etcdCredentials,
+  etcdPasswordSource,
+  parseEtcdUser,
+  type EtcdPasswordSource,
+  type EtcdUserOption,
+} from './etcdAuth.js';
+import { startedByNpm, watchNpmParent } from './npmParent.js';
 import {
   integerIn,
   parseCandidatePriority,
   parseClusterName,
   parseEndpoints,
-  parseEtcdUser,
   parseFileName,
   parseListenAddress,
   parseNodeName,
@@ -65,7 +74,8 @@ const program = new Command()
   .option('--etcd-cacert <file>', 'cluster mode: CA certificate to verify etcd (TLS)', parseFileName)
   .option('--etcd-cert <file>', 'cluster mode: client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'cluster mode: client key for etcd (TLS)', parseFileName)
-  .option('--etcd-user <user:password>', 'cluster mode: etcd user and password', parseEtcdUser)
+  .option('--etcd-user <user>', `cluster mode: etcd user; its password from $${ETCD_PASSWORD_VARIABLE} or --etcd-password-file`, parseEtcdUser)
+  .option('--etcd-password-file <file>', "cluster mode: a file holding the etcd user's password (one final line break is dropped)", parseFileName)
   .option(
     '--advertise <host[:port]>',
     "cluster mode: where the other nodes reach this node's lock port, to forward their batches to it while it leads (default: the address this machine reaches etcd from, and --port)",
@@ -101,16 +111,17 @@ interface CliOptions {
   etcdCacert?: string;
   etcdCert?: string;
   etcdKey?: string;
-  etcdUser?: { username: string; password: string };
+  etcdUser?: EtcdUserOption;
+  etcdPasswordFile?: string;
   importLockFile?: string;
   advertise?: Advertised;
   snapshotEvery?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
-async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undefined> {
+async function clusterConfig(options: CliOptions, etcdPassword: EtcdPasswordSource | undefined): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'importLockFile', 'advertise'].filter(
+    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile', 'importLockFile', 'advertise'].filter(
       (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
     );
     if (stray.length > 0)
@@ -138,7 +149,7 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
       caCert: await read(options.etcdCacert),
       cert: await read(options.etcdCert),
       key: await read(options.etcdKey),
-      user: options.etcdUser,
+      user: options.etcdUser === undefined || etcdPassword === undefined ? undefined : await etcdCredentials(options.etcdUser, etcdPassword),
     },
     nodeName: options.name ?? `${hostname()}:${options.port}`,
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
@@ -149,19 +160,35 @@ async function clusterConfig(options: CliOptions): Promise<ClusterConfig | undef
   };
 }
 
-function parseCommandLine(): CliOptions {
+function parseCommandLine(): { options: CliOptions; etcdPassword: EtcdPasswordSource | undefined } {
   try {
     program.parse(process.argv);
+    const options = program.opts<CliOptions>();
+    try {
+      return { options, etcdPassword: etcdPasswordSource(options.etcdUser, options.etcdPasswordFile, process.env) };
+    } catch (error) {
+      if (error instanceof EtcdAuthUsageError) program.error(`error: ${error.message}`);
+      throw error;
+    }
   } catch (error) {
     // commander exits 1 on usage errors; scripts expect 2. Help and --version exit 0.
     if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : EXIT_USAGE);
     throw error;
   }
-  return program.opts<CliOptions>();
+}
+
+/** `--etcd-user user:password` still works, but says why it should not be used. */
+function warnOfDeprecatedOptions(etcdPassword: EtcdPasswordSource | undefined, logger: Logger): void {
+  if (etcdPassword?.from !== 'command-line') return;
+  logger.event('option-deprecated', {
+    option: '--etcd-user user:password',
+    why: 'the password shows in ps to every user of this machine',
+    instead: `--etcd-user user with ${ETCD_PASSWORD_VARIABLE} or --etcd-password-file`,
+  });
 }
 
 async function main(): Promise<void> {
-  const options = parseCommandLine();
+  const { options, etcdPassword } = parseCommandLine();
   // Once stderr is gone (its reader closed the pipe: EPIPE), the log is lost but serving goes on:
   // a write error there must not become an uncaught exception, whose fatal event would be written
   // to the same broken stream, and so on without end.
@@ -170,6 +197,7 @@ async function main(): Promise<void> {
   const logger = streamLogger((line) => {
     if (stderrOpen) process.stderr.write(line);
   }, options.debug);
+  warnOfDeprecatedOptions(etcdPassword, logger);
   try {
     const served =
       options.metricsPort === undefined
@@ -190,10 +218,12 @@ async function main(): Promise<void> {
         frameTimeoutSeconds: options.frameTimeout,
         idleTimeoutSeconds: options.idleTimeout,
         maxLocks: options.maxLocks,
-        cluster: await clusterConfig(options),
+        cluster: await clusterConfig(options, etcdPassword),
       },
       { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired, clusterObserver: metrics },
     );
+    // Under npm start or npx the server must not outlive the npm that started it (see npmParent.ts).
+    if (startedByNpm(process.env)) watchNpmParent(() => void daemon.nobleDeath('parent-exited', 0));
     metrics?.attach(daemon);
     served?.readiness.attach(daemon);
     if (served !== undefined && daemon.service instanceof ClusterLockService) {

@@ -64,13 +64,6 @@ export function parseCandidatePriority(value: string): number | 'off' {
   return integerIn(1, 15)(value);
 }
 
-/** `--etcd-user user:password`. */
-export function parseEtcdUser(value: string): { username: string; password: string } {
-  const cut = value.indexOf(':');
-  if (cut <= 0) throw new InvalidArgumentError('expected user:password.');
-  return { username: value.slice(0, cut), password: value.slice(cut + 1) };
-}
-
 /** `--advertise host[:port]`: see parseAdvertised. */
 export function parseAdvertise(value: string): Advertised {
   try {

@@ -48,15 +48,22 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
   private readonly appendAttempts: Record<AppendRoute, [Counter.Internal, Counter.Internal]>;
   private readonly bundleBatches: Histogram;
 
-  constructor() {
+  /**
+   * `clusterMode` (`--etcd`) registers the cluster mode's own series; a single node exports none of
+   * them, rather than a `lockserver_cluster_ready 0` that would read as a node not ready. Its role
+   * (`standalone`) and leader changes (0) are exported either way.
+   */
+  constructor({ clusterMode = false }: { readonly clusterMode?: boolean } = {}) {
     const registers = [this.registry];
+    // The cluster's series still exist on a single node (the observer methods feed them), unregistered.
+    const clusterRegisters = clusterMode ? registers : [];
     const read = <T>(pick: (source: MetricsSource) => T): T | undefined => (this.source === undefined ? undefined : pick(this.source));
     /** A gauge whose value is read when scraped (undefined: not attached yet, no sample). */
-    const gauge = (name: string, help: string, value: () => number | undefined | Promise<number | undefined>): void => {
+    const gauge = (name: string, help: string, value: () => number | undefined | Promise<number | undefined>, into = registers): void => {
       new Gauge({
         name,
         help,
-        registers,
+        registers: into,
         async collect() {
           const current = await value();
           if (current !== undefined) this.set(current);
@@ -64,11 +71,11 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       });
     };
     /** A counter kept by the server (or cluster) and read when scraped. */
-    const counter = (name: string, help: string, value: () => number | undefined): void => {
+    const counter = (name: string, help: string, value: () => number | undefined, into = registers): void => {
       new Counter({
         name,
         help,
-        registers,
+        registers: into,
         collect() {
           const current = value();
           if (current === undefined) return;
@@ -141,7 +148,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       },
     });
     counter('lockserver_cluster_leader_changes_total', 'Times the cluster leader changed (always 0 for a single node)', () => cluster().leaderChanges());
-    // Cluster mode only: a single node has no figures, so these gauges have no sample.
+    // Cluster mode only (registered only with --etcd); figures come once the node has joined.
     const figure =
       (pick: (f: ClusterFigures) => number | boolean | undefined): (() => number | undefined) =>
       () => {
@@ -153,36 +160,43 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       'lockserver_cluster_ready',
       'Cluster mode: 1 once this node has caught up with the log and serves',
       figure((f) => f.ready),
+      clusterRegisters,
     );
     gauge(
       'lockserver_cluster_etcd_reachable',
       'Cluster mode: 1 if the last call to etcd succeeded',
       figure((f) => f.etcdReachable),
+      clusterRegisters,
     );
     gauge(
       'lockserver_cluster_applied_version',
       'Cluster mode: the last log batch applied here',
       figure((f) => f.appliedVersion),
+      clusterRegisters,
     );
     gauge(
       'lockserver_cluster_lag_batches',
       'Cluster mode: batches etcd holds that this node has not applied yet',
       figure((f) => f.lagBatches),
+      clusterRegisters,
     );
     gauge(
       'lockserver_cluster_snapshot_age_seconds',
       'Cluster mode: seconds since this node wrote or loaded a snapshot',
       figure((f) => f.snapshotAgeSeconds),
+      clusterRegisters,
     );
     gauge(
       'lockserver_cluster_snapshot_bytes',
       'Cluster mode: size of the snapshot this node last wrote or loaded',
       figure((f) => f.snapshotBytes),
+      clusterRegisters,
     );
     counter(
       'lockserver_cluster_expiries_proposed_total',
       'Cluster mode: expiry commands this node proposed as leader',
       figure((f) => f.expiriesProposed),
+      clusterRegisters,
     );
     counter(
       'lockserver_cluster_log_values_refused_total',
@@ -193,19 +207,19 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       name: 'lockserver_cluster_commit_duration_seconds',
       help: 'Cluster mode: time from sending a batch to etcd to having applied it here',
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
-      registers,
+      registers: clusterRegisters,
     });
     this.batchSize = new Histogram({
       name: 'lockserver_cluster_batch_commands',
       help: 'Cluster mode: commands per batch this node appended (group commit)',
       buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096],
-      registers,
+      registers: clusterRegisters,
     });
     const attempts = new Counter({
       name: 'lockserver_cluster_append_attempts_total',
       help: "Cluster mode: this node's append attempts by route (direct to etcd, its own sequencer, forwarded to the leader's) and outcome",
       labelNames: ['route', 'outcome'],
-      registers,
+      registers: clusterRegisters,
     });
     /** Both outcomes' children of a route, each shown from the start (0), so a rate over them is defined at once. */
     const byOutcome = (route: AppendRoute): [Counter.Internal, Counter.Internal] => {
@@ -219,7 +233,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       name: 'lockserver_cluster_sequencer_append_batches',
       help: "Cluster mode: nodes' batches per append this node's sequencer sent while it led",
       buckets: [1, 2, 3, 4, 6, 8, 12, 16],
-      registers,
+      registers: clusterRegisters,
     });
     collectDefaultMetrics({ register: this.registry });
   }

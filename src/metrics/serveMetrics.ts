@@ -20,7 +20,7 @@ export interface ServedMetrics {
  * answers its probes (not ready).
  */
 export async function serveMetrics(port: number, host: string, logger: Logger, clock: Clock, readinessOptions: ReadinessOptions): Promise<ServedMetrics> {
-  const metrics = new ServerMetrics();
+  const metrics = new ServerMetrics({ clusterMode: readinessOptions.clusterMode });
   const readiness = new Readiness(clock, readinessOptions);
   let address;
   try {

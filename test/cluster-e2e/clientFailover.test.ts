@@ -1,4 +1,5 @@
 import { createServer, type Socket } from 'node:net';
+import { hostname } from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { holdLock } from '../../src/client/holdLock.js';
@@ -115,7 +116,9 @@ etcdTest.serial('lockctl hold --host a,b,c: the command keeps running under the 
 
   const onN2 = await client(t, n2);
   const onN3 = await client(t, n3);
-  t.deepEqual(await onN3.findOwner('jobs', 'nightly'), Buffer.from('me'));
+  // hold makes the owner unique to its lockctl process.
+  const owner = Buffer.from(`me@${hold.child.pid}.${hostname()}`);
+  t.deepEqual(await onN3.findOwner('jobs', 'nightly'), owner);
   const renewalsBefore = (await onN2.stats()).renewals;
   await kill9(n1);
   await hold.stderrMatch(new RegExp(`lost the connection to 127\\.0\\.0\\.1:${n1.port}; carrying on through 127\\.0\\.0\\.1:${n2.port}`));
@@ -124,7 +127,7 @@ etcdTest.serial('lockctl hold --host a,b,c: the command keeps running under the 
     async () => ((await onN2.stats()).renewals >= renewalsBefore + RENEWALS_SPANNING_A_TTL ? true : undefined),
     WAIT_MS,
   );
-  t.deepEqual(await onN3.findOwner('jobs', 'nightly'), Buffer.from('me'), 'still the owner, a TTL after the kill');
+  t.deepEqual(await onN3.findOwner('jobs', 'nightly'), owner, 'still the owner, a TTL after the kill');
 
   socket.write('7');
   const run = await hold.result;

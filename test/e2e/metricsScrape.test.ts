@@ -42,6 +42,10 @@ test('the endpoint serves the stats counters, lock gauges, latency histograms an
   t.is(sample(body, 'lockserver_command_duration_seconds_count{command="stats"}'), 1);
   t.is(sample(body, 'lockserver_cluster_role{role="standalone"}'), 1);
   t.is(sample(body, 'lockserver_cluster_leader_changes_total'), 0);
+  // Cluster mode's own series are not there at all: a 0 would read as "not ready", "etcd unreachable".
+  t.is(sample(body, 'lockserver_cluster_ready'), undefined);
+  t.is(sample(body, 'lockserver_cluster_etcd_reachable'), undefined);
+  t.notRegex(body, /^lockserver_cluster_(?!role\{|leader_changes_total )/m);
   t.regex(body, /^# TYPE lockserver_commands_total counter$/m);
   t.regex(body, /^# TYPE lockserver_command_duration_seconds histogram$/m);
   t.regex(body, /^process_cpu_user_seconds_total /m);

@@ -20,7 +20,7 @@ function value(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-test('before a daemon is attached, only the cluster figures and process metrics have values', async (t) => {
+test('before a daemon is attached, only the cluster role and process metrics have values', async (t) => {
   const metrics = new ServerMetrics();
   const text = await metrics.registry.metrics();
   t.is(value(text, 'lockserver_commands_total{command="renew"}'), undefined);
@@ -70,4 +70,45 @@ test('the extension commands have their own series: fence (0x09) and request-fen
   t.is(value(text, 'lockserver_commands_total{command="fence"}'), 2);
   t.is(value(text, 'lockserver_commands_total{command="request-fenced"}'), 5);
   t.is(value(text, 'lockserver_command_duration_seconds_count{command="request-fenced"}'), 1);
+});
+
+/** Every series name (without labels) the registry exports with a sample. */
+async function seriesNames(metrics: ServerMetrics): Promise<Set<string>> {
+  const text = await metrics.registry.metrics();
+  return new Set(
+    text
+      .split('\n')
+      .filter((line) => line.startsWith('lockserver_'))
+      .map((line) => line.replace(/[{ ].*$/, '')),
+  );
+}
+
+test('a single node exports no cluster-mode series: only its role (standalone) and leader changes (0)', async (t) => {
+  const metrics = new ServerMetrics();
+  metrics.attach(fakeSource());
+  const cluster = [...(await seriesNames(metrics))].filter((name) => name.startsWith('lockserver_cluster_'));
+  t.deepEqual(cluster, ['lockserver_cluster_role', 'lockserver_cluster_leader_changes_total']);
+});
+
+test('cluster mode exports its series, with no figure from a node still joining but readiness 0', async (t) => {
+  const metrics = new ServerMetrics({ clusterMode: true });
+  const names = await seriesNames(metrics);
+  for (const name of [
+    'lockserver_cluster_ready',
+    'lockserver_cluster_etcd_reachable',
+    'lockserver_cluster_applied_version',
+    'lockserver_cluster_lag_batches',
+    'lockserver_cluster_snapshot_age_seconds',
+    'lockserver_cluster_snapshot_bytes',
+    'lockserver_cluster_expiries_proposed_total',
+    'lockserver_cluster_commit_duration_seconds_count',
+    'lockserver_cluster_batch_commands_count',
+    'lockserver_cluster_append_attempts_total',
+    'lockserver_cluster_sequencer_append_batches_count',
+  ]) {
+    t.true(names.has(name), name);
+  }
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_cluster_ready'), 0);
+  t.is(value(text, 'lockserver_cluster_append_attempts_total{route="forwarded",outcome="failed"}'), 0);
 });

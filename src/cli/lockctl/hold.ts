@@ -1,23 +1,30 @@
 import { spawn } from 'node:child_process';
-import { constants } from 'node:os';
+import { constants, hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { byteString, MAX_STRING_LENGTH, type ByteString } from '../../bytes.js';
 import { holdLock, type HeldLock } from '../../client/holdLock.js';
 import { LockRefusedError, LockWaitTimeoutError } from '../../client/errors.js';
 import type { LockClient } from '../../client/LockClient.js';
 import type { LockRequest } from '../../locks/LockService.js';
 import { ExitCode } from './exitCodes.js';
-import { shown, tokenField } from './render.js';
+import { jsonBytes, shown, tokenField } from './render.js';
+import type { WatchdogOrder, WatchdogReport } from './watchdog.js';
 
 export interface HoldSpec extends LockRequest {
   /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
   readonly waitSeconds: number | undefined;
-  /** The command and its arguments. */
+  /** Exit code when the lock was not ours within --wait, or the server refused it (-E; 1 by default, as flock's). */
+  readonly conflictExitCode: number;
+  /** The command and its arguments; empty: hold the lock until SIGINT, SIGTERM or SIGHUP. */
   readonly command: readonly string[];
 }
 
 /** Where hold tells what happened: warnings on stderr, and with --json one object per step. */
 export interface HoldOutput {
   readonly warn: (message: string) => void;
-  /** Set with --json: `{"acquired":true,"token":N}`, then `{"exitCode":N,"lockLost":B}`; or `{"acquired":false,"reason":…}`. */
+  /** Plain output on stdout (hold without a command says which lock it holds). */
+  readonly out: (text: string) => void;
+  /** Set with --json: `{"acquired":true,"token":N,"owner":…}`, then `{"exitCode":N,"lockLost":B}`; or `{"acquired":false,"reason":…}`. */
   readonly json?: (value: unknown) => void;
 }
 
@@ -28,9 +35,20 @@ const EXIT_NOT_FOUND = 127;
 const EXIT_NOT_EXECUTABLE = 126;
 const SIGNAL_EXIT_BASE = 128;
 
+/** The signals hold handles, from its start to its end. */
+const HANDLED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 /** Signals lockctl passes on to the command it runs. SIGINT is not among them: a terminal's
  *  Ctrl-C already reaches the whole foreground process group, the command included. */
-const FORWARDED = ['SIGTERM', 'SIGHUP'] as const;
+const FORWARDED: ReadonlySet<NodeJS.Signals> = new Set(['SIGTERM', 'SIGHUP']);
+
+/**
+ * Longest the watchdog waits between SIGTERM and SIGKILL once lockctl is gone. A third of the TTL
+ * when that is less: lockctl renews every third of the TTL, so the lock has at least two thirds
+ * of it left when lockctl dies, and the command is stopped before anyone else can get the lock.
+ */
+const MAX_KILL_GRACE_MS = 5_000;
+
+const WATCHDOG_PATH = fileURLToPath(new URL('./watchdog.js', import.meta.url));
 
 class Interrupted extends Error {
   constructor(readonly exitCode: number) {
@@ -39,47 +57,114 @@ class Interrupted extends Error {
 }
 
 /**
+ * hold's signal handling: one listener per signal from the start of the hold to its end, which
+ * does what the current phase says (waiting, running the command, holding without one). Were
+ * each phase to add and remove its own, a signal arriving between two would meet the default
+ * action: death, with the lock held or queued until its TTL or TTW runs out.
+ */
+class HoldSignals {
+  private onSignal: (signal: NodeJS.Signals) => void = () => {};
+  private readonly listener = (signal: NodeJS.Signals): void => this.onSignal(signal);
+
+  constructor() {
+    for (const signal of HANDLED) process.on(signal, this.listener);
+  }
+
+  /** What a signal does from now on. */
+  handle(onSignal: (signal: NodeJS.Signals) => void): void {
+    this.onSignal = onSignal;
+  }
+
+  close(): void {
+    for (const signal of HANDLED) process.off(signal, this.listener);
+  }
+}
+
+/** The shell's exit status for a process ended by `signal`. */
+function signalExitCode(signal: NodeJS.Signals): number {
+  return SIGNAL_EXIT_BASE + constants.signals[signal];
+}
+
+/**
+ * The owner hold uses: the one given plus `@PID.HOSTNAME`, unique to this lockctl. Two holds
+ * given the same owner are then two entries, and the second waits, as flock's would; with one
+ * owner the server would take the second request for a renewal of the first (0.9b: a request of
+ * an existing entry renews it), and both commands would run at once. RangeError (exit 2) when the
+ * result would exceed the protocol's 255 bytes.
+ */
+export function holdOwner(given: ByteString, pid = process.pid, host = hostname()): ByteString {
+  const suffix = Buffer.from(`@${pid}.${host}`, 'utf8');
+  const owner = Buffer.concat([Buffer.from(given, 'latin1'), suffix]);
+  if (owner.length > MAX_STRING_LENGTH) {
+    throw new RangeError(
+      `hold makes the owner unique by adding "${shown(byteString(suffix))}" (${suffix.length} bytes); ` +
+        `"${shown(given)}" (${given.length} bytes) leaves no room for it: give an owner of at most ${MAX_STRING_LENGTH - suffix.length} bytes`,
+    );
+  }
+  return byteString(owner);
+}
+
+/**
  * `lockctl hold`: waits for the lock, runs the command while the lock is renewed in the
  * background, releases the lock when the command ends, and returns the command's exit status
  * (like flock(1) and `etcdctl lock`). If the lock is lost meanwhile, the command gets SIGTERM.
- * The command finds the lock in its environment (see commandEnvironment).
+ * The command finds the lock in its environment (see commandEnvironment). Without a command,
+ * the lock is held until SIGINT, SIGTERM or SIGHUP, then released (exit 0).
  */
 export async function runHold(client: LockClient, spec: HoldSpec, output: HoldOutput): Promise<number> {
+  const signals = new HoldSignals();
+  try {
+    return await hold(client, spec, output, signals);
+  } finally {
+    signals.close();
+  }
+}
+
+async function hold(client: LockClient, spec: HoldSpec, output: HoldOutput, signals: HoldSignals): Promise<number> {
   const { warn, json } = output;
   const name = `${shown(spec.key)}/${shown(spec.index)}`;
   let lock: HeldLock | number;
   const onFailover = (from: string, to: string): void => warn(`lost the connection to ${from}; carrying on through ${to}`);
   try {
-    lock = await waitForLock(client, spec, onFailover);
+    lock = await waitForLock(client, spec, onFailover, signals);
   } catch (error) {
     if (error instanceof LockWaitTimeoutError) {
       json?.({ acquired: false, reason: 'timeout' });
       warn(spec.waitSeconds === 0 ? `${name} is taken (--wait 0: no waiting)` : `${name} was not ours within --wait ${spec.waitSeconds} s`);
-      return ExitCode.No;
+      return spec.conflictExitCode;
     }
-    if (error instanceof LockRefusedError) json?.({ acquired: false, reason: 'refused' });
+    if (error instanceof LockRefusedError) {
+      json?.({ acquired: false, reason: 'refused' });
+      warn(error.message);
+      return spec.conflictExitCode;
+    }
     throw error;
   }
   if (typeof lock === 'number') {
     json?.({ acquired: false, reason: 'interrupted' });
     return lock;
   }
-  json?.({ acquired: true, ...tokenField(lock.token) });
+  json?.({ acquired: true, ...tokenField(lock.token), ...jsonBytes('owner', spec.owner) });
   try {
-    const exitCode = await runWhileHeld(lock, spec, warn);
+    const exitCode = spec.command.length === 0 ? await holdUntilSignal(lock, spec, output, signals) : await runWhileHeld(lock, spec, warn, signals);
     json?.({ exitCode, lockLost: lock.signal.aborted });
     return exitCode;
   } finally {
+    // A signal now changes nothing: the lock is being released, and lockctl exits after.
+    signals.handle(() => {});
     await lock.release().catch((error: unknown) => warn(`could not release the lock: ${(error as Error).message}`));
   }
 }
 
-/** The held lock, or an exit code when Ctrl-C / SIGTERM came first. */
-async function waitForLock(client: LockClient, spec: HoldSpec, onFailover: (from: string, to: string) => void): Promise<HeldLock | number> {
+/** The held lock, or an exit code (128 + N) when SIGINT, SIGTERM or SIGHUP came first. */
+async function waitForLock(
+  client: LockClient,
+  spec: HoldSpec,
+  onFailover: (from: string, to: string) => void,
+  signals: HoldSignals,
+): Promise<HeldLock | number> {
   const interrupt = new AbortController();
-  const onInt = (): void => interrupt.abort(new Interrupted(ExitCode.Interrupted));
-  const onTerm = (): void => interrupt.abort(new Interrupted(ExitCode.Terminated));
-  process.on('SIGINT', onInt).on('SIGTERM', onTerm);
+  signals.handle((signal) => interrupt.abort(new Interrupted(signalExitCode(signal))));
   try {
     // The interrupt signal only stops the waiting: once the lock is ours, the command decides.
     return await holdLock(client, spec.key, spec.index, spec.owner, {
@@ -93,15 +178,35 @@ async function waitForLock(client: LockClient, spec: HoldSpec, onFailover: (from
   } catch (error) {
     if (error instanceof Interrupted) return error.exitCode;
     throw error;
-  } finally {
-    process.off('SIGINT', onInt).off('SIGTERM', onTerm);
   }
+}
+
+/** No command: say which lock is held, then hold it until a signal (exit 0) or its loss (exit 1). */
+function holdUntilSignal(lock: HeldLock, spec: HoldSpec, { out, warn, json }: HoldOutput, signals: HoldSignals): Promise<number> {
+  const name = `${shown(spec.key)}/${shown(spec.index)}`;
+  if (json === undefined) {
+    const token = lock.token === undefined ? '' : ` (token ${lock.token})`;
+    out(`${name} held by ${shown(spec.owner)}${token}; SIGINT (Ctrl-C), SIGTERM or SIGHUP releases it\n`);
+  }
+  return new Promise((resolve) => {
+    const onLost = (): void => {
+      warn(`lost the lock on ${name} (${lock.lostError?.message})`);
+      resolve(ExitCode.No);
+    };
+    signals.handle(() => {
+      lock.signal.removeEventListener('abort', onLost);
+      resolve(ExitCode.Ok);
+    });
+    if (lock.signal.aborted) onLost();
+    else lock.signal.addEventListener('abort', onLost, { once: true });
+  });
 }
 
 /**
  * lockctl's environment, with the lock for the command: LOCKCTL_KEY, LOCKCTL_INDEX, LOCKCTL_OWNER
- * as lockctl prints them, and LOCKCTL_TOKEN, its fencing token — removed when the lock has none,
- * so that the token of an outer `lockctl hold` never passes for this lock's.
+ * (the owner hold uses, suffix included) as lockctl prints them, and LOCKCTL_TOKEN, its fencing
+ * token — removed when the lock has none, so that the token of an outer `lockctl hold` never
+ * passes for this lock's.
  */
 function commandEnvironment(lock: HeldLock, spec: HoldSpec): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, LOCKCTL_KEY: shown(spec.key), LOCKCTL_INDEX: shown(spec.index), LOCKCTL_OWNER: shown(spec.owner) };
@@ -110,35 +215,72 @@ function commandEnvironment(lock: HeldLock, spec: HoldSpec): NodeJS.ProcessEnv {
   return env;
 }
 
-function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) => void): Promise<number> {
+/** SIGTERM-to-SIGKILL grace for the watchdog (see MAX_KILL_GRACE_MS). */
+function killGraceMs(ttlSeconds: number): number {
+  return ttlSeconds > 0 ? Math.min(MAX_KILL_GRACE_MS, (ttlSeconds * MS_PER_SECOND) / 3) : MAX_KILL_GRACE_MS;
+}
+
+/**
+ * Runs the command under the watchdog (watchdog.ts), which stops it should lockctl die, and
+ * returns its exit status: the command's, 128 + N if a signal N ended it, 127 / 126 if it could
+ * not be run, 70 if the watchdog itself died first.
+ */
+function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) => void, signals: HoldSignals): Promise<number> {
   return new Promise((resolve) => {
     const [file, ...args] = spec.command;
-    const child = spawn(file!, args, { stdio: 'inherit', env: commandEnvironment(lock, spec) });
-    const forwards = FORWARDED.map((signal) => {
-      const forward = (): void => void child.kill(signal);
-      process.on(signal, forward);
-      return () => process.off(signal, forward);
+    const watchdog = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+      env: commandEnvironment(lock, spec),
     });
-    const ignoreInterrupt = (): void => {};
-    process.on('SIGINT', ignoreInterrupt);
+    let commandPid: number | undefined;
+    let result: number | undefined;
+    const order = (signal: NodeJS.Signals): void => {
+      if (watchdog.connected) watchdog.send({ signal } satisfies WatchdogOrder);
+    };
+    signals.handle((signal) => {
+      if (FORWARDED.has(signal)) order(signal);
+    });
     const onLost = (): void => {
       warn(`lost the lock on ${shown(spec.key)}/${shown(spec.index)} (${lock.lostError?.message}); sending SIGTERM to the command`);
-      child.kill('SIGTERM');
+      order('SIGTERM');
     };
     if (lock.signal.aborted) onLost();
     else lock.signal.addEventListener('abort', onLost, { once: true });
+    watchdog.on('message', (report: WatchdogReport) => {
+      if ('started' in report) commandPid = report.started;
+      else if ('failed' in report) {
+        warn(`cannot run ${file}: ${report.failed.message}`);
+        result = report.failed.code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
+      } else {
+        const { code, signal } = report.exited;
+        result = code ?? (signal === null ? SIGNAL_EXIT_BASE : signalExitCode(signal));
+      }
+    });
+    let finished = false;
     const finish = (code: number): void => {
+      if (finished) return;
+      finished = true;
       lock.signal.removeEventListener('abort', onLost);
-      for (const stop of forwards) stop();
-      process.off('SIGINT', ignoreInterrupt);
       resolve(code);
     };
-    child.once('error', (error: NodeJS.ErrnoException) => {
-      warn(`cannot run ${file}: ${error.message}`);
-      finish(error.code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE);
+    watchdog.once('error', (error) => {
+      warn(`cannot start the watchdog for ${file}: ${error.message}`);
+      finish(ExitCode.Internal);
     });
-    child.once('exit', (code, signal) => {
-      finish(code ?? SIGNAL_EXIT_BASE + (signal === null ? 0 : constants.signals[signal]));
+    // 'close' comes after the exit and after the channel has delivered every report.
+    watchdog.once('close', (code, signal) => {
+      if (result !== undefined) return finish(result);
+      // The watchdog died before the command ended: stop the command as it would have.
+      if (commandPid !== undefined) {
+        try {
+          process.kill(commandPid, 'SIGTERM');
+        } catch {
+          // Already gone.
+        }
+      }
+      const end = signal === null ? `exit ${code}` : signal;
+      warn(`the watchdog running ${file} ended (${end}) before reporting on it${commandPid === undefined ? '' : `; sent SIGTERM to pid ${commandPid}`}`);
+      finish(ExitCode.Internal);
     });
   });
 }

@@ -16,7 +16,8 @@ test('exit 2 on a bad command line, with a one-line message', async (t) => {
     ['request', 'k', 'i', 'o', '--priority', '256'],
     ['request', 'k', 'i', 'o', '--ttl', '-1'],
     ['owner', 'x'.repeat(256), 'i'],
-    ['hold', 'k', 'i', 'o'],
+    ['hold', 'k', 'i', 'o', '-c', 'true', '--', 'true'],
+    ['hold', 'k', 'i', 'o', '-E', '256', '-c', 'true'],
     ['watch', 'k', '--count', 'many'],
   ]) {
     const run = await lockctl(args);
@@ -32,11 +33,17 @@ test('exit 2 on a bad command line, with a one-line message', async (t) => {
   t.regex(help.stdout, /Exit codes:/);
 });
 
-test('exit 3 when nothing listens on the port', async (t) => {
+/** A loopback port nothing listens on (it was free a moment ago). */
+async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
   const port = (probe.address() as { port: number }).port;
   await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+test('exit 3 when nothing listens on the port', async (t) => {
+  const port = await freePort();
   const run = await lockctl(['-p', String(port), 'stats']);
   t.is(run.code, 3);
   t.regex(run.stderr, /^lockctl: cannot connect to 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
@@ -87,7 +94,23 @@ test('lockctl with no subcommand: the usage line and a hint on stderr, exit 2, n
   for (const args of [[], ['--json'], ['-p', '7734']]) {
     const run = await lockctl(args);
     t.is(run.code, 2);
-    t.is(run.stdout, '');
+    t.is(run.stdout, args.includes('--json') ? '{"error":"no subcommand given","exitCode":2}\n' : '');
     t.is(run.stderr, "Usage: lockctl [options] <subcommand> …\nlockctl: no subcommand given; 'lockctl --help' lists them and the options\n");
   }
+});
+
+test('with --json an error is also one object on stdout, beside the message on stderr', async (t) => {
+  const port = await freePort();
+  const unreachable = await lockctl(['-p', String(port), '--json', 'owner', 'k', 'i']);
+  t.is(unreachable.code, 3);
+  const message = unreachable.stderr.replace(/^lockctl: /, '').trimEnd();
+  t.regex(message, /^cannot connect to 127\.0\.0\.1:\d+: .*ECONNREFUSED/);
+  t.deepEqual(JSON.parse(unreachable.stdout), { error: message, exitCode: 3 });
+
+  const usage = await lockctl(['--json', '--port', '70000', 'stats']);
+  t.is(usage.code, 2);
+  t.deepEqual(JSON.parse(usage.stdout), { error: "option '-p, --port <n>' argument '70000' is invalid. 70000 is not between 1 and 65535.", exitCode: 2 });
+  t.regex(usage.stderr, /70000 is not between 1 and 65535/);
+  // After `--` it is hold's command's argument, not lockctl's option.
+  t.is((await lockctl(['hold', 'k', 'i', 'o', '-c', 'true', '--', '--json'])).stdout, '');
 });

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { connectClient, oldServerInFrontOf } from '../../helpers/lockClient.js';
-import { lockctlWithEnv } from '../../helpers/lockctlProcess.js';
+import { hostname } from 'node:os';
+import { lockctlWithEnv, startLockctlWith } from '../../helpers/lockctlProcess.js';
 import { startServer } from '../../helpers/serverProcess.js';
 
 // Against a LockServer 0.9b, which closes the connection on the fencing commands (0x09, 0x0A),
@@ -22,9 +23,12 @@ test('request, owner and hold work as before, without tokens; fence exits 3 sayi
 
   // An outer hold's token is not passed off as this lock's.
   const script = 'printf "%s\\n" "${LOCKCTL_TOKEN-unset} $LOCKCTL_KEY"';
-  const hold = await lockctlWithEnv(['-p', old, '--json', 'hold', 'jobs', 'other', 'me', '--', 'sh', '-c', script], { LOCKCTL_TOKEN: '999' });
+  const holding = startLockctlWith(['-p', old, '--json', 'hold', 'jobs', 'other', 'me', '--', 'sh', '-c', script], { env: { LOCKCTL_TOKEN: '999' } });
+  const hold = await holding.result;
   t.is(hold.code, 0, hold.stderr);
-  t.is(hold.stdout, '{"acquired":true}\nunset jobs\n{"exitCode":0,"lockLost":false}\n');
+  const owner = `me@${holding.child.pid}.${hostname()}`;
+  const acquired = JSON.stringify({ acquired: true, owner, ownerHex: Buffer.from(owner).toString('hex') });
+  t.is(hold.stdout, `${acquired}\nunset jobs\n{"exitCode":0,"lockLost":false}\n`);
   const client = await connectClient(t, server.port);
   t.deepEqual(await client.findOwner('jobs', 'other'), Buffer.alloc(0), 'released after the command');
 });

@@ -1,0 +1,89 @@
+import { readdir, readFile } from 'node:fs/promises';
+
+/**
+ * A process and everything it started, as /proc shows them (Linux), for hold's watchdog: it must
+ * stop the command's whole tree, not only the command, and nothing that merely reuses a pid.
+ */
+
+/** pid → its start time (clock ticks since boot): a pid reused by a later process has another. */
+export type ProcessSnapshot = ReadonlyMap<number, string>;
+
+interface ProcessStat {
+  readonly parent: number;
+  readonly startTime: string;
+  /** Dead and waiting to be reaped: no longer running. */
+  readonly zombie: boolean;
+}
+
+async function readStat(pid: number): Promise<ProcessStat | undefined> {
+  let stat: string;
+  try {
+    stat = await readFile(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return undefined;
+  }
+  // `pid (comm) state ppid … starttime …`: comm may hold spaces and parentheses, so the fields
+  // are counted from after the last ')'; there the state is field 3 and starttime field 22.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const state = fields[0];
+  const parent = Number(fields[1]);
+  const startTime = fields[19];
+  if (state === undefined || startTime === undefined || !Number.isInteger(parent)) return undefined;
+  return { parent, startTime, zombie: state === 'Z' || state === 'X' };
+}
+
+/**
+ * `root` and its descendants that run now, each with its start time; undefined without /proc
+ * (then only `root` itself can be signalled).
+ */
+export async function processTree(root: number): Promise<ProcessSnapshot | undefined> {
+  let names: string[];
+  try {
+    names = await readdir('/proc');
+  } catch {
+    return undefined;
+  }
+  const children = new Map<number, number[]>();
+  const stats = new Map<number, ProcessStat>();
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    const stat = await readStat(pid);
+    if (stat === undefined) continue;
+    stats.set(pid, stat);
+    const siblings = children.get(stat.parent);
+    if (siblings === undefined) children.set(stat.parent, [pid]);
+    else siblings.push(pid);
+  }
+  const tree = new Map<number, string>();
+  // Each pid has one parent, so the walk visits each at most once: bounded by the process count.
+  const pending = [root];
+  for (let pid = pending.pop(); pid !== undefined; pid = pending.pop()) {
+    const stat = stats.get(pid);
+    if (stat === undefined) continue;
+    if (!stat.zombie) tree.set(pid, stat.startTime);
+    pending.push(...(children.get(pid) ?? []));
+  }
+  return tree;
+}
+
+/** The processes of `snapshot` still running: same pid, same start time, not a zombie. */
+export async function stillRunning(snapshot: ProcessSnapshot): Promise<Map<number, string>> {
+  const running = new Map<number, string>();
+  for (const [pid, startTime] of snapshot) {
+    const stat = await readStat(pid);
+    if (stat !== undefined && !stat.zombie && stat.startTime === startTime) running.set(pid, startTime);
+  }
+  return running;
+}
+
+/** Sends `signal` to every process of the snapshot; one that has ended meanwhile is passed over. */
+export function signalAll(snapshot: ProcessSnapshot, signal: NodeJS.Signals): void {
+  for (const pid of snapshot.keys()) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Ended since the snapshot (ESRCH): nothing to stop.
+    }
+  }
+}

@@ -1,0 +1,100 @@
+import { spawn } from 'node:child_process';
+import { setTimeout as delay } from 'node:timers/promises';
+import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './processTree.js';
+
+/**
+ * hold's watchdog: `node watchdog.js GRACE_MS FILE [ARGS…]`, started by lockctl with an IPC
+ * channel, runs the command and tells lockctl how it went. It exists for the case lockctl cannot
+ * handle itself: lockctl killed (kill -9, the OOM killer) while the command runs. Nobody renews
+ * the lock then, and it expires after its TTL while the command would run on, unlocked. The
+ * channel closes when lockctl dies, however it dies; the watchdog then sends SIGTERM to the
+ * command and every process under it, and SIGKILL to what is left after GRACE_MS (less than the
+ * time the lock has left). The command stays in lockctl's process group, so a terminal's Ctrl-C
+ * and job control reach it as before.
+ */
+
+/** From the watchdog to lockctl. */
+export type WatchdogReport =
+  | { readonly started: number }
+  | { readonly failed: { readonly code: string | undefined; readonly message: string } }
+  | { readonly exited: { readonly code: number | null; readonly signal: NodeJS.Signals | null } };
+
+/** From lockctl to the watchdog: a signal to pass on to the command. */
+export interface WatchdogOrder {
+  readonly signal: NodeJS.Signals;
+}
+
+/** While the grace runs, how often the watchdog looks whether everything has ended. */
+const GRACE_CHECK_MS = 100;
+
+/** Signals meant for the command (a terminal's Ctrl-C reaches the whole group): lockctl decides what the command gets. */
+const IGNORED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+
+function report(message: WatchdogReport): Promise<void> {
+  // lockctl may be gone: then there is nobody to tell.
+  if (process.send === undefined || !process.connected) return Promise.resolve();
+  return new Promise((resolve) => process.send!(message, undefined, {}, () => resolve()));
+}
+
+async function main(): Promise<void> {
+  const [graceArgument, file, ...args] = process.argv.slice(2);
+  const graceMs = Number(graceArgument);
+  if (file === undefined || !Number.isFinite(graceMs) || process.send === undefined) {
+    process.stderr.write('lockctl watchdog: started by lockctl hold only (GRACE_MS FILE [ARGS…], with an IPC channel)\n');
+    process.exit(2);
+  }
+  for (const signal of IGNORED) process.on(signal, () => {});
+
+  const child = spawn(file, args, { stdio: 'inherit' });
+  let exited = false;
+  let stopping: Promise<void> | undefined;
+
+  /** Waits, at most until `deadline`, until nothing of `tree` runs; returns what still does. */
+  const waitForEnd = async (tree: ProcessSnapshot, deadline: number): Promise<ProcessSnapshot> => {
+    for (;;) {
+      const left = await stillRunning(tree);
+      if (left.size === 0 || performance.now() >= deadline) return left;
+      await delay(GRACE_CHECK_MS);
+    }
+  };
+
+  /** lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace. */
+  const stopCommand = async (): Promise<void> => {
+    const pid = child.pid;
+    if (pid === undefined || exited) return;
+    const deadline = performance.now() + graceMs;
+    const tree = await processTree(pid);
+    if (tree === undefined) {
+      // No /proc: the command alone can be reached.
+      child.kill('SIGTERM');
+      while (!exited && performance.now() < deadline) await delay(GRACE_CHECK_MS);
+      if (!exited) child.kill('SIGKILL');
+      return;
+    }
+    signalAll(tree, 'SIGTERM');
+    const left = await waitForEnd(tree, deadline);
+    // What survived the SIGTERM, and what the command started meanwhile.
+    const started = exited ? undefined : await processTree(pid);
+    signalAll(new Map([...left, ...(started ?? [])]), 'SIGKILL');
+  };
+
+  process.on('disconnect', () => {
+    stopping ??= stopCommand().finally(() => process.exit(0));
+  });
+  process.on('message', (order: WatchdogOrder) => {
+    if (!exited) child.kill(order.signal);
+  });
+  child.once('spawn', () => void report({ started: child.pid! }));
+  child.once('error', (error: NodeJS.ErrnoException) => {
+    exited = true;
+    void report({ failed: { code: error.code, message: error.message } }).finally(() => process.exit(0));
+  });
+  child.once('exit', (code, signal) => {
+    exited = true;
+    // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
+    if (stopping !== undefined) return;
+    void report({ exited: { code, signal } }).finally(() => process.exit(0));
+  });
+}
+
+void main();

@@ -202,6 +202,7 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       'lockserver_cluster_log_values_refused_total',
       'Cluster mode: parts of log values no node can read, refused (skipped alike on every node) as this node applied them',
       figure((f) => f.logValuesRefused),
+      clusterRegisters,
     );
     this.commitLatency = new Histogram({
       name: 'lockserver_cluster_commit_duration_seconds',

@@ -1,7 +1,7 @@
 import type { Clock } from '../runtime/Clock.js';
 import type { Logger } from '../runtime/Logger.js';
 import type { Timers } from '../runtime/Timers.js';
-import { fenceOutcomeOf, type FenceOutcome, type LentFence, type LogPosition, type ReplicatedLog } from './ReplicatedLog.js';
+import { leaseOutcomeOf, type LeaseOutcome, type LentLease, type LogPosition, type ReplicatedLog } from './ReplicatedLog.js';
 
 /**
  * Where an append attempt goes, by the one name logs and metrics give it: `direct` (this node to
@@ -15,14 +15,14 @@ export interface SequencerChannel {
   /** Whether a forward can be sent now (the link is up and both ends proved themselves). */
   readonly up: boolean;
   /** Settles as an append attempt does, but a position it resolves with is the sequencer's word. */
-  forward(value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition>;
+  forward(value: Uint8Array, lease: LentLease, timeoutMs: number): Promise<LogPosition>;
   close(): void;
 }
 
 /** What appends through a sequencer on this node (Sequencer). */
 export interface LocalSequencer {
-  /** Appends `value`, a batch of node `proposer`, fenced by `fence` (see Sequencer.submit). */
-  submit(value: Uint8Array, fence: LentFence, proposer: string): Promise<LogPosition>;
+  /** Appends `value`, a batch of node `proposer`, fenced by `lease` (see Sequencer.submit). */
+  submit(value: Uint8Array, lease: LentLease, proposer: string): Promise<LogPosition>;
 }
 
 /** Who this node takes to lead (Leadership). */
@@ -117,9 +117,9 @@ export class AppendRouter {
       const { sequencer } = route;
       return this.counted(
         'own-sequencer',
-        this.throughSequencer(timeoutMs, started, async (fence, left) => {
-          const position = await this.bounded(sequencer.submit(value, fence, this.deps.name), left);
-          this.deps.log.fenceReturned(fence, 'settled');
+        this.throughSequencer(timeoutMs, started, async (lease, left) => {
+          const position = await this.bounded(sequencer.submit(value, lease, this.deps.name), left);
+          this.deps.log.leaseReturned(lease, 'settled');
           return { confirmed: true, position };
         }),
       );
@@ -127,9 +127,9 @@ export class AppendRouter {
     const { channel } = route;
     return this.counted(
       'forwarded',
-      this.throughSequencer(timeoutMs, started, async (fence, left) => {
-        const position = await channel.forward(value, fence, left);
-        return { confirmed: false, position, settle: (held) => this.settleForward(fence, held) };
+      this.throughSequencer(timeoutMs, started, async (lease, left) => {
+        const position = await channel.forward(value, lease, left);
+        return { confirmed: false, position, settle: (held) => this.settleForward(lease, held) };
       }),
     );
   }
@@ -139,19 +139,19 @@ export class AppendRouter {
   }
 
   /** A sequencer's `committed` checked by the committer: held, its lease is used up; else it may still land (sealed like any unknown outcome). */
-  private settleForward(fence: LentFence, held: boolean): void {
-    this.deps.log.fenceReturned(fence, held ? 'settled' : 'unsettled');
+  private settleForward(lease: LentLease, held: boolean): void {
+    this.deps.log.leaseReturned(lease, held ? 'settled' : 'unsettled');
     if (!held) this.rest();
   }
 
   /** One attempt through a sequencer, with a lease lent for it; a failure returns the lease with its outcome and rests the route. */
-  private async throughSequencer(timeoutMs: number, started: number, send: (fence: LentFence, leftMs: number) => Promise<Appended>): Promise<Appended> {
-    const fence = await this.deps.log.lendFence(timeoutMs);
+  private async throughSequencer(timeoutMs: number, started: number, send: (lease: LentLease, leftMs: number) => Promise<Appended>): Promise<Appended> {
+    const lease = await this.deps.log.lendLease(timeoutMs);
     try {
-      return await send(fence, timeoutMs - (this.deps.clock.now() - started));
+      return await send(lease, timeoutMs - (this.deps.clock.now() - started));
     } catch (error) {
       this.rest();
-      this.deps.log.fenceReturned(fence, fenceOutcomeOf(error) satisfies FenceOutcome);
+      this.deps.log.leaseReturned(lease, leaseOutcomeOf(error) satisfies LeaseOutcome);
       throw error;
     }
   }

@@ -235,13 +235,13 @@ export class Committer implements BatchApplier {
         }
         // The leader's sequencer says it committed: believed once the batch is applied here.
         if (await this.checkClaim(round, appended, limitMs - (clock.now() - started))) return;
-        round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
+        round.mayLandUntil = Math.max(round.mayLandUntil, clock.now() + log.lateCommitMs);
         this.deps.logger.debug?.(`batch ${round.seq}: the sequencer's word that it committed at ${appended.position.version} did not hold`);
       } catch (error) {
         this.contact.heard(false);
         // An attempt refused for good (nothing sent, or refused before it could be applied) can
         // never commit: only the others need their fence.
-        if (!(error instanceof AppendRefusedError)) round.fenceEndsAt = Math.max(round.fenceEndsAt, clock.now() + log.lateCommitMs);
+        if (!(error instanceof AppendRefusedError)) round.mayLandUntil = Math.max(round.mayLandUntil, clock.now() + log.lateCommitMs);
         this.deps.logger.debug?.(`append of batch ${round.seq} failed: ${(error as Error).message}`);
         await this.retryPause(started, attempt, round);
       } finally {
@@ -390,7 +390,7 @@ export class Committer implements BatchApplier {
    * read anywhere after that sees it.
    */
   private mayGiveUp(round: Round, now: number): boolean {
-    return round.committed || round.seq === 0 || (!round.attempting && (round.sealed || now >= round.fenceEndsAt));
+    return round.committed || round.seq === 0 || (!round.attempting && (round.sealed || now >= round.mayLandUntil));
   }
 
   /**
@@ -402,7 +402,7 @@ export class Committer implements BatchApplier {
   private seal(round: Round | undefined, now: number): void {
     if (this.sealing) return;
     this.sealing = true;
-    const timeoutMs = round === undefined ? 2 * STORE_ATTEMPT_MS : Math.max(STORE_ATTEMPT_MS, round.fenceEndsAt - now);
+    const timeoutMs = round === undefined ? 2 * STORE_ATTEMPT_MS : Math.max(STORE_ATTEMPT_MS, round.mayLandUntil - now);
     this.deps.log.seal(timeoutMs).then(
       () => {
         this.sealing = false;
@@ -422,12 +422,12 @@ export class Committer implements BatchApplier {
 
   /** Whether an attempt of `round` that rejected may still commit, as far as this node knows. */
   private mayStillLand(round: Round): boolean {
-    return !round.committed && round.seq > 0 && !round.sealed && round.fenceEndsAt > Number.NEGATIVE_INFINITY;
+    return !round.committed && round.seq > 0 && !round.sealed && round.mayLandUntil > Number.NEGATIVE_INFINITY;
   }
 
   /** Whether `round` waits out its fence with none of its attempts out: a seal can end the wait. */
   private sealable(round: Round, now: number): boolean {
-    return this.mayStillLand(round) && !round.attempting && now < round.fenceEndsAt;
+    return this.mayStillLand(round) && !round.attempting && now < round.mayLandUntil;
   }
 
   /** Called every cluster tick: gives up rounds past their deadline. */

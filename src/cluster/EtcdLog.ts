@@ -22,7 +22,7 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, fenceOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type FenceOutcome, type LentFence } from './ReplicatedLog.js';
+import { AppendRefusedError, leaseOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type LeaseOutcome, type LentLease } from './ReplicatedLog.js';
 export { NodeTooOldError } from './ReplicatedLog.js';
 import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerDeclarations.js';
@@ -185,25 +185,25 @@ export class EtcdLog implements ReplicatedLog {
 
   async append(value: Uint8Array, timeoutMs: number): Promise<LogPosition> {
     const started = performance.now();
-    const fence = await this.lendFence(timeoutMs);
+    const lease = await this.lendLease(timeoutMs);
     try {
-      const position = await this.appendBundle([{ value, fence }], timeoutMs - (performance.now() - started));
-      this.fenceReturned(fence, 'settled');
+      const position = await this.appendBundle([{ value, lease }], timeoutMs - (performance.now() - started));
+      this.leaseReturned(lease, 'settled');
       return position;
     } catch (error) {
-      this.fenceReturned(fence, fenceOutcomeOf(error));
+      this.leaseReturned(lease, leaseOutcomeOf(error));
       throw error;
     }
   }
 
   /**
    * A writer lease for one append attempt, sent by this node or by a sequencer it forwards the
-   * batch to (the fence put goes in whichever transaction carries the batch): granted and
+   * batch to (its fence key is put in whichever transaction carries the batch): granted and
    * announced before it is lent, and only once every lease this node knows to be overdue is gone.
-   * The lender must say how the attempt ended (fenceReturned). AppendRefusedError when none could
+   * The lender must say how the attempt ended (leaseReturned). AppendRefusedError when none could
    * be had: nothing was sent.
    */
-  async lendFence(timeoutMs: number): Promise<LentFence> {
+  async lendLease(timeoutMs: number): Promise<LentLease> {
     const started = performance.now();
     let lease: WriterLease;
     try {
@@ -216,17 +216,17 @@ export class EtcdLog implements ReplicatedLog {
     }
     const left = timeoutMs - (performance.now() - started);
     if (left < MIN_SEND_MS) throw new AppendRefusedError(`append not sent: ${Math.max(0, Math.round(left))} ms left of ${timeoutMs} after its lease`);
-    const lent: LentFence & { readonly lease: WriterLease } = { lease, leaseId: lease.id, fenceKey: this.writers.fenceKey, endsAt: lease.endsAt };
+    const lent: LentLease & { readonly lease: WriterLease } = { lease, leaseId: lease.id, fenceKey: this.writers.fenceKey, endsAt: lease.endsAt };
     return lent;
   }
 
   /**
-   * How an attempt with a lent fence ended: 'settled' (committed, or refused where it can never
+   * How an attempt with a lent lease ended: 'settled' (committed, or refused where it can never
    * commit), 'lease-gone' (refused: etcd found a lease of its transaction gone; this one is not
    * used again), 'unsettled' (no answer: the request may still land; the next seal revokes it).
    */
-  fenceReturned(fence: LentFence, outcome: FenceOutcome): void {
-    const lease = (fence as LentFence & { lease?: WriterLease }).lease;
+  leaseReturned(lent: LentLease, outcome: LeaseOutcome): void {
+    const lease = (lent as LentLease & { lease?: WriterLease }).lease;
     if (lease === undefined) return;
     if (outcome === 'lease-gone') this.writers.refused(lease);
     else if (outcome === 'unsettled') this.writers.unsettledSend(lease);

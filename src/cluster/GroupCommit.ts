@@ -92,7 +92,7 @@ export class Round {
   /** The store confirmed the batch committed (its answers come as it is applied here). */
   committed = false;
   /** Clock time after which no failed attempt of the batch can still commit (see ReplicatedLog.lateCommitMs). */
-  fenceEndsAt = Number.NEGATIVE_INFINITY;
+  mayLandUntil = Number.NEGATIVE_INFINITY;
   /** The store confirmed a seal made after every attempt had rejected: none of them can commit now. */
   sealed = false;
   /**

@@ -26,13 +26,14 @@ const MAX_ORIGIN_COUNTERS = 1_024;
 
 const SNAPSHOT_MAGIC = 0x53; // 'S'
 /**
- * Format 3: position, the token base, proposers, entries (each with its fencing token), then an
- * import's staged entries if one is in progress (a flag byte says whether). Still read: format 1
- * (no tokens, nothing staged) and format 2 (no tokens, an import's staged entries).
+ * Snapshot layout 3 (a snapshot's own numbering, apart from the log's value formats): position, the
+ * token base, proposers, entries (each with its fencing token), then an import's staged entries if
+ * one is in progress (a flag byte says whether). Still read: layout 1 (no tokens, nothing staged)
+ * and layout 2 (no tokens, an import's staged entries).
  */
-const SNAPSHOT_FORMAT = 3;
-const SNAPSHOT_FORMAT_UNFENCED = 1;
-const SNAPSHOT_FORMAT_UNFENCED_STAGED = 2;
+const SNAPSHOT_LAYOUT = 3;
+const SNAPSHOT_LAYOUT_UNTOKENED = 1;
+const SNAPSHOT_LAYOUT_UNTOKENED_STAGED = 2;
 
 /** The entries of an `--import-lock-file` received so far, each with the log position it came at (its ticket). */
 interface ImportStaging {
@@ -305,7 +306,7 @@ export class ReplicaState {
    */
   encode(): Buffer {
     const out = new BufferWriter(64 * 1024, 0);
-    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_FORMAT);
+    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_LAYOUT);
     out.f64(this.position.version).f64(this.position.revision).f64(this.rules.tokenFloor);
     out.u32(this.proposers.size);
     for (const [key, seq] of this.proposers) {
@@ -336,19 +337,19 @@ export class ReplicaState {
     return out.flush();
   }
 
-  /** A state read back from `encode()` bytes (or an older format's); throws LogFormatError on anything malformed. */
+  /** A state read back from `encode()` bytes (or an older layout's); throws LogFormatError on anything malformed. */
   static decode(bytes: Uint8Array, clock: Clock, hashSeed?: number): ReplicaState {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
-    const format = r.u8();
-    if (format !== SNAPSHOT_FORMAT && format !== SNAPSHOT_FORMAT_UNFENCED && format !== SNAPSHOT_FORMAT_UNFENCED_STAGED) {
-      throw new LogFormatError(`snapshot format ${format} is not known to this version`);
+    const layout = r.u8();
+    if (layout !== SNAPSHOT_LAYOUT && layout !== SNAPSHOT_LAYOUT_UNTOKENED && layout !== SNAPSHOT_LAYOUT_UNTOKENED_STAGED) {
+      throw new LogFormatError(`snapshot layout ${layout} is not known to this version`);
     }
-    const fenced = format === SNAPSHOT_FORMAT;
+    const tokened = layout === SNAPSHOT_LAYOUT;
     const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
-    if (fenced) state.rules.raiseTokenBase(r.f64());
+    if (tokened) state.rules.raiseTokenBase(r.f64());
     const proposers = r.u32();
     for (let i = 0; i < proposers; i++) {
       const name = r.string();
@@ -369,9 +370,9 @@ export class ReplicaState {
       // A snapshot from before tokens: an owner's token is the position its current phase began
       // at. That is at or above its grant's position (a renewal only moves it later), so above the
       // token of every earlier grant of the lock (their positions: no version that writes these
-      // formats raises the base); and at or below this snapshot's position, so below the token of
+      // layouts raises the base); and at or below this snapshot's position, so below the token of
       // every later grant, whose position is greater.
-      const token = fenced ? r.f64() : isOwner ? entryVersion : 0;
+      const token = tokened ? r.f64() : isOwner ? entryVersion : 0;
       const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, token, ticket, version: entryVersion, origin: r.string() };
       try {
         state.table.load(entry);
@@ -379,7 +380,7 @@ export class ReplicaState {
         throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);
       }
     }
-    if (format === SNAPSHOT_FORMAT_UNFENCED_STAGED || (fenced && r.u8() !== 0)) state.staging = readStaging(r);
+    if (layout === SNAPSHOT_LAYOUT_UNTOKENED_STAGED || (tokened && r.u8() !== 0)) state.staging = readStaging(r);
     if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
     return state;
   }

@@ -53,33 +53,33 @@ export class NodeTooOldError extends Error {
 }
 
 /**
- * A writer lease lent to one append attempt (EtcdLog.lendFence), for whichever transaction carries
+ * A writer lease lent to one append attempt (EtcdLog.lendLease), for whichever transaction carries
  * the batch: its own node's, or a sequencer's bundle (issue 20). `endsAt` on the node's monotonic
  * clock (performance.now(); a peer's is converted from the time it said was left).
  */
-export interface LentFence {
+export interface LentLease {
   readonly leaseId: string;
   readonly fenceKey: Uint8Array;
   readonly endsAt: number;
 }
 
 /**
- * How an attempt with a lent fence ended: 'settled' (committed, or refused where it can never
- * commit), 'lease-gone' (refused: the store found a fence of its append gone; this one is not used
+ * How an attempt with a lent writer lease ended: 'settled' (committed, or refused where it can never
+ * commit), 'lease-gone' (refused: the store found a writer lease of its append gone; this one is not used
  * again), 'unsettled' (no answer: it may still land within lateCommitMs; the next seal stops it).
  */
-export type FenceOutcome = 'settled' | 'lease-gone' | 'unsettled';
+export type LeaseOutcome = 'settled' | 'lease-gone' | 'unsettled';
 
-/** The fence's fate from a failed attempt's error: refused for good, refused for a gone lease, or unknown. */
-export function fenceOutcomeOf(error: unknown): FenceOutcome {
+/** The lent lease's fate from a failed attempt's error: refused for good, refused for a gone lease, or unknown. */
+export function leaseOutcomeOf(error: unknown): LeaseOutcome {
   if (!(error instanceof AppendRefusedError)) return 'unsettled';
   return error.leaseGone ? 'lease-gone' : 'settled';
 }
 
-/** One batch of a bundle append, with the fence its node lent for it. */
+/** One batch of a bundle append, with the writer lease its node lent for it. */
 export interface BundlePart {
   readonly value: Uint8Array;
-  readonly fence: LentFence;
+  readonly lease: LentLease;
 }
 
 /** Where a batch sits in the log. */
@@ -178,17 +178,17 @@ export interface ReplicatedLog {
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */
   readonly lateCommitMs: number;
   /**
-   * `append` in two halves, for a batch another node appends (issue 20's sequencer): a fence for
+   * `append` in two halves, for a batch another node appends (issue 20's sequencer): a writer lease for
    * one attempt, lent to whichever append carries the batch (`appendBundle`, here or on the
-   * sequencer), then `fenceReturned` with how that attempt ended. Such an attempt keeps `append`'s
-   * promises: once it rejected (the lender returned the fence 'unsettled'), its batch commits
-   * within lateCommitMs or never, and `seal` stops it. AppendRefusedError when no fence could be
+   * sequencer), then `leaseReturned` with how that attempt ended. Such an attempt keeps `append`'s
+   * promises: once it rejected (the lender returned the lease 'unsettled'), its batch commits
+   * within lateCommitMs or never, and `seal` stops it. AppendRefusedError when no lease could be
    * had (nothing was sent).
    */
-  lendFence(timeoutMs: number): Promise<LentFence>;
-  fenceReturned(fence: LentFence, outcome: FenceOutcome): void;
+  lendLease(timeoutMs: number): Promise<LentLease>;
+  leaseReturned(lease: LentLease, outcome: LeaseOutcome): void;
   /**
-   * Appends `parts` as one log value (a bundle when more than one), each fenced by its lent fence:
+   * Appends `parts` as one log value (a bundle when more than one), each fenced by its lent writer lease:
    * refused whole (AppendRefusedError, leaseGone) if any of them no longer holds when it is applied.
    */
   appendBundle(parts: readonly BundlePart[], timeoutMs: number): Promise<LogPosition>;

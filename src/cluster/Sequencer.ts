@@ -2,7 +2,7 @@ import type { Clock } from '../runtime/Clock.js';
 import type { Timers } from '../runtime/Timers.js';
 import { STORE_ATTEMPT_MS } from './Committer.js';
 import { COMMANDS_PER_VERSION, decodeBatch, LogFormatError, MAX_BATCH_COMMANDS } from './LogCodec.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from './ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentLease, type LogPosition } from './ReplicatedLog.js';
 
 /** What the sequencer appends with (EtcdLog.appendBundle; the in-memory etcd's in the simulation). */
 export interface BundleAppender {
@@ -36,7 +36,7 @@ export const ACTIVE_MS = 1_000;
  * A part whose lease has less than this left is not sent: etcd would refuse the whole bundle for
  * it. Never sent, it is refused at once, and its node appends it itself.
  */
-export const MIN_FENCE_LEFT_MS = 300;
+export const MIN_LEASE_LEFT_MS = 300;
 /** Batches per bundle at most: each holds at most MAX_BATCH_COMMANDS commands, a version numbers COMMANDS_PER_VERSION. */
 export const MAX_BUNDLE_PARTS = Math.floor(COMMANDS_PER_VERSION / MAX_BATCH_COMMANDS);
 /** Parts waiting at most; beyond this a forwarded batch is refused (its node appends it itself). */
@@ -88,7 +88,7 @@ const enum State {
 /**
  * The sequencer (issue 20): gathers the batches of every node that forwards to it, its own
  * included, and appends what it holds in one transaction, one append at a time. Each batch keeps
- * its own node's fence (BundlePart), so a batch its node gave up on lands no later than that node's
+ * its own node's writer lease (BundlePart), so a batch its node gave up on lands no later than that node's
  * lateCommitMs allows, exactly as if the node had sent it itself: the sequencer adds delay, never
  * reach. A bundle refused (a lease found gone, no leader) is refused to every part, none of which
  * committed; a bundle whose outcome is unknown is unknown to every part. Time and timers are
@@ -110,19 +110,19 @@ export class Sequencer {
   ) {}
 
   /**
-   * Appends `value` (one format-1 batch of node `proposer`) fenced by `fence` in a coming bundle;
+   * Appends `value` (one format-1 batch of node `proposer`) fenced by `lease` in a coming bundle;
    * settles as ReplicatedLog.append does: AppendRefusedError only when it can never commit from
    * this call (a BatchRefusedError when the batch itself may not be appended).
    */
-  submit(value: Uint8Array, fence: LentFence, proposer: string): Promise<LogPosition> {
+  submit(value: Uint8Array, lease: LentLease, proposer: string): Promise<LogPosition> {
     if (this.closed) return Promise.reject(new AppendRefusedError('sequencer closed: not sent'));
     if (this.waiting.length >= MAX_WAITING_PARTS) return Promise.reject(new AppendRefusedError('sequencer full: not sent'));
     const wrong = checkBatch(value, proposer);
     if (wrong !== undefined) return Promise.reject(new BatchRefusedError(wrong));
-    const node = Buffer.from(fence.fenceKey).toString('latin1');
+    const node = Buffer.from(lease.fenceKey).toString('latin1');
     this.lastSeen.set(node, this.clock.now());
     return new Promise((resolve, reject) => {
-      this.waiting.push({ part: { value, fence }, node, resolve, reject });
+      this.waiting.push({ part: { value, lease: lease }, node, resolve, reject });
       if (this.state === State.Idle) this.next();
       else if (this.state === State.Gathering && this.allActiveWaiting()) this.endGather();
     });
@@ -206,7 +206,7 @@ export class Sequencer {
     const maxParts = this.bundles() ? MAX_BUNDLE_PARTS : 1;
     for (let i = 0; i < this.waiting.length && bundle.length < maxParts;) {
       const w = this.waiting[i]!;
-      if (w.part.fence.endsAt - now < MIN_FENCE_LEFT_MS) {
+      if (w.part.lease.endsAt - now < MIN_LEASE_LEFT_MS) {
         this.waiting.splice(i, 1);
         w.reject(new AppendRefusedError('not sent: its writer lease ran short at the sequencer'));
         continue;

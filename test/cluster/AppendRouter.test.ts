@@ -2,7 +2,7 @@ import test from 'ava';
 import { AppendRouter, SEQUENCER_REST_MS, type Appended, type LocalSequencer, type SequencerChannel } from '../../src/cluster/AppendRouter.js';
 import { BatchEncoder, LogOp } from '../../src/cluster/LogCodec.js';
 import { PEER_VIEW_EVERY_MS, PeerDeclarations, type PeerView } from '../../src/cluster/PeerDeclarations.js';
-import { AppendRefusedError, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, type LentLease, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
 import type { Logger } from '../../src/runtime/Logger.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
@@ -22,8 +22,8 @@ class StubChannel implements SequencerChannel {
   up = true;
   forwards = 0;
   closed = false;
-  constructor(private readonly answer: (fence: LentFence) => Promise<LogPosition>) {}
-  forward(_value: Uint8Array, fence: LentFence): Promise<LogPosition> {
+  constructor(private readonly answer: (fence: LentLease) => Promise<LogPosition>) {}
+  forward(_value: Uint8Array, fence: LentLease): Promise<LogPosition> {
     this.forwards++;
     return this.answer(fence);
   }

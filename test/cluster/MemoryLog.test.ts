@@ -745,13 +745,13 @@ test('snapshot savers racing: the pointer moves forward only by compare-and-swap
 test('a bundle of two clients’ batches, each fenced by the fence its client lent, commits as one value; both fences are used up', async (t) => {
   const { timers, store } = setup(31, { latencyMs: [1, 1], lateCommitMs: 1_000 });
   const [a, b] = [store.client('a'), store.client('b')];
-  const [fa, fb] = [track(a.lendFence(CALL_MS)), track(b.lendFence(CALL_MS))];
+  const [fa, fb] = [track(a.lendLease(CALL_MS)), track(b.lendLease(CALL_MS))];
   await timers.advance(1);
   const appended = track(
     a.appendBundle(
       [
-        { value: bytes('A'), fence: fa.value! },
-        { value: bytes('B'), fence: fb.value! },
+        { value: bytes('A'), lease: fa.value! },
+        { value: bytes('B'), lease: fb.value! },
       ],
       CALL_MS,
     ),
@@ -766,10 +766,10 @@ test('a bundle lands only while every part’s fence holds: a part whose client 
   for (const how of ['expired', 'sealed', 'live'] as const) {
     const { timers, store } = setup(32, { latencyMs: [1, 1], lateCommitMs: 1_000 });
     const [a, b] = [store.client('a'), store.client('b')];
-    const [fa, fb] = [track(a.lendFence(CALL_MS)), track(b.lendFence(CALL_MS))];
+    const [fa, fb] = [track(a.lendLease(CALL_MS)), track(b.lendLease(CALL_MS))];
     await timers.advance(1);
     // b's attempt is given up with its outcome unknown (its forward timed out, say).
-    b.fenceReturned(fb.value!, 'unsettled');
+    b.leaseReturned(fb.value!, 'unsettled');
     if (how === 'sealed') {
       track(b.seal(CALL_MS));
       await timers.advance(10);
@@ -778,8 +778,8 @@ test('a bundle lands only while every part’s fence holds: a part whose client 
     const appended = track(
       a.appendBundle(
         [
-          { value: bytes('A'), fence: fa.value! },
-          { value: bytes('B'), fence: fb.value! },
+          { value: bytes('A'), lease: fa.value! },
+          { value: bytes('B'), lease: fb.value! },
         ],
         5_000,
       ),

@@ -1,13 +1,13 @@
 import test from 'ava';
 import { setImmediate as turn } from 'node:timers/promises';
 import { BatchEncoder, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
-import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentFence, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, MAX_APPEND_BYTES, type BundlePart, type LentLease, type LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import {
   ACTIVE_MS,
   BatchRefusedError,
   MAX_BUNDLE_PARTS,
   MAX_WAITING_PARTS,
-  MIN_FENCE_LEFT_MS,
+  MIN_LEASE_LEFT_MS,
   Sequencer,
   type BundleAppender,
 } from '../../src/cluster/Sequencer.js';
@@ -26,7 +26,7 @@ class HandAppender implements BundleAppender {
 
   /** The nodes (fence keys) of call `i`'s parts, in order. */
   nodes(i: number): string[] {
-    return this.calls[i]!.parts.map((p) => Buffer.from(p.fence.fenceKey).toString());
+    return this.calls[i]!.parts.map((p) => Buffer.from(p.lease.fenceKey).toString());
   }
 }
 
@@ -36,7 +36,7 @@ function setup() {
   /** Batches per append as the metrics hear of them. */
   const sent: number[] = [];
   const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000, onSend: (batches) => sent.push(batches) });
-  const fence = (node: string, leftMs = 2_000): LentFence => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + leftMs });
+  const fence = (node: string, leftMs = 2_000): LentLease => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + leftMs });
   const batch = (node: string, seq = 1, commands: readonly LogCommand[] = [{ op: LogOp.ReleaseAll, owner: 'o' }]) =>
     encoder.encode({ proposer: node, incarnation: 1, seq, commands });
   /** Submits a batch of `node` and keeps its outcome for the test to read. */
@@ -141,9 +141,9 @@ test("a node's second batch (a retry) waits for the next bundle: one fence put p
 test('a batch whose lease is about to end is refused unsent (it would have the whole bundle refused); the others go', async (t) => {
   const { vt, appender, submit } = setup();
   submit('x');
-  const short = submit('a', { leftMs: MIN_FENCE_LEFT_MS + 100 });
+  const short = submit('a', { leftMs: MIN_LEASE_LEFT_MS + 100 });
   const fine = submit('b');
-  await vt.advance(150); // a's lease now has less than MIN_FENCE_LEFT_MS left
+  await vt.advance(150); // a's lease now has less than MIN_LEASE_LEFT_MS left
   appender.calls[0]!.resolve(at(1));
   await vt.advance(GATHER_MS);
   t.deepEqual(appender.nodes(1), ['b']);
@@ -222,7 +222,7 @@ test('until every live node reads bundles, each batch goes alone, without waitin
   const appender = new HandAppender();
   let everyNodeReadsBundles = false;
   const sequencer = new Sequencer(appender, vt, vt, { gatherMs: GATHER_MS, appendTimeoutMs: 2_000, bundling: () => everyNodeReadsBundles });
-  const fence = (node: string): LentFence => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + 2_000 });
+  const fence = (node: string): LentLease => ({ leaseId: '7', fenceKey: Buffer.from(node), endsAt: vt.now() + 2_000 });
   const submit = (node: string) =>
     void sequencer.submit(encoder.encode({ proposer: node, incarnation: 1, seq: 1, commands: [] }), fence(node), node).catch(() => {});
   submit('a');

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { decodeValue, isRefused, type BatchHeader } from '../../src/cluster/LogCodec.js';
-import type { LentFence, LogPosition } from '../../src/cluster/ReplicatedLog.js';
+import type { LentLease, LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRouter, type SequencerChannel } from '../../src/cluster/AppendRouter.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
 import { MemoryStore, type FsyncProfile, type MemoryFaults, type MemoryLog } from '../doubles/MemoryLog.js';
@@ -423,7 +423,7 @@ class Simulation {
    * `peerFaults.loss`, and lands in whatever sequencer `to` runs when it arrives (a restarted node's
    * new one), read only while that node runs (a paused one reads it once resumed); its outcome is
    * lost if `from` restarted meanwhile. The lease a batch carries has no
-   * end the sequencer could read in the in-memory etcd (see MemoryLog.lendFence).
+   * end the sequencer could read in the in-memory etcd (see MemoryLog.lendLease).
    */
   private peerChannel(fromName: string, toName: string): SequencerChannel {
     const node = (name: string): SimNode | undefined => this.nodes.find((n) => n.name === name);
@@ -433,7 +433,7 @@ class Simulation {
     // The node of that name now: a restarted node's new self.
     const up = (): boolean => !closed && from.alive && from.incarnations === fromIncarnation && node(toName)?.alive === true && !this.peerCut;
     const hop = (): number => this.peerFaults.hopMs[0] + this.peerRng() * (this.peerRng() < this.peerFaults.slow ? 500 : this.peerFaults.hopMs[1]);
-    const forward = (value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition> =>
+    const forward = (value: Uint8Array, fence: LentLease, timeoutMs: number): Promise<LogPosition> =>
       new Promise<LogPosition>((resolve, reject) => {
         let done = false;
         const finish = (settle: () => void): void => {

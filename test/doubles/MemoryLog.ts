@@ -17,7 +17,7 @@ import type {
 import { AppendRefusedError, appendRequestBytes, STORE_MAX_REQUEST_BYTES } from '../../src/cluster/ReplicatedLog.js';
 import { BatchEncoder, encodeBundle, LogOp, type LogCommand } from '../../src/cluster/LogCodec.js';
 import { appendPuts } from '../../src/cluster/etcd/appendTransaction.js';
-import type { BundlePart, FenceOutcome, LentFence } from '../../src/cluster/ReplicatedLog.js';
+import type { BundlePart, LeaseOutcome, LentLease } from '../../src/cluster/ReplicatedLog.js';
 import type { Timers } from '../../src/runtime/Timers.js';
 
 /**
@@ -240,7 +240,7 @@ interface PendingCall {
   readonly parts?: readonly PendingCall[];
 }
 
-/** A fence lent for one append attempt (MemoryLog.lendFence): the pending call that models it, and its client. */
+/** A fence lent for one append attempt (MemoryLog.lendLease): the pending call that models it, and its client. */
 interface LentToken {
   readonly token: PendingCall;
   readonly client: MemoryLog;
@@ -292,8 +292,8 @@ export class MemoryStore {
    */
   bundleAppends: Random | undefined;
   private bundledSeq = 0;
-  /** @internal Fences lent by clients (MemoryLog.lendFence), by the object handed out, and by lease id. */
-  readonly lent = new WeakMap<LentFence, LentToken>();
+  /** @internal Fences lent by clients (MemoryLog.lendLease), by the object handed out, and by lease id. */
+  readonly lent = new WeakMap<LentLease, LentToken>();
   readonly lentByLease = new Map<string, LentToken>();
   private nextLentId = 1;
   /** @internal A fresh id for a lent fence (as etcd's lease ids). */
@@ -1223,13 +1223,13 @@ export class MemoryLog implements ReplicatedLog {
   }
 
   /**
-   * See EtcdLog.lendFence: a fence for one append attempt of this client, carried by whichever
+   * See EtcdLog.lendLease: a fence for one append attempt of this client, carried by whichever
    * append takes the batch (this client's appendBundle, or a sequencer's). Modelled as a pending
-   * append of this client that never travels: failed when the attempt is given up (fenceReturned
+   * append of this client that never travels: failed when the attempt is given up (leaseReturned
    * 'unsettled'), then alive for lateCommitMs (or as long as a new leader renewed it), sealed by
    * this client's seal, revoked when overdue, like any append of its.
    */
-  lendFence(timeoutMs: number): Promise<LentFence> {
+  lendLease(timeoutMs: number): Promise<LentLease> {
     const store = this.store;
     return this.afterOverdueRevoked(
       timeoutMs,
@@ -1247,7 +1247,7 @@ export class MemoryLog implements ReplicatedLog {
           renewedUntil: Number.NEGATIVE_INFINITY,
         };
         this.unexecuted.add(token);
-        const fence: LentFence = {
+        const fence: LentLease = {
           leaseId: String(store.lentId()),
           fenceKey: Buffer.from(`fence/${this.label}/${this.id}`),
           // No clock of the lender's says when it ends here: it holds until its attempt is given up.
@@ -1261,8 +1261,8 @@ export class MemoryLog implements ReplicatedLog {
     );
   }
 
-  /** See EtcdLog.fenceReturned. */
-  fenceReturned(fence: LentFence, outcome: FenceOutcome): void {
+  /** See EtcdLog.leaseReturned. */
+  leaseReturned(fence: LentLease, outcome: LeaseOutcome): void {
     const lent = this.store.lent.get(fence);
     if (lent === undefined || lent.token.settled || lent.token.failedAt !== undefined) return;
     if (outcome === 'unsettled') lent.token.failedAt = this.store.clock.now();

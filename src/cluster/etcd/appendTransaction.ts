@@ -26,6 +26,6 @@ export function appendPuts(logKey: Buffer, logValue: Uint8Array, retainedKey: Bu
   return [
     { key: logKey, value: asBuffer(logValue) },
     { key: retainedKey, value: asBuffer(value) },
-    ...parts.map((part) => ({ key: asBuffer(part.fence.fenceKey), value: EMPTY, lease: part.fence.leaseId })),
+    ...parts.map((part) => ({ key: asBuffer(part.lease.fenceKey), value: EMPTY, lease: part.lease.leaseId })),
   ];
 }

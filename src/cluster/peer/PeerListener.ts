@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import type { Clock } from '../../runtime/Clock.js';
 import { EventThrottle } from '../../runtime/EventThrottle.js';
 import type { Logger } from '../../runtime/Logger.js';
-import { fenceOutcomeOf, type FenceOutcome, type LentFence, type LogPosition } from '../ReplicatedLog.js';
+import { leaseOutcomeOf, type LeaseOutcome, type LentLease, type LogPosition } from '../ReplicatedLog.js';
 import type { LocalSequencer } from '../AppendRouter.js';
 import { BatchRefusedError } from '../Sequencer.js';
 import { forwarderProof, newNonce, proofHolds, sequencerProof, type LinkParties } from './PeerAuth.js';
@@ -173,17 +173,17 @@ export class PeerListener {
     };
     if (!LEASE_ID.test(f.leaseId)) throw new Refusal('bad-forward', `lease id "${f.leaseId}" is not a writer lease's`);
     if (link.pending >= MAX_PENDING_PER_LINK) return answer(OutcomeKind.Refused);
-    const fence: LentFence = { leaseId: f.leaseId, fenceKey: link.fenceKey, endsAt: performance.now() + f.leftMs };
+    const lease: LentLease = { leaseId: f.leaseId, fenceKey: link.fenceKey, endsAt: performance.now() + f.leftMs };
     link.pending++;
     // The sequencer decodes the batch whole and checks it names this link's node (checkBatch).
-    this.sequencer.submit(Buffer.from(f.batch), fence, link.forwarder).then(
+    this.sequencer.submit(Buffer.from(f.batch), lease, link.forwarder).then(
       (position) => {
         link.pending--;
         answer(OutcomeKind.Committed, position);
       },
       (error: unknown) => {
         link.pending--;
-        answer(OUTCOME_OF_FENCE[fenceOutcomeOf(error)]);
+        answer(OUTCOME_OF_LEASE[leaseOutcomeOf(error)]);
         // A node of this version never forwards such a batch: whatever sent it is not trusted with more.
         if (error instanceof BatchRefusedError) this.refuse(socket, 'bad-forward', error.message);
       },
@@ -205,8 +205,8 @@ class Refusal extends Error {
 }
 
 const NOWHERE: LogPosition = { version: 0, revision: 0 };
-/** A failed submit's outcome on the wire: the fate of the forwarder's fence (ReplicatedLog.fenceOutcomeOf). */
-const OUTCOME_OF_FENCE: Readonly<Record<FenceOutcome, OutcomeKind>> = {
+/** A failed submit's outcome on the wire: the fate of the forwarder's lease (ReplicatedLog.leaseOutcomeOf). */
+const OUTCOME_OF_LEASE: Readonly<Record<LeaseOutcome, OutcomeKind>> = {
   settled: OutcomeKind.Refused,
   'lease-gone': OutcomeKind.LeaseGone,
   unsettled: OutcomeKind.Unknown,

@@ -1,7 +1,7 @@
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { GREETING_ACCEPTED } from '../../protocol/constants.js';
-import { AppendRefusedError, type LentFence, type LogPosition } from '../ReplicatedLog.js';
+import { AppendRefusedError, type LentLease, type LogPosition } from '../ReplicatedLog.js';
 import { forwarderProof, newNonce, proofHolds, sequencerProof, type LinkParties } from './PeerAuth.js';
 import { formatPeerAddress, type PeerAddress } from './PeerAddress.js';
 import {
@@ -84,7 +84,7 @@ export class SequencerLink {
    * this attempt, with any other error when the outcome is unknown (it may still commit within the
    * fence's bound).
    */
-  forward(value: Uint8Array, fence: LentFence, timeoutMs: number): Promise<LogPosition> {
+  forward(value: Uint8Array, lease: LentLease, timeoutMs: number): Promise<LogPosition> {
     const socket = this.socket;
     if (!this.connected || socket === undefined) return Promise.reject(new AppendRefusedError('no link to the sequencer: not sent'));
     // Backpressure: a link that has not drained what it was given takes nothing more (the node appends itself).
@@ -99,7 +99,7 @@ export class SequencerLink {
         socket.destroy();
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer });
-      for (const part of encodeForward({ id, leftMs: fence.endsAt - performance.now(), leaseId: fence.leaseId, batch: value })) socket.write(part);
+      for (const part of encodeForward({ id, leftMs: lease.endsAt - performance.now(), leaseId: lease.leaseId, batch: value })) socket.write(part);
     });
   }
 

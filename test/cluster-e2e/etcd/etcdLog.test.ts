@@ -501,15 +501,15 @@ etcdTest("a bundle whose later part's writer lease is gone is refused whole: etc
   const { etcd, cluster, log, raw } = await singleMember(t);
   const other = openLog(t, etcd, cluster);
   const batch = (node: string) => new BatchEncoder().encode({ proposer: node, incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
-  const first = await log.lendFence(CALL_MS);
-  const second = await other.lendFence(CALL_MS);
+  const first = await log.lendLease(CALL_MS);
+  const second = await other.lendLease(CALL_MS);
   // The second node's lease ends (as it would once its node gave up on the batch and sealed it).
   await raw.leaseClient.leaseRevoke({ ID: second.leaseId });
   const refused = await t.throwsAsync(
     log.appendBundle(
       [
-        { value: batch('n1'), fence: first },
-        { value: batch('n2'), fence: second },
+        { value: batch('n1'), lease: first },
+        { value: batch('n2'), lease: second },
       ],
       CALL_MS,
     ),
@@ -518,11 +518,11 @@ etcdTest("a bundle whose later part's writer lease is gone is refused whole: etc
   t.true(refused.leaseGone);
   t.is(await raw.get(`/${cluster}/log`).buffer(), null, 'nothing of the bundle landed');
   // With both leases alive the same bundle commits.
-  const fresh = await other.lendFence(CALL_MS);
+  const fresh = await other.lendLease(CALL_MS);
   const position = await log.appendBundle(
     [
-      { value: batch('n1'), fence: first },
-      { value: batch('n2'), fence: fresh },
+      { value: batch('n1'), lease: first },
+      { value: batch('n2'), lease: fresh },
     ],
     CALL_MS,
   );

@@ -7,7 +7,7 @@ import type { BundlePart } from '../../../src/cluster/ReplicatedLog.js';
 
 const part = (node: string, lease: string): BundlePart => ({
   value: Buffer.from(`batch of ${node}`),
-  fence: { leaseId: lease, fenceKey: Buffer.from(`/c/fences/${node}`), endsAt: 0 },
+  lease: { leaseId: lease, fenceKey: Buffer.from(`/c/fences/${node}`), endsAt: 0 },
 });
 
 test("a bundle's transaction puts every part's fence key on that part's writer lease, and the log value and its retained copy on none", (t) => {

@@ -7,7 +7,7 @@ import { newNonce } from '../../../src/cluster/peer/PeerAuth.js';
 import { encodeHello, encodeProof, PEER_LINK_BYTE, PEER_LINK_VERSION } from '../../../src/cluster/peer/PeerCodec.js';
 import { MAX_UNPROVEN_LINKS, PeerListener, type PeerListenerOptions, type PeerRefusal } from '../../../src/cluster/peer/PeerListener.js';
 import { SequencerLink, type ForwarderIdentity } from '../../../src/cluster/peer/SequencerLink.js';
-import { AppendRefusedError, type BundlePart, type LentFence, type LogPosition } from '../../../src/cluster/ReplicatedLog.js';
+import { AppendRefusedError, type BundlePart, type LentLease, type LogPosition } from '../../../src/cluster/ReplicatedLog.js';
 import { Sequencer, type BundleAppender } from '../../../src/cluster/Sequencer.js';
 import { LocalLockService } from '../../../src/locks/LocalLockService.js';
 import { systemClock } from '../../../src/runtime/Clock.js';
@@ -28,7 +28,7 @@ const N2: ForwarderIdentity = { name: 'n2', fenceKey: Buffer.from('/c/fences/012
 const encoder = new BatchEncoder();
 const batchOf = (proposer: string) => encoder.encode({ proposer, incarnation: 1, seq: 1, commands: [{ op: LogOp.ReleaseAll, owner: 'o' }] });
 const batch = batchOf('n2');
-const fence = (leftMs = 2_000): LentFence => ({ leaseId: '7587878471628371234', fenceKey: Buffer.alloc(0), endsAt: performance.now() + leftMs });
+const fence = (leftMs = 2_000): LentLease => ({ leaseId: '7587878471628371234', fenceKey: Buffer.alloc(0), endsAt: performance.now() + leftMs });
 
 /** An appender that answers each bundle with what the test queued. */
 class ScriptedAppender implements BundleAppender {
@@ -139,9 +139,9 @@ test('a forward reaches the sequencer with its batch, its lease and the fence ke
   t.deepEqual(await n2.forward(batch, fence(), 2_000), { version: 42, revision: 420 });
   const [part] = l.appender.seen[0]!;
   t.deepEqual(Buffer.from(part!.value), Buffer.from(batch));
-  t.is(part!.fence.leaseId, '7587878471628371234');
-  t.deepEqual(Buffer.from(part!.fence.fenceKey), Buffer.from(N2.fenceKey), 'the fence key named (and proved) in the handshake');
-  t.true(part!.fence.endsAt <= performance.now() + 2_000, 'the lease is not taken to last longer than the node said');
+  t.is(part!.lease.leaseId, '7587878471628371234');
+  t.deepEqual(Buffer.from(part!.lease.fenceKey), Buffer.from(N2.fenceKey), 'the fence key named (and proved) in the handshake');
+  t.true(part!.lease.endsAt <= performance.now() + 2_000, 'the lease is not taken to last longer than the node said');
 
   l.appender.answers.push(() => Promise.reject(new AppendRefusedError('etcdserver: no leader')));
   const refused = await t.throwsAsync(n2.forward(batch, fence(), 2_000), { instanceOf: AppendRefusedError });

@@ -517,8 +517,11 @@ etcdTest("a bundle whose later part's writer lease is gone is refused whole: etc
   );
   t.true(refused.leaseGone);
   t.is(await raw.get(`/${cluster}/log`).buffer(), null, 'nothing of the bundle landed');
-  // With both leases alive the same bundle commits.
+  // With both leases alive the same bundle commits (the second node takes a fresh lease, as it does
+  // once told its lease is gone).
+  other.leaseReturned(second, 'lease-gone');
   const fresh = await other.lendLease(CALL_MS);
+  t.not(fresh.leaseId, second.leaseId);
   const position = await log.appendBundle(
     [
       { value: batch('n1'), lease: first },

@@ -328,6 +328,5 @@ export function checkClusterGoGoals(results: BenchResults): GoalCheck[] {
     );
   };
   laneGoals('cluster', cluster?.throughput, 'cluster-throughput');
-  if (cluster?.peered !== undefined) laneGoals('cluster with --peer', cluster.peered, 'cluster-peer');
   return checks;
 }

@@ -402,16 +402,11 @@ function renderVersusGo(results: BenchResults): string[] {
       const ours = row.result?.opsPerSecond;
       const ceiling = c.ceiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
       const sequenced = c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
-      const peered = c.peered?.find((r) => r.connections === connections && r.depth === row.depth)?.result;
       rows.push([
         num(connections),
         num(row.depth),
         num(ours),
         num(row.result?.latencyMs.p99, 2),
-        num(peered?.opsPerSecond),
-        num(peered?.latencyMs.p99, 2),
-        ratio(peered?.opsPerSecond, lock?.opsPerSecond),
-        ratio(peered?.opsPerSecond, put?.opsPerSecond),
         num(ceiling),
         ratio(ours, ceiling),
         num(sequenced),
@@ -427,8 +422,7 @@ function renderVersusGo(results: BenchResults): string[] {
   return [
     "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer); " +
       'beside the same load on three null cluster nodes (a round through etcd without our code: the ceiling of the design on this machine), ' +
-      'and on three with one sequencer (the ceiling of one commit per round for the whole cluster); ' +
-      "'with --peer': three more real nodes on the same etcd started with --peer, whose leader appends every node's batch in one write.",
+      'and on three with one sequencer (the ceiling of one commit per round for the whole cluster).',
     '',
     table(
       [
@@ -436,10 +430,6 @@ function renderVersusGo(results: BenchResults): string[] {
         'pipeline',
         'ours ops/s',
         'ours p99 ms',
-        'ours with --peer, ops/s',
-        'with --peer, p99 ms',
-        'with --peer / Go lock',
-        'with --peer / raw put',
         'null nodes (ceiling) ops/s',
         'ours / ceiling',
         'null nodes, one sequencer, ops/s',

@@ -55,13 +55,6 @@ export interface Node {
   paused: boolean;
 }
 
-/** Nodes started beside the cluster's own (BenchCluster.startLane). */
-export interface NodeLane {
-  readonly endpoints: Endpoint[];
-  pids(): Array<number | undefined>;
-  stop(): Promise<void>;
-}
-
 /** Why the cluster scenarios cannot run here, or undefined when they can. */
 export async function clusterUnavailableReason(): Promise<string | undefined> {
   return (await which('etcd')) === undefined ? 'etcd is not on the PATH (Debian/Ubuntu: apt-get install etcd-server)' : undefined;
@@ -112,7 +105,7 @@ export class BenchCluster {
     readonly members: readonly Member[],
     readonly nodes: readonly Node[],
     private readonly etcdArgs: (m: Member) => string[],
-    private readonly nodeArgs: (n: Node, cluster?: string, extra?: readonly string[]) => string[],
+    private readonly nodeArgs: (n: Node) => string[],
     private readonly options: ClusterOptions,
   ) {
     this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
@@ -156,7 +149,7 @@ export class BenchCluster {
     const endpoints = members.map((m) => m.clientUrl).join(',');
     const clusterName = `bench${randomBytes(4).toString('hex')}`;
     // prettier-ignore
-    const nodeArgs = (n: Node, cluster = clusterName, extra: readonly string[] = []): string[] => [
+    const nodeArgs = (n: Node): string[] => [
       ...(options.nodeFlags ?? []),
       CLI,
       '--port', String(n.port),
@@ -167,10 +160,9 @@ export class BenchCluster {
       '--max-connections', String(NODE_MAX_CONNECTIONS),
       '--max-locks', String(NODE_MAX_LOCKS),
       '--etcd', endpoints,
-      '--cluster', cluster,
+      '--cluster', clusterName,
       '--name', n.name,
       ...(options.nodeArgs ?? []),
-      ...extra,
     ];
     await writeFile(join(dir, 'hosts'), `${LOOPBACK}\n::1\n`);
     const cluster = new BenchCluster(dir, members, nodes, etcdArgs, nodeArgs, options);
@@ -183,49 +175,6 @@ export class BenchCluster {
       throw error;
     }
     return cluster;
-  }
-
-  /**
-   * Three more nodes on the same etcd members, as a cluster of their own (`cluster`, another key
-   * prefix) started with `extraArgs`: a lane measured beside this cluster's nodes in the same run
-   * (the `--peer` rows of issue 20). Stopped by `stop()` on the lane.
-   */
-  async startLane(cluster: string, extraArgs: readonly string[]): Promise<NodeLane> {
-    const ports = await freePorts(this.nodes.length);
-    const nodes: Node[] = ports.map((port, i) => ({
-      name: `${cluster}-n${i + 1}`,
-      port,
-      dir: join(this.dir, `${cluster}-n${i + 1}`),
-      process: undefined,
-      paused: false,
-    }));
-    const start = async (node: Node): Promise<void> => {
-      await mkdir(node.dir, { recursive: true });
-      node.process = await spawnServer(process.execPath, this.nodeArgs(node, cluster, extraArgs), {
-        readyPattern: READY,
-        readyTimeoutMs: NODE_READY_MS,
-        onLine: (line) => this.nodeLog?.write(`${node.name} ${line}\n`),
-        cwd: node.dir,
-      });
-    };
-    // Gently when profiled, as stop() does, so profiles are written.
-    const grace = (this.options.nodeFlags ?? []).length > 0 ? PROFILED_STOP_GRACE_MS : 0;
-    const stop = async (): Promise<void> => {
-      await Promise.all(
-        nodes.map(async (n) => {
-          const running = n.process;
-          n.process = undefined;
-          if (running !== undefined) await stopServer(running, grace);
-        }),
-      );
-    };
-    try {
-      await Promise.all(nodes.map(start));
-    } catch (error) {
-      await stop();
-      throw error;
-    }
-    return { endpoints: nodes.map((n) => ({ host: LOOPBACK, port: n.port })), pids: () => nodes.map((n) => n.process?.pid), stop };
   }
 
   /** The nodes' client endpoints, in node order (the load spreads connections over them). */

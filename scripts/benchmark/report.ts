@@ -2,7 +2,7 @@ import { checkClusterGoGoals, checkClusterGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
-import type { EtcdGoRow } from './scenarios/clusterThroughput.js';
+import type { ClusterThroughputRow, EtcdGoRow } from './scenarios/clusterThroughput.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
@@ -445,6 +445,42 @@ function renderVersusGo(results: BenchResults): string[] {
   ];
 }
 
+/**
+ * Where our nodes' appends went in their rows, from the nodes' own `append-route` lines: one
+ * sentence when every row ran as designed (one node leading with its own sequencer, the others
+ * forwarding their batches to it, no route changed inside a window, no link failed), else each row.
+ */
+export function describeAppendRoutes(rows: readonly ClusterThroughputRow[]): string | undefined {
+  const measured = rows.filter((r): r is ClusterThroughputRow & { appendRoutes: readonly string[] } => r.appendRoutes !== undefined);
+  if (measured.length === 0) return undefined;
+  const via = (route: string): string[] => route.split(' ').slice(1);
+  const designed = (routes: readonly string[]): boolean => {
+    const sequencers = routes.filter((r) => via(r)[0] === 'own-sequencer');
+    const targets = new Set(routes.filter((r) => via(r)[0] === 'forwarded').map((r) => via(r)[1]));
+    return sequencers.length === 1 && targets.size === 1 && routes.every((r) => ['own-sequencer', 'forwarded'].includes(via(r)[0]!));
+  };
+  if (measured.every((r) => designed(r.appendRoutes) && (r.routeChangesInWindow ?? 0) === 0 && (r.linkTrouble ?? []).length === 0)) {
+    const leaders = new Set(measured.map((r) => r.appendRoutes.find((x) => via(x)[0] === 'own-sequencer')!.split(' ')[0]));
+    const targets = new Set(measured.flatMap((r) => r.appendRoutes.filter((x) => via(x)[0] === 'forwarded').map((x) => via(x)[1])));
+    return (
+      `Our nodes' appends (their append-route lines): in every row ${[...leaders].join(', ')} led and appended through its own sequencer, ` +
+      `the other nodes forwarded their batches to it over its lock port (${[...targets].join(', ')}); no route changed inside a window and no link between nodes failed.`
+    );
+  }
+  return (
+    "Our nodes' appends (their append-route lines), at the end of each row, with route changes inside its window and link trouble during it: " +
+    measured
+      .map((r) => {
+        const changes = r.routeChangesInWindow ? `; ${num(r.routeChangesInWindow)} change(s) in the window` : '';
+        const trouble =
+          (r.linkTrouble ?? []).length > 0 ? `; ${(r.linkTrouble ?? []).slice(0, 3).join(' | ')}${(r.linkTrouble ?? []).length > 3 ? ' …' : ''}` : '';
+        return `${num(r.connections)}×${num(r.depth)}: ${r.appendRoutes.join(', ')}${changes}${trouble}`;
+      })
+      .join('; ') +
+    '.'
+  );
+}
+
 function cores(values: ReadonlyArray<number | undefined> | undefined): string {
   if (values === undefined || values.length === 0) return '–';
   return values.map((v) => cpu(v)).join(' / ');
@@ -540,6 +576,8 @@ function renderCluster(results: BenchResults): string[] {
       ),
     );
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
+    const routes = describeAppendRoutes(c.throughput ?? []);
+    if (routes !== undefined) out.push(routes, '');
     if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');
     if (c.ceilingError !== undefined) out.push(`Null cluster nodes (ceiling): failed to start: ${c.ceilingError.split('\n')[0]}.`, '');
     if (c.sequencedCeilingError !== undefined) out.push(`Null cluster nodes, one sequencer: failed to start: ${c.sequencedCeilingError.split('\n')[0]}.`, '');

@@ -18,6 +18,15 @@ export interface ClusterThroughputRow {
   readonly nodeCpuCores?: ReadonlyArray<number | undefined>;
   readonly etcdCpuCores?: ReadonlyArray<number | undefined>;
   readonly error?: string;
+  /**
+   * Our rows only: where each node's appends went at the end of the row, as it logged it
+   * (`n1 own-sequencer`, `n2 forwarded 127.0.0.1:…`, `n3 direct`), how many times a node's route
+   * changed inside the measured window, and the lines about links between nodes that failed or
+   * were refused during the row.
+   */
+  readonly appendRoutes?: readonly string[];
+  readonly routeChangesInWindow?: number;
+  readonly linkTrouble?: readonly string[];
 }
 
 export interface EtcdLockRow {
@@ -190,7 +199,18 @@ export async function runClusterThroughput(
       log(`${label}: failed to start: ${message.split('\n')[0]}`);
     }
   }
-  const ourRow = (connections: number, depth: number) => loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
+  const ourRow = async (connections: number, depth: number): Promise<ClusterThroughputRow> => {
+    const from = Date.now();
+    const row = await loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
+    const window = row.result === undefined ? undefined : { from: row.result.measureFrom, to: row.result.measureFrom + row.result.durationMs };
+    const appendRoutes = cluster.currentRoutes();
+    const routeChangesInWindow = window === undefined ? undefined : cluster.appendRoutes.filter((e) => e.at >= window.from && e.at <= window.to).length;
+    const linkTrouble = cluster.linkTrouble.filter((e) => e.at >= from).map((e) => `${e.node} ${e.line}`);
+    log(
+      `cluster c=${connections} P=${depth}: append routes ${appendRoutes.join(', ')}${routeChangesInWindow ? `; ${routeChangesInWindow} route change(s) in the window` : ''}`,
+    );
+    return { ...row, appendRoutes, routeChangesInWindow, linkTrouble };
+  };
   // Ours and the other lanes one right after the other, in every order in turn (from a start that
   // differs from run to run): none always goes first, and none always runs right after the same
   // one (a null row ends by clearing etcd; ours leaves its batches there).

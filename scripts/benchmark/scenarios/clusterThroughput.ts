@@ -60,16 +60,17 @@ export interface EtcdGoRows {
 export interface ClusterThroughputResult {
   throughput?: ClusterThroughputRow[];
   /**
-   * The same loads against three null cluster nodes on the same etcd (targets/nullClusterNode.ts):
-   * a round's platform work without our code, the ceiling each of our rows is read against.
-   * Their CPU is in nodeCpuCores.
+   * The same loads against three null cluster nodes on the same etcd (targets/nullClusterNode.ts),
+   * each appending its own batches: a round's platform work without our code when every node
+   * appends for itself, the ceiling of the old default. Their CPU is in nodeCpuCores.
    */
   ceiling?: ClusterThroughputRow[];
   /** Why the ceiling rows did not run, if they were asked for and could not. */
   ceilingError?: string;
   /**
    * The same loads against three null cluster nodes that commit through one sequencer (one
-   * append in flight for the whole cluster): the ceiling of one commit per round for all nodes.
+   * append in flight for the whole cluster), as our nodes do by default: the ceiling of our design,
+   * which each of our rows is read against first.
    */
   sequencedCeiling?: ClusterThroughputRow[];
   sequencedCeilingError?: string;
@@ -185,7 +186,7 @@ export async function runClusterThroughput(
   const lanes: NullLane[] = [];
   for (const sequenced of [false, true]) {
     if (!(sequenced ? want.sequencedCeiling : want.ceiling)) continue;
-    const label = sequenced ? 'null cluster nodes, one sequencer' : 'null cluster nodes';
+    const label = sequenced ? 'null cluster nodes, one sequencer' : 'null cluster nodes, each appending';
     try {
       const nulls = await startNullCluster(cluster.etcdEndpoints, config.serverNodeFlags, sequenced);
       const rows: ClusterThroughputRow[] = [];

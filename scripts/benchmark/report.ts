@@ -1,4 +1,4 @@
-import { checkClusterGoGoals, checkClusterGoals, checkGoals } from './goals.js';
+import { checkClusterGoals, checkClusterSequencerGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
@@ -203,12 +203,15 @@ export function renderMarkdown(results: BenchResults): string {
       ),
     );
     out.push('');
-    out.push("**Cluster targets against etcd's Go client** (issue 20)");
+    out.push(
+      "**Cluster targets against etcd's Go client** (issue 36; ours as every node runs by default, forwarding to the leader's sequencer; " +
+        "beside each, the null nodes committing through one sequencer: our design's ceiling, same run)",
+    );
     out.push('');
     out.push(
       table(
         ['target', 'measured', 'met'],
-        checkClusterGoGoals(results).map((g) => [g.goal, g.measured, met(g)]),
+        checkClusterSequencerGoals(results).map((g) => [g.goal, g.measured, met(g)]),
       ),
     );
   }

@@ -249,8 +249,7 @@ export function checkClusterSequencerGoals(results: BenchResults): GoalCheck[] {
   const unpipelined = (rows: readonly ClusterThroughputRow[] | undefined, connections: number): ClusterThroughputRow | undefined =>
     rows?.find((r) => r.connections === connections && r.depth === 1);
   const oursWhy = (connections: number): string =>
-    cluster?.skipped ??
-    (cluster?.throughput === undefined ? 'cluster-throughput not run' : `no ${connections}-connection unpipelined row in this run (--pipeline 1 is needed)`);
+    cluster?.skipped ?? (cluster?.throughput === undefined ? 'cluster-throughput not run' : `no ${connections}-connection × pipeline 1 row in this run`);
   const goWhy = (connections: number): string =>
     cluster?.skipped ?? go?.skipped ?? (go === undefined ? 'cluster-etcd-go not run' : `no Go-client lock row at ${connections} in this run`);
   /** The one-sequencer null nodes at `connections` × 1, as `of` puts their result: " (one-sequencer ceiling …)". */

@@ -8,7 +8,17 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import { dirname } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { defaultJsonPath, FULL_DEFAULTS, QUICK_DEFAULTS, SCENARIO_GROUPS, SCENARIOS, type BenchConfig, type LoadShape, type ScenarioName } from './config.js';
+import {
+  defaultJsonPath,
+  FULL_DEFAULTS,
+  parseScenarios,
+  QUICK_DEFAULTS,
+  SCENARIO_GROUPS,
+  SCENARIOS,
+  type BenchConfig,
+  type LoadShape,
+  type ScenarioName,
+} from './config.js';
 import { renderMarkdown } from './report.js';
 import type { BenchResults } from './results.js';
 import { killAllChildren } from './processes.js';
@@ -42,15 +52,11 @@ function list<T>(parse: (item: string) => T): (value: string) => T[] {
 }
 
 function scenarios(value: string): ScenarioName[] {
-  return value.split(',').flatMap((item): ScenarioName[] => {
-    const name = item.trim();
-    const group = SCENARIO_GROUPS[name];
-    if (group !== undefined) return [...group];
-    if (!(SCENARIOS as readonly string[]).includes(name)) {
-      throw new InvalidArgumentError(`"${name}" is not one of ${[...SCENARIOS, ...Object.keys(SCENARIO_GROUPS)].join(', ')}.`);
-    }
-    return [name as ScenarioName];
-  });
+  try {
+    return parseScenarios(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
 }
 
 function seconds(value: string): number {

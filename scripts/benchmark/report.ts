@@ -1,8 +1,8 @@
-import { checkClusterGoGoals, checkClusterGoals, checkGoals } from './goals.js';
+import { checkClusterGoals, checkClusterSequencerGoals, checkGoals } from './goals.js';
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
-import type { EtcdGoRow } from './scenarios/clusterThroughput.js';
+import type { ClusterThroughputRow, EtcdGoRow } from './scenarios/clusterThroughput.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
@@ -203,12 +203,15 @@ export function renderMarkdown(results: BenchResults): string {
       ),
     );
     out.push('');
-    out.push("**Cluster targets against etcd's Go client** (issue 20)");
+    out.push(
+      "**Cluster targets against etcd's Go client** (issue 36; ours as every node runs by default, forwarding to the leader's sequencer; " +
+        "beside each, the null nodes committing through one sequencer: our design's ceiling, same run)",
+    );
     out.push('');
     out.push(
       table(
         ['target', 'measured', 'met'],
-        checkClusterGoGoals(results).map((g) => [g.goal, g.measured, met(g)]),
+        checkClusterSequencerGoals(results).map((g) => [g.goal, g.measured, met(g)]),
       ),
     );
   }
@@ -400,21 +403,18 @@ function renderVersusGo(results: BenchResults): string[] {
     const npm = c.etcdLock?.find((r) => r.lockers === connections)?.result;
     for (const row of c.throughput?.filter((r) => r.connections === connections) ?? []) {
       const ours = row.result?.opsPerSecond;
-      const ceiling = c.ceiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
-      const sequenced = c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
-      const peered = c.peered?.find((r) => r.connections === connections && r.depth === row.depth)?.result;
+      const sequenced = c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result;
+      const direct = c.ceiling?.find((r) => r.connections === connections && r.depth === row.depth)?.result?.opsPerSecond;
       rows.push([
         num(connections),
         num(row.depth),
         num(ours),
         num(row.result?.latencyMs.p99, 2),
-        num(peered?.opsPerSecond),
-        num(peered?.latencyMs.p99, 2),
-        ratio(peered?.opsPerSecond, lock?.opsPerSecond),
-        ratio(peered?.opsPerSecond, put?.opsPerSecond),
-        num(ceiling),
-        ratio(ours, ceiling),
-        num(sequenced),
+        num(sequenced?.opsPerSecond),
+        num(sequenced?.latencyMs.p99, 2),
+        ratio(ours, sequenced?.opsPerSecond),
+        num(direct),
+        ratio(ours, direct),
         num(lock?.opsPerSecond),
         ratio(ours, lock?.opsPerSecond),
         num(put?.opsPerSecond),
@@ -425,10 +425,10 @@ function renderVersusGo(results: BenchResults): string[] {
     }
   }
   return [
-    "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer); " +
-      'beside the same load on three null cluster nodes (a round through etcd without our code: the ceiling of the design on this machine), ' +
-      'and on three with one sequencer (the ceiling of one commit per round for the whole cluster); ' +
-      "'with --peer': three more real nodes on the same etcd started with --peer, whose leader appends every node's batch in one write.",
+    "**Ours against etcd's Go client**: ops/s of each of our rows ÷ the etcd rows at the same count (etcd's rows are unpipelined: one call in flight per locker or writer). " +
+      "Our nodes forward their batches to the leader's sequencer (the default), so the first ceiling beside them is the same load on three null cluster nodes " +
+      'committing through one sequencer: a round through etcd without our code, built as ours is, **the ceiling of our design on this machine**. ' +
+      'Then three null nodes each appending its own batches: the ceiling of the old default (every node appending for itself), for comparison.',
     '',
     table(
       [
@@ -436,13 +436,11 @@ function renderVersusGo(results: BenchResults): string[] {
         'pipeline',
         'ours ops/s',
         'ours p99 ms',
-        'ours with --peer, ops/s',
-        'with --peer, p99 ms',
-        'with --peer / Go lock',
-        'with --peer / raw put',
-        'null nodes (ceiling) ops/s',
-        'ours / ceiling',
-        'null nodes, one sequencer, ops/s',
+        "null nodes, one sequencer (our design's ceiling) ops/s",
+        'its p99 ms',
+        'ours / that ceiling',
+        "null nodes each appending (old default's ceiling) ops/s",
+        'ours / that ceiling',
         'etcd lock, Go client, ops/s',
         'ours / Go lock',
         'etcd put, Go client, puts/s',
@@ -453,6 +451,42 @@ function renderVersusGo(results: BenchResults): string[] {
       rows,
     ),
   ];
+}
+
+/**
+ * Where our nodes' appends went in their rows, from the nodes' own `append-route` lines: one
+ * sentence when every row ran as designed (one node leading with its own sequencer, the others
+ * forwarding their batches to it, no route changed inside a window, no link failed), else each row.
+ */
+export function describeAppendRoutes(rows: readonly ClusterThroughputRow[]): string | undefined {
+  const measured = rows.filter((r): r is ClusterThroughputRow & { appendRoutes: readonly string[] } => r.appendRoutes !== undefined);
+  if (measured.length === 0) return undefined;
+  const via = (route: string): string[] => route.split(' ').slice(1);
+  const designed = (routes: readonly string[]): boolean => {
+    const sequencers = routes.filter((r) => via(r)[0] === 'own-sequencer');
+    const targets = new Set(routes.filter((r) => via(r)[0] === 'forwarded').map((r) => via(r)[1]));
+    return sequencers.length === 1 && targets.size === 1 && routes.every((r) => ['own-sequencer', 'forwarded'].includes(via(r)[0]!));
+  };
+  if (measured.every((r) => designed(r.appendRoutes) && (r.routeChangesInWindow ?? 0) === 0 && (r.linkTrouble ?? []).length === 0)) {
+    const leaders = new Set(measured.map((r) => r.appendRoutes.find((x) => via(x)[0] === 'own-sequencer')!.split(' ')[0]));
+    const targets = new Set(measured.flatMap((r) => r.appendRoutes.filter((x) => via(x)[0] === 'forwarded').map((x) => via(x)[1])));
+    return (
+      `Our nodes' appends (their append-route lines): in every row ${[...leaders].join(', ')} led and appended through its own sequencer, ` +
+      `the other nodes forwarded their batches to it over its lock port (${[...targets].join(', ')}); no route changed inside a window and no link between nodes failed.`
+    );
+  }
+  return (
+    "Our nodes' appends (their append-route lines), at the end of each row, with route changes inside its window and link trouble during it: " +
+    measured
+      .map((r) => {
+        const changes = r.routeChangesInWindow ? `; ${num(r.routeChangesInWindow)} change(s) in the window` : '';
+        const trouble =
+          (r.linkTrouble ?? []).length > 0 ? `; ${(r.linkTrouble ?? []).slice(0, 3).join(' | ')}${(r.linkTrouble ?? []).length > 3 ? ' …' : ''}` : '';
+        return `${num(r.connections)}×${num(r.depth)}: ${r.appendRoutes.join(', ')}${changes}${trouble}`;
+      })
+      .join('; ') +
+    '.'
+  );
 }
 
 function cores(values: ReadonlyArray<number | undefined> | undefined): string {
@@ -477,10 +511,12 @@ function renderCluster(results: BenchResults): string[] {
   if (c.throughput !== undefined || nullRan || c.etcdLock !== undefined || go !== undefined) {
     out.push(
       '**Cluster throughput and latency**: request+release cycles on random keys, connections spread evenly over the 3 nodes; one op = one command and its reply. ' +
-        'Beside ours at each shape (one right after the other, in every order in turn), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and appended through `EtcdLog` ' +
-        'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots), ' +
-        'the ceiling of the design on this machine; and on three that commit through one sequencer (the others forward their batches to it over loopback, ' +
-        'it appends all it has in one transaction, one append in flight, waiting up to 5 ms after each for a batch of every node): the ceiling of one commit per round for the whole cluster. ' +
+        "Our nodes forward their batches to the leader's sequencer over its lock port (the default; no flag), which appends every node's batches in one write. " +
+        'Beside ours at each shape (one right after the other, in every order in turn), the same load on three null cluster nodes (`targets/nullClusterNode.ts`: frames batched and committed through `EtcdLog` ' +
+        'as a node does, answered with canned replies when the batch comes back on the watch; no decode, no table, no snapshots) ' +
+        'that commit through one sequencer as ours do (the others forward their batches to it over loopback, it appends all it has in one transaction, one append in flight, ' +
+        'waiting up to 5 ms after each for a batch of every node): **the ceiling of our design on this machine**; and on three that each append their own batches: ' +
+        'the ceiling of the old default, every node appending for itself. ' +
         'Right after ours at each count, on the same etcd and in the same windows: ' +
         "etcd's lock with etcd's Go client (`concurrency.NewMutex(session, name).Lock` then `.Unlock`, what `etcdctl lock` calls; one session and one name per locker; 2 ops per cycle), " +
         "raw Puts with the Go client (as many writers, each its own key; 1 op per Put), and etcd's lock with the `etcd3` npm client " +
@@ -497,8 +533,8 @@ function renderCluster(results: BenchResults): string[] {
       for (const depth of [...new Set(shapes)]) {
         for (const [label, row] of [
           ['cluster', c.throughput?.find((r) => r.connections === connections && r.depth === depth)],
-          ['null cluster nodes (ceiling)', c.ceiling?.find((r) => r.connections === connections && r.depth === depth)],
-          ['null cluster nodes, one sequencer', c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === depth)],
+          ["null cluster nodes, one sequencer (our design's ceiling)", c.sequencedCeiling?.find((r) => r.connections === connections && r.depth === depth)],
+          ["null cluster nodes, each appending (old default's ceiling)", c.ceiling?.find((r) => r.connections === connections && r.depth === depth)],
         ] as const) {
           if (row === undefined) continue;
           const r = row.result;
@@ -550,9 +586,11 @@ function renderCluster(results: BenchResults): string[] {
       ),
     );
     out.push('', "etcd's lock latencies are of a whole cycle (acquire + release); the Go client's put latencies of one Put.", '');
+    const routes = describeAppendRoutes(c.throughput ?? []);
+    if (routes !== undefined) out.push(routes, '');
     if (go?.skipped !== undefined) out.push(`etcd Go client rows: skipped: ${go.skipped}.`, '');
-    if (c.ceilingError !== undefined) out.push(`Null cluster nodes (ceiling): failed to start: ${c.ceilingError.split('\n')[0]}.`, '');
     if (c.sequencedCeilingError !== undefined) out.push(`Null cluster nodes, one sequencer: failed to start: ${c.sequencedCeilingError.split('\n')[0]}.`, '');
+    if (c.ceilingError !== undefined) out.push(`Null cluster nodes, each appending: failed to start: ${c.ceilingError.split('\n')[0]}.`, '');
     const serial = go?.serial;
     if (serial !== undefined) {
       const r = serial.result;

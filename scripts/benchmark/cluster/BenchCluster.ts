@@ -27,6 +27,12 @@ const NODE_MAX_CONNECTIONS = 4_096;
 /** Room for the scale scenario's million held locks and the loads beside them. */
 const NODE_MAX_LOCKS = 5_000_000;
 const READY = /event=ready\b.*\bport=(\d+)/;
+/** A node declares its address in etcd just after `ready` (within 5 s, or it logs peer-address-failed). */
+const ANNOUNCE_WAIT_MS = 10_000;
+/** A node's lines about where its appends go, and about links between nodes that failed. */
+const APPEND_ROUTE = /\bevent=append-route via=(\S+)(?: to=(\S+))?/;
+const PEER_ADDRESS = /\bevent=peer-address address=(\S+)/;
+const LINK_TROUBLE = /\bevent=(peer-address-failed|peer-link-failed|peer-refused)\b/;
 
 export interface ClusterOptions {
   /** Extra node flags for every lockserver node (--cpu-prof …). */
@@ -55,11 +61,18 @@ export interface Node {
   paused: boolean;
 }
 
-/** Nodes started beside the cluster's own (BenchCluster.startLane). */
-export interface NodeLane {
-  readonly endpoints: Endpoint[];
-  pids(): Array<number | undefined>;
-  stop(): Promise<void>;
+/** A node's `append-route` line: where its appends go from `at` on (`own-sequencer`, `forwarded 127.0.0.1:…`, `direct`). */
+export interface AppendRouteEvent {
+  readonly node: string;
+  readonly route: string;
+  readonly at: number;
+}
+
+/** A node's line saying a link between nodes failed or was refused, or its address could not be declared. */
+export interface LinkTroubleEvent {
+  readonly node: string;
+  readonly line: string;
+  readonly at: number;
 }
 
 /** Why the cluster scenarios cannot run here, or undefined when they can. */
@@ -105,6 +118,11 @@ export async function directoryBytes(path: string): Promise<number> {
 export class BenchCluster {
   /** The lockserver leader as the nodes last logged it (event=leader … self=true), if any. */
   lockLeader: string | undefined;
+  /** Every change of a node's append route, as logged, in order. */
+  readonly appendRoutes: AppendRouteEvent[] = [];
+  /** Each node's address for links from the others, as it declared it in etcd (event=peer-address). */
+  readonly peerAddresses = new Map<string, string>();
+  readonly linkTrouble: LinkTroubleEvent[] = [];
   private readonly nodeLog: WriteStream | undefined;
 
   private constructor(
@@ -112,7 +130,7 @@ export class BenchCluster {
     readonly members: readonly Member[],
     readonly nodes: readonly Node[],
     private readonly etcdArgs: (m: Member) => string[],
-    private readonly nodeArgs: (n: Node, cluster?: string, extra?: readonly string[]) => string[],
+    private readonly nodeArgs: (n: Node) => string[],
     private readonly options: ClusterOptions,
   ) {
     this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
@@ -156,7 +174,7 @@ export class BenchCluster {
     const endpoints = members.map((m) => m.clientUrl).join(',');
     const clusterName = `bench${randomBytes(4).toString('hex')}`;
     // prettier-ignore
-    const nodeArgs = (n: Node, cluster = clusterName, extra: readonly string[] = []): string[] => [
+    const nodeArgs = (n: Node): string[] => [
       ...(options.nodeFlags ?? []),
       CLI,
       '--port', String(n.port),
@@ -167,65 +185,24 @@ export class BenchCluster {
       '--max-connections', String(NODE_MAX_CONNECTIONS),
       '--max-locks', String(NODE_MAX_LOCKS),
       '--etcd', endpoints,
-      '--cluster', cluster,
+      '--cluster', clusterName,
       '--name', n.name,
       ...(options.nodeArgs ?? []),
-      ...extra,
     ];
+    // Every node's hosts file admits the load generator and the links from the other nodes, which
+    // all dial from 127.0.0.1: a follower forwards its batches to the leader over its lock port.
     await writeFile(join(dir, 'hosts'), `${LOOPBACK}\n::1\n`);
     const cluster = new BenchCluster(dir, members, nodes, etcdArgs, nodeArgs, options);
     try {
       await Promise.all(members.map((m) => cluster.startMember(m, false)));
       await Promise.all(members.map((m) => cluster.waitHealthy(m)));
       await Promise.all(nodes.map((n) => cluster.startNode(n)));
+      await cluster.waitAnnounced();
     } catch (error) {
       await cluster.stop();
       throw error;
     }
     return cluster;
-  }
-
-  /**
-   * Three more nodes on the same etcd members, as a cluster of their own (`cluster`, another key
-   * prefix) started with `extraArgs`: a lane measured beside this cluster's nodes in the same run
-   * (the `--peer` rows of issue 20). Stopped by `stop()` on the lane.
-   */
-  async startLane(cluster: string, extraArgs: readonly string[]): Promise<NodeLane> {
-    const ports = await freePorts(this.nodes.length);
-    const nodes: Node[] = ports.map((port, i) => ({
-      name: `${cluster}-n${i + 1}`,
-      port,
-      dir: join(this.dir, `${cluster}-n${i + 1}`),
-      process: undefined,
-      paused: false,
-    }));
-    const start = async (node: Node): Promise<void> => {
-      await mkdir(node.dir, { recursive: true });
-      node.process = await spawnServer(process.execPath, this.nodeArgs(node, cluster, extraArgs), {
-        readyPattern: READY,
-        readyTimeoutMs: NODE_READY_MS,
-        onLine: (line) => this.nodeLog?.write(`${node.name} ${line}\n`),
-        cwd: node.dir,
-      });
-    };
-    // Gently when profiled, as stop() does, so profiles are written.
-    const grace = (this.options.nodeFlags ?? []).length > 0 ? PROFILED_STOP_GRACE_MS : 0;
-    const stop = async (): Promise<void> => {
-      await Promise.all(
-        nodes.map(async (n) => {
-          const running = n.process;
-          n.process = undefined;
-          if (running !== undefined) await stopServer(running, grace);
-        }),
-      );
-    };
-    try {
-      await Promise.all(nodes.map(start));
-    } catch (error) {
-      await stop();
-      throw error;
-    }
-    return { endpoints: nodes.map((n) => ({ host: LOOPBACK, port: n.port })), pids: () => nodes.map((n) => n.process?.pid), stop };
   }
 
   /** The nodes' client endpoints, in node order (the load spreads connections over them). */
@@ -279,12 +256,47 @@ export class BenchCluster {
         this.nodeLog?.write(`${node.name} ${line}\n`);
         const leader = line.match(/\bevent=leader leader=(\S+) self=true\b/);
         if (leader !== null) this.lockLeader = leader[1];
+        const route = APPEND_ROUTE.exec(line);
+        if (route !== null) this.appendRoutes.push({ node: node.name, route: route[2] === undefined ? route[1]! : `${route[1]} ${route[2]}`, at: Date.now() });
+        const address = PEER_ADDRESS.exec(line);
+        if (address !== null) this.peerAddresses.set(node.name, address[1]!);
+        if (LINK_TROUBLE.test(line)) this.linkTrouble.push({ node: node.name, line: line.replace(/^ts=\S+ /, ''), at: Date.now() });
         this.options.onNodeLine?.(node.name, line);
       },
       cwd: node.dir,
     });
     node.paused = false;
     return Date.now() - t0;
+  }
+
+  /** Each node's append route as it last logged it (`n1 own-sequencer`, `n2 forwarded 127.0.0.1:…`; `n3 none yet`). */
+  currentRoutes(): string[] {
+    const last = new Map<string, string>();
+    for (const e of this.appendRoutes) last.set(e.node, e.route);
+    return this.nodes.map((n) => `${n.name} ${last.get(n.name) ?? 'none yet'}`);
+  }
+
+  /**
+   * Resolves once every node declared, in etcd, the address the others forward their batches to:
+   * its own lock port on 127.0.0.1 (what `--listen` names). Rejects if one could not, or declared
+   * another address: its followers would append directly, which is not the design measured.
+   */
+  private async waitAnnounced(ms = ANNOUNCE_WAIT_MS): Promise<void> {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const failed = this.linkTrouble.find((e) => e.line.startsWith('event=peer-address-failed'));
+      if (failed !== undefined) throw new Error(`node ${failed.node} could not declare its address: ${failed.line}`);
+      if (this.nodes.every((n) => this.peerAddresses.has(n.name))) break;
+      if (Date.now() >= deadline) {
+        const missing = this.nodes.filter((n) => !this.peerAddresses.has(n.name)).map((n) => n.name);
+        throw new Error(`node(s) ${missing.join(', ')} declared no address for links within ${ms} ms`);
+      }
+      await delay(POLL_MS);
+    }
+    for (const n of this.nodes) {
+      const declared = this.peerAddresses.get(n.name);
+      if (declared !== `${LOOPBACK}:${n.port}`) throw new Error(`node ${n.name} declared ${declared} for links, not ${LOOPBACK}:${n.port}, its lock port`);
+    }
   }
 
   /** kill -9 of a node, awaited. */

@@ -70,14 +70,7 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     }
   };
 
-  if (
-    has('cluster-throughput') ||
-    has('cluster-etcd-lock') ||
-    has('cluster-etcd-go') ||
-    has('cluster-ceiling') ||
-    has('cluster-ceiling-sequenced') ||
-    has('cluster-peer')
-  ) {
+  if (has('cluster-throughput') || has('cluster-etcd-lock') || has('cluster-etcd-go') || has('cluster-ceiling') || has('cluster-ceiling-sequenced')) {
     // Built before the cluster starts, so that the compiler's CPU weighs on no row.
     let etcdGo: EtcdGoBuild | undefined;
     if (has('cluster-etcd-go')) {
@@ -95,7 +88,6 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
             ours: has('cluster-throughput'),
             ceiling: has('cluster-ceiling'),
             sequencedCeiling: has('cluster-ceiling-sequenced'),
-            peered: has('cluster-peer'),
             etcdLock: has('cluster-etcd-lock'),
             etcdGo,
           },

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import type { BenchConfig } from '../config.js';
-import type { BenchCluster, NodeLane } from '../cluster/BenchCluster.js';
+import type { BenchCluster } from '../cluster/BenchCluster.js';
 import { runEtcdGo, type EtcdGoBuild, type EtcdGoMode, type EtcdGoResult } from '../cluster/etcdGo.js';
 import { runEtcdLock, type EtcdLockResult } from '../cluster/etcdLock.js';
 import type { Endpoint } from '../load/messages.js';
@@ -18,6 +18,15 @@ export interface ClusterThroughputRow {
   readonly nodeCpuCores?: ReadonlyArray<number | undefined>;
   readonly etcdCpuCores?: ReadonlyArray<number | undefined>;
   readonly error?: string;
+  /**
+   * Our rows only: where each node's appends went at the end of the row, as it logged it
+   * (`n1 own-sequencer`, `n2 forwarded 127.0.0.1:…`, `n3 direct`), how many times a node's route
+   * changed inside the measured window, and the lines about links between nodes that failed or
+   * were refused during the row.
+   */
+  readonly appendRoutes?: readonly string[];
+  readonly routeChangesInWindow?: number;
+  readonly linkTrouble?: readonly string[];
 }
 
 export interface EtcdLockRow {
@@ -51,25 +60,20 @@ export interface EtcdGoRows {
 export interface ClusterThroughputResult {
   throughput?: ClusterThroughputRow[];
   /**
-   * The same loads against three null cluster nodes on the same etcd (targets/nullClusterNode.ts):
-   * a round's platform work without our code, the ceiling each of our rows is read against.
-   * Their CPU is in nodeCpuCores.
+   * The same loads against three null cluster nodes on the same etcd (targets/nullClusterNode.ts),
+   * each appending its own batches: a round's platform work without our code when every node
+   * appends for itself, the ceiling of the old default. Their CPU is in nodeCpuCores.
    */
   ceiling?: ClusterThroughputRow[];
   /** Why the ceiling rows did not run, if they were asked for and could not. */
   ceilingError?: string;
   /**
    * The same loads against three null cluster nodes that commit through one sequencer (one
-   * append in flight for the whole cluster): the ceiling of one commit per round for all nodes.
+   * append in flight for the whole cluster), as our nodes do by default: the ceiling of our design,
+   * which each of our rows is read against first.
    */
   sequencedCeiling?: ClusterThroughputRow[];
   sequencedCeilingError?: string;
-  /**
-   * The same loads against three more real nodes on the same etcd, a cluster of their own started
-   * with `--peer` (the leader's sequencer gathers every node's batch into one append, issue 20).
-   */
-  peered?: ClusterThroughputRow[];
-  peeredError?: string;
   etcdLock?: EtcdLockRow[];
   etcdGo?: EtcdGoRows;
 }
@@ -96,9 +100,10 @@ interface NullLane {
 }
 
 /**
- * Request+release cycles on random keys, connections spread over the 3 nodes, each shape right
- * away against three null cluster nodes too (the ceiling), three with one sequencer, and three real
- * nodes started with --peer (a cluster of their own name on the same etcd); and, at
+ * Request+release cycles on random keys, connections spread over the 3 nodes (which forward their
+ * batches to the leader's sequencer, as every node does by default), each shape right away against
+ * three null cluster nodes with one sequencer too (the ceiling of that design) and three appending
+ * each for itself (the ceiling of the old default); and, at
  * each connection count right after ours, on the same etcd: etcd's lock with etcd's Go client,
  * raw Puts with it (as many writers), etcd's lock recipe with the etcd3 npm client. Before all of
  * them, once, etcd's serial commit latency (one writer, Go client).
@@ -110,7 +115,6 @@ export async function runClusterThroughput(
     readonly ours: boolean;
     readonly ceiling: boolean;
     readonly sequencedCeiling: boolean;
-    readonly peered: boolean;
     readonly etcdLock: boolean;
     readonly etcdGo?: EtcdGoBuild;
   },
@@ -182,7 +186,7 @@ export async function runClusterThroughput(
   const lanes: NullLane[] = [];
   for (const sequenced of [false, true]) {
     if (!(sequenced ? want.sequencedCeiling : want.ceiling)) continue;
-    const label = sequenced ? 'null cluster nodes, one sequencer' : 'null cluster nodes';
+    const label = sequenced ? 'null cluster nodes, one sequencer' : 'null cluster nodes, each appending';
     try {
       const nulls = await startNullCluster(cluster.etcdEndpoints, config.serverNodeFlags, sequenced);
       const rows: ClusterThroughputRow[] = [];
@@ -196,26 +200,22 @@ export async function runClusterThroughput(
       log(`${label}: failed to start: ${message.split('\n')[0]}`);
     }
   }
-  let peered: NodeLane | undefined;
-  if (want.peered) {
-    try {
-      peered = await cluster.startLane('peered', ['--peer', '127.0.0.1:0']);
-      result.peered = [];
-    } catch (error) {
-      result.peeredError = (error as Error).message;
-      log(`nodes with --peer: failed to start: ${result.peeredError.split('\n')[0]}`);
-    }
-  }
-  const ourRow = (connections: number, depth: number) => loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
-  const peeredRow = (lane: NodeLane, connections: number, depth: number) => loadRow('cluster with --peer', lane.endpoints, lane.pids(), connections, depth);
+  const ourRow = async (connections: number, depth: number): Promise<ClusterThroughputRow> => {
+    const from = Date.now();
+    const row = await loadRow('cluster', cluster.endpoints, cluster.nodePids(), connections, depth);
+    const window = row.result === undefined ? undefined : { from: row.result.measureFrom, to: row.result.measureFrom + row.result.durationMs };
+    const appendRoutes = cluster.currentRoutes();
+    const routeChangesInWindow = window === undefined ? undefined : cluster.appendRoutes.filter((e) => e.at >= window.from && e.at <= window.to).length;
+    const linkTrouble = cluster.linkTrouble.filter((e) => e.at >= from).map((e) => `${e.node} ${e.line}`);
+    log(
+      `cluster c=${connections} P=${depth}: append routes ${appendRoutes.join(', ')}${routeChangesInWindow ? `; ${routeChangesInWindow} route change(s) in the window` : ''}`,
+    );
+    return { ...row, appendRoutes, routeChangesInWindow, linkTrouble };
+  };
   // Ours and the other lanes one right after the other, in every order in turn (from a start that
   // differs from run to run): none always goes first, and none always runs right after the same
   // one (a null row ends by clearing etcd; ours leaves its batches there).
-  const orders = everyOrder<NullLane | 'ours' | 'peered'>([
-    ...(want.ours ? (['ours'] as const) : []),
-    ...(peered !== undefined ? (['peered'] as const) : []),
-    ...lanes,
-  ]);
+  const orders = everyOrder<NullLane | 'ours'>([...(want.ours ? (['ours'] as const) : []), ...lanes]);
   let shape = randomInt(orders.length);
   try {
     if (binary !== undefined) result.etcdGo!.serial = await goRow('serial', 1);
@@ -223,7 +223,6 @@ export async function runClusterThroughput(
       for (const depth of config.pipelines) {
         for (const lane of orders[shape++ % orders.length]!) {
           if (lane === 'ours') result.throughput!.push(await ourRow(connections, depth));
-          else if (lane === 'peered') result.peered!.push(await peeredRow(peered!, connections, depth));
           else lane.rows.push(await ceilingRow(lane, connections, depth));
         }
       }
@@ -252,7 +251,7 @@ export async function runClusterThroughput(
       }
     }
   } finally {
-    await Promise.all([...lanes.map((lane) => lane.nulls.stop()), peered?.stop()]);
+    await Promise.all(lanes.map((lane) => lane.nulls.stop()));
   }
   return result;
 }

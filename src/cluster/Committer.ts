@@ -228,6 +228,11 @@ export class Committer implements BatchApplier {
       round.attempting = true;
       try {
         const appended = await this.appender.append(bytes, limitMs);
+        if (!appended.confirmed && this.inFlight !== round) {
+          // The watch brought the batch before the sequencer's word came: whether it held is known.
+          appended.settle(round.applied);
+          return;
+        }
         if (appended.confirmed) {
           this.contact.heard(true, appended.position.version);
           round.committed = true;
@@ -369,6 +374,7 @@ export class Committer implements BatchApplier {
    * settled: held if the batch was applied (answered, or inside a snapshot), else not known.
    */
   private finishRound(round: Round, error?: Error, applied = error === undefined): void {
+    round.applied = applied;
     round.claim?.settle(applied);
     if (error !== undefined) round.fail(error);
     if (this.inFlight === round) {

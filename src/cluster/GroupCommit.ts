@@ -91,6 +91,8 @@ export class Round {
   attempting = false;
   /** The store confirmed the batch committed (its answers come as it is applied here). */
   committed = false;
+  /** The round is done and its batch was applied here (answered, or inside a snapshot). */
+  applied = false;
   /** Clock time after which no failed attempt of the batch can still commit (see ReplicatedLog.lateCommitMs). */
   mayLandUntil = Number.NEGATIVE_INFINITY;
   /** The store confirmed a seal made after every attempt had rejected: none of them can commit now. */

@@ -1,7 +1,8 @@
 import test from 'ava';
 import { Committer, RETURN_WAIT_MAX_MS } from '../../src/cluster/Committer.js';
 import { TICK_MS } from '../../src/cluster/ClusterOptions.js';
-import { LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
+import { decodeBatch, LogOp, MAX_BATCH_COMMANDS } from '../../src/cluster/LogCodec.js';
+import { ReplicaState } from '../../src/cluster/ReplicaState.js';
 import { LIST_ENTRIES_PER_PASS } from '../../src/cluster/GroupCommit.js';
 import { mulberry32 } from '../../src/runtime/Random.js';
 import { AppendRefusedError, type LogHead, type LogPosition, type ReplicatedLog } from '../../src/cluster/ReplicatedLog.js';
@@ -400,4 +401,70 @@ test('lists asked for at once are answered a pass at a time, each pass within it
     'in order, two lists (their budget) per pass',
   );
   t.is(heads, 4, 'one read barrier per pass');
+});
+
+test("a sequencer's word that its batch committed is held when the batch applied here first, refuted when the log passes it without the batch, and never moves the known head", async (t) => {
+  for (const order of ['applied-first', 'word-first', 'lie'] as const) {
+    const vt = new VirtualTimers();
+    const contact = new StoreContact();
+    const verdicts: boolean[] = [];
+    let appends = 0;
+    let sent: Uint8Array | undefined;
+    let answerAppend: (() => void) | undefined;
+    const committer = new Committer(
+      { nodeName: 'n1', incarnation: 1 },
+      COMMIT_TIMEOUT_MS,
+      {
+        log: { lateCommitMs: 1_000 } as unknown as ReplicatedLog,
+        router: {
+          append: (value) => {
+            appends++;
+            sent = value;
+            return new Promise((resolve) => {
+              answerAppend = () =>
+                resolve({ confirmed: false, position: { version: order === 'lie' ? 1_000 : 1, revision: 5 }, settle: (held) => verdicts.push(held) });
+            });
+          },
+        },
+        clock: vt,
+        timers: vt,
+        random: mulberry32(1),
+        logger: { event: () => {}, debug: undefined },
+      },
+      contact,
+    );
+    let answered = false;
+    committer.submit({ op: LogOp.ReleaseAll, owner: 'o' }, { resolve: () => (answered = true), reject: () => {} });
+    await vt.advance(1);
+    t.is(appends, 1);
+    const state = new ReplicaState(vt);
+    const applyOwn = (version: number): void => {
+      committer.applyBatch(state, decodeBatch(sent!), { version, revision: 5, value: sent! }, { place: 0, first: true });
+      committer.progressed(version);
+    };
+    if (order === 'applied-first') {
+      applyOwn(1); // the watch brings the batch before the sequencer's word
+      answerAppend!();
+      await vt.advance(1);
+      t.true(answered);
+      t.deepEqual(verdicts, [true], 'held: the batch was applied');
+    } else if (order === 'word-first') {
+      answerAppend!();
+      await vt.advance(1);
+      applyOwn(1);
+      await vt.advance(1);
+      t.true(answered);
+      t.deepEqual(verdicts, [true]);
+    } else {
+      answerAppend!();
+      await vt.advance(1);
+      // Another node's batch at version 1; the lie said 1,000: not refuted until the wait runs out.
+      state.apply({ proposer: 'n2', incarnation: 1, seq: 1, commands: [] }, { version: 1, revision: 4 });
+      committer.progressed(1);
+      await vt.advance(600);
+      t.deepEqual(verdicts, [false], 'refuted once the attempt’s wait passed');
+      t.is(appends, 2, 'and the round tried again');
+    }
+    t.is(contact.knownHead, 0, 'a sequencer’s word is not etcd’s: the known head stays');
+  }
 });

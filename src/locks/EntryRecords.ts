@@ -7,7 +7,7 @@ const MIN_CAPACITY = 64;
 /**
  * Every owner and waiter of every lock: one record per entry, as columns indexed by entry id (see
  * records.ts). LockTable gives each field its meaning; this class only keeps the columns and the
- * ids: 46 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
+ * ids: 54 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
  */
 export class EntryRecords {
   /** The (key, index) queue the entry is in. */
@@ -23,6 +23,8 @@ export class EntryRecords {
   token = new Float64Array(MIN_CAPACITY);
   /** When the current phase runs out on this node's clock (ms), NO_DEADLINE if never. */
   deadline = new Float64Array(MIN_CAPACITY);
+  /** When the entry was created, on this node's clock (ms): how long it waited, once granted (metrics only). */
+  requestedAt = new Float64Array(MIN_CAPACITY);
   /** Seconds, as last requested; 0 = no expiry in that phase. */
   ttl = new Uint16Array(MIN_CAPACITY);
   ttw = new Uint16Array(MIN_CAPACITY);
@@ -62,6 +64,7 @@ export class EntryRecords {
     this.ticket = resized(this.ticket, capacity);
     this.token = resized(this.token, capacity);
     this.deadline = resized(this.deadline, capacity);
+    this.requestedAt = resized(this.requestedAt, capacity);
     this.ttl = resized(this.ttl, capacity);
     this.ttw = resized(this.ttw, capacity);
     this.priority = resized(this.priority, capacity);

@@ -21,6 +21,72 @@ export interface LockTableOptions {
    * order; a server passes a random one so that clients cannot aim keys at one probe run.
    */
   readonly hashSeed?: number;
+  /**
+   * A single node's lock-delay (--lock-delay, ms; 0 by default, as 0.9b): when an owner's TTL runs
+   * out, its lock is held back this long before its next grant. A replica is told per expiry
+   * command instead (expireVersion), so that every replica holds back alike.
+   */
+  readonly lockDelayMs?: number;
+}
+
+/** Why an entry left the table: how its lock ended, for a holder's loss notice and the metrics. */
+export const EndReason = {
+  /** Released by name (0x05 of the entry). */
+  Released: 1,
+  /** Released with index `*` (0x05 of every index under the key). */
+  ReleasedKey: 2,
+  /** Released by release-all (0x06). */
+  ReleasedAll: 3,
+  /** Its TTL (owner) or TTW (waiter) ran out. */
+  Expired: 4,
+  /** A waiter whose client stopped waiting (its acquire-and-wait connection closed). */
+  Canceled: 5,
+} as const;
+export type EndReason = (typeof EndReason)[keyof typeof EndReason];
+
+/**
+ * Told of grants and ends as they happen, inside the call that makes them (a request, a release,
+ * an expiry, an apply): whoever waits on an entry is answered in the same turn. Entry ids are the
+ * table's record ids, reused once an entry ended; `moved` says when compactIfSparse renumbered them.
+ */
+export interface TableObserver {
+  /** `entry` took its lock (a request answered 1 at once, or a promotion): its record is readable, token set. */
+  granted(entry: number): void;
+  /** `entry` leaves the table for `why`; its record is still readable. */
+  ended(entry: number, why: EndReason): void;
+  /** The records were rebuilt (see QueueRules.recordsRebuilt): `from[i]` is now `to[i]`. */
+  moved(from: Int32Array, to: Int32Array, count: number): void;
+}
+
+/** An entry as the detailed list (0x0D) shows it: what 0x07 shows, and the time its phase has left and its token. */
+export interface EntryView extends Contender {
+  /** Milliseconds left in its current phase (this node's clock), or null when that phase never expires. */
+  readonly remainingMs: number | null;
+  /** Its grant's fencing token while it owns; 0 while it waits. */
+  readonly token: number;
+}
+
+/** One (key, index) queue as the detailed list (0x0D) shows it. */
+export interface QueueView {
+  readonly index: ByteString;
+  /** Milliseconds its lock is still held back after its owner's TTL ran out (lock-delay), 0 when it is not. */
+  readonly heldForMs: number;
+  /** Owner first, then waiters in queue order. */
+  readonly entries: readonly EntryView[];
+}
+
+/** A queue held back by a lock-delay, as takeDueHold() hands it to the leader. */
+export interface DueHold {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  /** The log position of the expiry that held it back (what the lift names). */
+  readonly version: number;
+}
+
+/** A queue held back: the log position of the expiry that held it (0 on a single node), and the delay asked. */
+interface Hold {
+  readonly version: number;
+  readonly delayMs: number;
 }
 
 /** One entry of a replicated table as a snapshot holds it: everything apply depends on. */
@@ -82,7 +148,14 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   private owners_!: OwnerDirectory;
   private waiters_!: WaiterQueues;
   private expiry!: DeadlineHeap;
+  /** Waiters by when they were requested: the oldest waiter's age (metrics). */
+  private waitingSince!: DeadlineHeap;
+  /** Queues held back by a lock-delay, by queue id, until this node's clock says the delay is over. */
+  private holdUntil!: DeadlineHeap;
+  private holds!: Map<number, Hold>;
+  private observer: TableObserver | undefined;
   private readonly seed: number;
+  private readonly lockDelayMs: number;
   /** Most entries held at once since the records were last built. */
   private peak = 0;
   private ownerCount = 0;
@@ -95,7 +168,13 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     options: LockTableOptions = {},
   ) {
     this.seed = options.hashSeed ?? DEFAULT_HASH_SEED;
+    this.lockDelayMs = options.lockDelayMs ?? 0;
     this.buildRecords();
+  }
+
+  /** From now on `observer` is told of every grant and end (one observer; undefined stops it). */
+  observe(observer: TableObserver | undefined): void {
+    this.observer = observer;
   }
 
   /** Fresh, empty records (and the indexes over them). */
@@ -106,6 +185,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     this.owners_ = new OwnerDirectory(this.entries, names, this.seed);
     this.waiters_ = new WaiterQueues(this.entries);
     this.expiry = new DeadlineHeap();
+    this.waitingSince = new DeadlineHeap();
+    this.holdUntil = new DeadlineHeap();
+    this.holds = new Map();
     this.ownerCount = 0;
     this.waiterCount = 0;
     this.peak = 0;
@@ -126,7 +208,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     // Carried over in flat arrays, not an object per entry: those all survive into the old
     // generation, and promoting them was most of the cost (65,536 entries: 380 ms against 110).
     const names: ByteString[] = new Array<ByteString>(3 * size);
-    const times = new Float64Array(3 * size);
+    const times = new Float64Array(4 * size);
     const fields = new Int32Array(2 * size);
     const from = new Int32Array(size);
     const to = new Int32Array(size);
@@ -139,30 +221,40 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
         names[3 * n] = key;
         names[3 * n + 1] = index;
         names[3 * n + 2] = this.ownerName(entry);
-        times[3 * n] = e.ticket[entry]!;
-        times[3 * n + 1] = e.deadline[entry]!;
-        times[3 * n + 2] = e.token[entry]!;
+        times[4 * n] = e.ticket[entry]!;
+        times[4 * n + 1] = e.deadline[entry]!;
+        times[4 * n + 2] = e.token[entry]!;
+        times[4 * n + 3] = e.requestedAt[entry]!;
         fields[2 * n] = e.ttl[entry]! | (e.ttw[entry]! << 16);
         fields[2 * n + 1] = e.priority[entry]! | (e.isOwner[entry]! << 8) | ((this.expiry.has(entry) ? 1 : 0) << 9);
         from[n] = entry;
         n++;
       }
     }
+    // Held-back queues, some of them without entries, go by name.
+    const holds = [...this.holds].map(([queue, hold]) => ({
+      key: this.keys.keyOf(queue),
+      index: this.keys.indexOf(queue),
+      hold,
+      until: this.holdUntil.deadlineOf(queue),
+    }));
     this.buildRecords();
     for (let i = 0; i < n; i++) {
       const ttl = fields[2 * i]! & 0xffff;
       const ttw = fields[2 * i]! >>> 16;
       const flags = fields[2 * i + 1]!;
       const queue = this.keys.getOrCreate(names[3 * i]!, names[3 * i + 1]!);
-      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[3 * i]!, ttl, ttw);
+      const entry = this.makeEntry(queue, names[3 * i + 2]!, flags & 0xff, times[4 * i]!, ttl, ttw, times[4 * i + 3]!);
       this.insertSaved(entry, (flags & 0x100) !== 0);
-      this.entries.token[entry] = times[3 * i + 2]!;
-      const deadline = times[3 * i + 1]!;
+      this.entries.token[entry] = times[4 * i + 2]!;
+      const deadline = times[4 * i + 1]!;
       this.entries.deadline[entry] = deadline;
       if ((flags & 0x200) !== 0) this.expiry.schedule(entry, deadline);
       to[i] = entry;
     }
+    for (const { key, index, hold, until } of holds) this.holdBack(this.keys.getOrCreate(key, index), hold, until);
     this.rules.recordsRebuilt(from, to, n);
+    this.observer?.moved(from, to, n);
     this.peak = this.size;
     return true;
   }
@@ -211,12 +303,12 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (!allowCreate || !this.rules.hasRoom(request, this.size)) return 0;
     const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
     const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw);
-    if (this.keys.queueOwner[queue] === NO_ID) {
+    // A lock held back after its owner's TTL ran out (lock-delay) is granted to nobody meanwhile.
+    if (this.keys.queueOwner[queue] === NO_ID && !this.holdUntil.has(queue)) {
       this.makeOwner(entry);
       return 1;
     }
-    this.waiters_.add(queue, entry);
-    this.waiterCount++;
+    this.addWaiter(queue, entry);
     this.restartTimer(entry);
     return this.waiters_.positionOf(queue, entry);
   }
@@ -257,7 +349,18 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   release(key: ByteString, index: ByteString, owner: ByteString): number {
     const entry = this.find(key, index, owner);
     if (entry === NO_ID) return 0;
-    this.remove(entry);
+    this.remove(entry, EndReason.Released);
+    return 1;
+  }
+
+  /**
+   * A waiter whose client stopped waiting (its acquire-and-wait connection closed): removed if it
+   * still waits, left as it is if it owns by now (it may have been told so elsewhere). 0 or 1.
+   */
+  cancelWaiter(key: ByteString, index: ByteString, owner: ByteString): number {
+    const entry = this.find(key, index, owner);
+    if (entry === NO_ID || this.entries.isOwner[entry] === 1) return 0;
+    this.remove(entry, EndReason.Canceled);
     return 1;
   }
 
@@ -266,7 +369,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     let removed = 0;
     for (const entry of this.owners_.entriesOf(owner)) {
       if (!this.keys.isUnder(this.entries.queue[entry]!, key)) continue;
-      this.remove(entry);
+      this.remove(entry, EndReason.ReleasedKey);
       removed++;
     }
     return removed;
@@ -275,7 +378,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   /** Release all (0x06): every entry of the owner, across all keys. */
   releaseAll(owner: ByteString): number {
     const entries = this.owners_.entriesOf(owner);
-    for (const entry of entries) this.remove(entry);
+    for (const entry of entries) this.remove(entry, EndReason.ReleasedAll);
     return entries.length;
   }
 
@@ -301,14 +404,122 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /**
-   * Cluster mode, the expiry command (see src/cluster): removes the entry if it is still in the
-   * phase that began at `version`; a renewal or promotion since makes it a no-op. Returns 0 or 1.
+   * The detailed list (0x0D): every queue under the key, in creation order, held back or not, each
+   * with its entries in queue order and the time their phases have left; at most `limit` entries.
    */
-  expireVersion(this: ReplicaTable, key: ByteString, index: ByteString, owner: ByteString, version: number): number {
+  queues(key: ByteString, limit = Number.POSITIVE_INFINITY): QueueView[] {
+    const views: QueueView[] = [];
+    const e = this.entries;
+    const now = this.clock.now();
+    let count = 0;
+    for (const queue of this.keys.queuesOf(key)) {
+      const entries: EntryView[] = [];
+      for (const entry of this.queueEntries(queue)) {
+        if (count++ >= limit) break;
+        const deadline = e.deadline[entry]!;
+        entries.push({
+          priority: e.priority[entry]!,
+          ttl: e.ttl[entry]!,
+          ttw: e.ttw[entry]!,
+          index: this.keys.indexOf(queue),
+          owner: this.ownerName(entry),
+          isOwner: e.isOwner[entry] === 1,
+          remainingMs: deadline === NO_DEADLINE ? null : Math.max(0, Math.ceil(deadline - now)),
+          token: e.token[entry]!,
+        });
+      }
+      const until = this.holdUntil.deadlineOf(queue);
+      views.push({ index: this.keys.indexOf(queue), heldForMs: until === NO_DEADLINE ? 0 : Math.max(1, Math.ceil(until - now)), entries });
+      if (count > limit) break;
+    }
+    return views;
+  }
+
+  /** Locks held back now (lock-delay). */
+  get heldBack(): number {
+    return this.holds.size;
+  }
+
+  /** When the entry waiting longest was requested (this node's clock), if any waits. */
+  get oldestWaiterSince(): number | undefined {
+    const since = this.waitingSince.peekDeadline();
+    return since === NO_DEADLINE ? undefined : since;
+  }
+
+  /** When the entry was requested (this node's clock): its wait, once it is granted. */
+  requestedAt(entry: number): number {
+    return this.entries.requestedAt[entry]!;
+  }
+
+  /** The fencing token of the entry's grant while it owns (0 while it waits). */
+  tokenOf(entry: number): number {
+    return this.entries.token[entry]!;
+  }
+
+  /** The entry of (key, index, owner), or NO_ID (for who waits on one: see TableObserver). */
+  entryOf(key: ByteString, index: ByteString, owner: ByteString): number {
+    return this.find(key, index, owner);
+  }
+
+  /** 1 when the entry owns its lock, else its place in line (2 for the first waiter). */
+  positionOfEntry(entry: number): number {
+    return this.positionOf(this.entries.queue[entry]!, entry);
+  }
+
+  /**
+   * Cluster mode, the expiry command (see src/cluster): removes the entry if it is still in the
+   * phase that began at `version`; a renewal or promotion since makes it a no-op. An owner's lock
+   * is then held back for `holdMs` (the leader's lock-delay, carried in the command, so every
+   * replica holds back alike) until a lift names this expiry (liftHold). Returns 0 or 1.
+   */
+  expireVersion(this: ReplicaTable, key: ByteString, index: ByteString, owner: ByteString, version: number, holdMs = 0): number {
     const entry = this.find(key, index, owner);
     if (entry === NO_ID || this.rules.versionOf(entry) !== version) return 0;
-    this.remove(entry);
+    this.remove(entry, EndReason.Expired, holdMs);
     return 1;
+  }
+
+  /**
+   * Cluster mode, the end of a lock-delay: the lock of (key, index) is granted again (its first
+   * waiter promoted) if it is still held back by the expiry at log position `version`. 0 or 1.
+   */
+  liftHold(this: ReplicaTable, key: ByteString, index: ByteString, version: number): number {
+    const queue = this.keys.find(key, index);
+    if (queue === NO_ID || this.holds.get(queue)?.version !== version) return 0;
+    this.releaseHold(queue);
+    return 1;
+  }
+
+  /**
+   * Cluster mode, the leader's watch of lock-delays: the held-back lock whose delay ran out first
+   * (this node's clock), taken out of the watch so it is proposed for lifting once; give it back
+   * with rearmHold if the proposal fails.
+   */
+  takeDueHold(this: ReplicaTable): DueHold | undefined {
+    const queue = this.holdUntil.peekId();
+    if (queue === NO_ID || this.holdUntil.peekDeadline() > this.clock.now()) return undefined;
+    this.holdUntil.remove(queue);
+    return { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: this.holds.get(queue)!.version };
+  }
+
+  /** Puts a hold taken by takeDueHold back in the watch, due now, if that lock is still held back by it. */
+  rearmHold(this: ReplicaTable, due: DueHold): void {
+    const queue = this.keys.find(due.key, due.index);
+    if (queue === NO_ID || this.holds.get(queue)?.version !== due.version || this.holdUntil.has(queue)) return;
+    this.holdUntil.schedule(queue, this.clock.now());
+  }
+
+  /** Cluster mode, a snapshot: every lock held back, with the expiry that held it and the delay. */
+  *holdsHeld(this: ReplicaTable): IterableIterator<DueHold & { readonly delayMs: number }> {
+    for (const [queue, hold] of this.holds)
+      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs };
+  }
+
+  /** Cluster mode, loading a snapshot: holds back the lock of (key, index) from now on, for its whole delay. */
+  loadHold(this: ReplicaTable, key: ByteString, index: ByteString, version: number, delayMs: number): void {
+    const queue = this.keys.getOrCreate(key, index);
+    if (this.keys.queueOwner[queue] !== NO_ID) throw new Error('a held-back lock with an owner');
+    this.holdBack(queue, { version, delayMs }, this.clock.now() + delayMs);
   }
 
   /**
@@ -404,8 +615,14 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   expire(budget = Number.POSITIVE_INFINITY): number {
     const now = this.clock.now();
     let removed = 0;
-    while (removed < budget && this.expiry.peekDeadline() <= now) {
-      this.remove(this.expiry.peekId());
+    for (let work = 0; work < budget; work++) {
+      // A lock-delay that ran out first: its lock is granted again.
+      if (this.holdUntil.peekDeadline() <= now && this.holdUntil.peekDeadline() <= this.expiry.peekDeadline()) {
+        this.releaseHold(this.holdUntil.peekId());
+        continue;
+      }
+      if (this.expiry.peekDeadline() > now) break;
+      this.remove(this.expiry.peekId(), EndReason.Expired, this.lockDelayMs);
       removed++;
     }
     return removed;
@@ -474,8 +691,29 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.owners_.nameOf(this.entries.owner[entry]!);
   }
 
+  /** No owner, no waiter, and not held back: nothing keeps it (it is deleted at once). */
   private isEmpty(queue: number): boolean {
-    return this.keys.queueOwner[queue] === NO_ID && this.waiters_.countOf(queue) === 0;
+    return this.keys.queueOwner[queue] === NO_ID && this.waiters_.countOf(queue) === 0 && !this.holdUntil.has(queue);
+  }
+
+  /** Holds the queue's lock back (lock-delay) until `until` (this node's clock): nobody is granted it meanwhile. */
+  private holdBack(queue: number, hold: Hold, until: number): void {
+    this.holds.set(queue, hold);
+    this.holdUntil.schedule(queue, until);
+  }
+
+  /** The lock-delay is over: the queue's first waiter takes the lock; a queue left empty goes. */
+  private releaseHold(queue: number): void {
+    this.holds.delete(queue);
+    this.holdUntil.remove(queue);
+    this.promoteNext(queue);
+    if (this.isEmpty(queue)) this.keys.delete(queue);
+  }
+
+  private addWaiter(queue: number, entry: number): void {
+    this.waiters_.add(queue, entry);
+    this.waitingSince.schedule(entry, this.entries.requestedAt[entry]!);
+    this.waiterCount++;
   }
 
   /** Owner first, then waiters in queue order. */
@@ -502,7 +740,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; the rules are told. */
   private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
-    const entry = this.makeEntry(queue, owner, priority, ticket, ttl, ttw);
+    const entry = this.makeEntry(queue, owner, priority, ticket, ttl, ttw, this.clock.now());
     this.rules.entryAdded(entry);
     this.notePeak();
     return entry;
@@ -510,7 +748,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Cluster mode: a saved entry made new, joining with the ticket, origin and phase version it already has. */
   private adoptEntry(this: ReplicaTable, queue: number, saved: Omit<SavedLock, 'remainingMs'>, ticket: number, origin: ByteString, version: number): number {
-    const entry = this.makeEntry(queue, saved.owner, saved.priority, ticket, saved.ttl, saved.ttw);
+    const entry = this.makeEntry(queue, saved.owner, saved.priority, ticket, saved.ttl, saved.ttw, this.clock.now());
     this.rules.adopt(entry, origin, version);
     this.notePeak();
     return entry;
@@ -522,7 +760,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /** The record of a new entry, filed under its owner. */
-  private makeEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
+  private makeEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number, requestedAt: number): number {
     const e = this.entries;
     const entry = e.allocate();
     e.queue[entry] = queue;
@@ -530,6 +768,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     e.ticket[entry] = ticket;
     e.ttl[entry] = ttl;
     e.ttw[entry] = ttw;
+    e.requestedAt[entry] = requestedAt;
     this.owners_.add(entry, owner);
     return entry;
   }
@@ -542,8 +781,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       this.keys.queueOwner[queue] = entry;
       this.ownerCount++;
     } else {
-      this.waiters_.add(queue, entry);
-      this.waiterCount++;
+      this.addWaiter(queue, entry);
     }
   }
 
@@ -573,6 +811,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     this.keys.queueOwner[this.entries.queue[entry]!] = entry;
     this.ownerCount++;
     this.restartTimer(entry);
+    this.observer?.granted(entry);
   }
 
   /**
@@ -581,16 +820,18 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    */
   private promoteNext(queue: number): void {
     const waiters = this.waiters_;
-    // Most locks have nobody waiting: do not read the clock for them.
-    if (waiters.countOf(queue) === 0) return;
+    // Most locks have nobody waiting: do not read the clock for them. A lock held back waits for its delay.
+    if (waiters.countOf(queue) === 0 || this.holdUntil.has(queue)) return;
     const now = this.clock.now();
     const deadlines = this.entries.deadline;
     for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {
       this.waiterCount--;
+      this.waitingSince.remove(next);
       if (this.rules.promotes(deadlines[next]!, now)) {
         this.makeOwner(next);
         return;
       }
+      this.observer?.ended(next, EndReason.Expired);
       this.rules.entryRemoved(next);
       this.expiry.remove(next);
       this.owners_.remove(next);
@@ -599,10 +840,14 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     }
   }
 
-  /** Takes the entry out of its queue and every index; a queue (and key, and owner) left empty goes at once. */
-  private remove(entry: number): void {
+  /**
+   * Takes the entry out of its queue and every index, for `why`; a queue (and key, and owner) left
+   * empty goes at once. An owner whose TTL ran out holds its lock back for `holdMs` (lock-delay).
+   */
+  private remove(entry: number, why: EndReason, holdMs = 0): void {
     const e = this.entries;
     const queue = e.queue[entry]!;
+    this.observer?.ended(entry, why);
     this.rules.entryRemoved(entry);
     this.expiry.remove(entry);
     this.owners_.remove(entry);
@@ -610,9 +855,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       this.keys.queueOwner[queue] = NO_ID;
       this.ownerCount--;
       e.release(entry);
+      if (why === EndReason.Expired && holdMs > 0) this.holdBack(queue, { version: this.rules.holdVersion(), delayMs: holdMs }, this.clock.now() + holdMs);
       this.promoteNext(queue);
     } else {
       this.waiters_.remove(queue, entry);
+      this.waitingSince.remove(entry);
       this.waiterCount--;
       e.release(entry);
     }

@@ -32,6 +32,8 @@ export interface QueueRules<Request extends LockRequest = LockRequest> {
    * runs out (`waitDeadline`, this node's clock) and the time now. If not, it is dropped.
    */
   promotes(waitDeadline: number, now: number): boolean;
+  /** What a lock-delay begun now is named by (the expiry's log position in a replica; 0 on a single node). */
+  holdVersion(): number;
   /**
    * The table rebuilt its records (see LockTable.compactIfSparse): the entry that was `from[i]`
    * is now `to[i]`, for i below `count`, and no other entry is left.

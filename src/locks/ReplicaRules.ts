@@ -138,6 +138,11 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     return true;
   }
 
+  /** The position of the expiry being applied: the lift of its lock-delay names it. */
+  holdVersion(): number {
+    return this.position;
+  }
+
   recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void {
     let highest = -1;
     for (let i = 0; i < count; i++) highest = Math.max(highest, to[i]!);

@@ -63,5 +63,9 @@ export class SingleNodeRules implements QueueRules {
     return waitDeadline > now;
   }
 
+  holdVersion(): number {
+    return 0;
+  }
+
   recordsRebuilt(): void {}
 }

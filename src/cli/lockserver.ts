@@ -34,6 +34,7 @@ import {
   parseNodeName,
   parseAdvertise,
   parsePort,
+  parseLockDelay,
 } from './options.js';
 
 export const DEFAULT_MAX_CONNECTIONS = 4096;
@@ -59,6 +60,12 @@ const program = new Command()
   .option('--frame-timeout <seconds>', 'close a connection whose request stays incomplete this long', integerIn(1, 86_400), DEFAULT_FRAME_TIMEOUT_SECONDS)
   .option('--idle-timeout <seconds>', 'close a connection with no traffic this long (0 = never)', integerIn(0, 86_400 * 365), 0)
   .option('--max-locks <n>', 'most entries (owners + waiters) held; beyond, requests get position 0', integerIn(1, 100_000_000), DEFAULT_MAX_ENTRIES)
+  .option(
+    '--lock-delay <seconds>',
+    "hold a lock back this long after its owner's TTL ran out, before the next grant (0 = none, as 0.9b; a cluster uses its leader's)",
+    parseLockDelay,
+    0,
+  )
   .option('--metrics-port <n>', 'serve Prometheus metrics over HTTP on this port (default: off)', parsePort)
   .option('--metrics-listen <addr>', 'address the metrics endpoint binds', parseListenAddress, DEFAULT_METRICS_LISTEN)
   .option('--etcd <urls>', 'cluster mode: etcd endpoints, comma-separated (e.g. http://127.0.0.1:2379)', parseEndpoints)
@@ -101,6 +108,7 @@ interface CliOptions {
   frameTimeout: number;
   idleTimeout: number;
   maxLocks: number;
+  lockDelay: number;
   metricsPort?: number;
   metricsListen: string;
   etcd?: string[];
@@ -218,9 +226,18 @@ async function main(): Promise<void> {
         frameTimeoutSeconds: options.frameTimeout,
         idleTimeoutSeconds: options.idleTimeout,
         maxLocks: options.maxLocks,
+        lockDelayMs: Math.round(options.lockDelay * 1000),
         cluster: await clusterConfig(options, etcdPassword),
       },
-      { clock: systemClock, logger, exit: (code) => process.exit(code), handleSignals: true, onExpired: metrics?.countExpired, clusterObserver: metrics },
+      {
+        clock: systemClock,
+        logger,
+        exit: (code) => process.exit(code),
+        handleSignals: true,
+        onExpired: metrics?.countExpired,
+        clusterObserver: metrics,
+        grants: metrics,
+      },
     );
     // Under npm start or npx the server must not outlive the npm that started it (see npmParent.ts).
     if (startedByNpm(process.env)) watchNpmParent(() => void daemon.nobleDeath('parent-exited', 0));

@@ -15,6 +15,17 @@ export function integerIn(min: number, max: number): (value: string) => number {
 
 export const parsePort = integerIn(0, 65535);
 
+/** The longest --lock-delay: an hour (Chubby's and Consul's are up to a minute). */
+export const MAX_LOCK_DELAY_SECONDS = 3600;
+
+/** `--lock-delay`: seconds, whole or to the millisecond (0.25), from 0 to MAX_LOCK_DELAY_SECONDS. */
+export function parseLockDelay(value: string): number {
+  if (!/^\d+(\.\d{1,3})?$/.test(value.trim())) throw new InvalidArgumentError(`"${value}" is not a number of seconds (at most three decimals).`);
+  const seconds = Number(value);
+  if (seconds > MAX_LOCK_DELAY_SECONDS) throw new InvalidArgumentError(`${value.trim()} is more than ${MAX_LOCK_DELAY_SECONDS} seconds.`);
+  return seconds;
+}
+
 export function parseListenAddress(value: string): string {
   if (isIP(value) !== 0 || /^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/.test(value)) return value;
   throw new InvalidArgumentError(`"${value}" is not an IP address or host name.`);

@@ -1,14 +1,18 @@
 import type { ByteString } from '../bytes.js';
-import { Later } from '../locks/Later.js';
-import type { LockCounts, LockRequest, LockService, SavedLock } from '../locks/LockService.js';
-import type { Contender, FencedPosition } from '../protocol/messages.js';
+import { NO_DEADLINE } from '../locks/DeadlineHeap.js';
+import { NO_ID } from '../locks/HashIndex.js';
+import { Later, Waiting } from '../locks/Later.js';
+import { Waiters, type GrantWait, type WaitersHost } from '../locks/Waiters.js';
+import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
+import type { LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } from '../locks/LockService.js';
+import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
 import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
-import { LogOp, NO_REMAINING, type LogCommand } from './LogCodec.js';
+import { LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
-import type { ReplicaState } from './ReplicaState.js';
+import { ReplicaState } from './ReplicaState.js';
 import { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
 
@@ -27,12 +31,14 @@ export class ImportRefusedError extends Error {
  * follower applies; Leadership holds the node's name and, while it leads, proposes expiries and
  * writes snapshots. This class wires them together and speaks LockService.
  */
-export class ClusterLockService implements LockService {
+export class ClusterLockService implements LockService, WaitersHost {
   readonly incarnation: number;
   private readonly contact = new StoreContact();
   private readonly follower: LogFollower;
   private readonly committer: Committer;
   private readonly leadership: Leadership;
+  /** Clients waiting for a grant or a loss (0x0B, 0x0C), answered as this node applies the log. */
+  private readonly waiters: Waiters;
   private stopTicking: () => void = () => {};
   private closed = false;
   private closing: Promise<void> | undefined;
@@ -49,7 +55,11 @@ export class ClusterLockService implements LockService {
     // Each layer is built after the ones it uses: the committer answers what the follower applies,
     // and leadership reads what the follower publishes and submits through the committer.
     this.committer = new Committer({ nodeName: options.nodeName, incarnation: this.incarnation }, options.commitTimeoutMs, deps, this.contact);
-    this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, this.committer);
+    const initial = new ReplicaState(deps.clock, hashSeed);
+    this.waiters = new Waiters(initial.table, deps.clock, deps.timers, this, deps.grants);
+    this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, initial, this.committer, (state) =>
+      this.waiters.rebind(state.table),
+    );
     this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
   }
 
@@ -183,6 +193,83 @@ export class ClusterLockService implements LockService {
     };
   }
 
+  /**
+   * Acquire and wait (0x0B): the request goes through the log as any; right after it is applied
+   * here, it is answered if it owns, was refused, or may not wait, else it waits (Waiters) for the
+   * apply that grants or removes its entry, with no store traffic of its own meanwhile; at its bound
+   * a linearizable read answers its position (boundPassed).
+   */
+  acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number): Waiting<FencedPosition> {
+    const answer = new Waiting<FencedPosition>();
+    const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : (receivedAt ?? this.deps.clock.now()) + waitMs;
+    let cancelledBeforeApply = false;
+    answer.whenCancelled(() => (cancelledBeforeApply = true));
+    this.committer.submit(
+      this.requestCommand(r, allowCreate),
+      { resolve: () => {}, reject: (error) => answer.reject(error) },
+      () => {
+        const table = this.follower.state.table;
+        const entry = table.entryOf(r.key, r.index, r.owner);
+        const position = entry === NO_ID ? 0 : table.positionOfEntry(entry);
+        if (position === 1) answer.resolve({ position, token: table.tokenOf(entry) });
+        else if (position === 0 || waitMs === 0) answer.resolve({ position, token: 0 });
+        else if (cancelledBeforeApply) this.abandonEntry(r.key, r.index, r.owner);
+        else this.waiters.waitForGrant(r.key, r.index, r.owner, entry, deadline, answer);
+      },
+      receivedAt,
+    );
+    return answer;
+  }
+
+  /** The loss notice (0x0C): a linearizable read finds the entry owning (else NotOwner at once), then it waits for the apply that ends it. */
+  awaitLoss(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Waiting<number> {
+    const answer = new Waiting<number>();
+    const checked = this.read((state) => {
+      const entry = state.table.entryOf(key, index, owner);
+      if (entry === NO_ID || state.table.positionOfEntry(entry) !== 1) return LossReason.NotOwner;
+      this.waiters.waitForLoss(key, index, owner, entry, answer);
+      return undefined;
+    }, receivedAt);
+    checked.listen(
+      {
+        resolved: (_, reason: number | undefined) => {
+          if (reason !== undefined) answer.resolve(reason);
+        },
+        rejected: (_, error) => answer.reject(error),
+      },
+      undefined,
+    );
+    return answer;
+  }
+
+  queues(key: ByteString, limit: number, receivedAt?: number): Later<QueueView[]> {
+    return this.read((state) => state.table.queues(key, limit), receivedAt, queuesWeight);
+  }
+
+  // WaitersHost
+
+  /** A wait's bound passed before its grant: its position now, read linearizably. */
+  boundPassed(wait: GrantWait): void {
+    this.read((state) => {
+      const entry = state.table.entryOf(wait.key, wait.index, wait.owner);
+      const position = entry === NO_ID ? 0 : state.table.positionOfEntry(entry);
+      return { position, token: position === 1 ? state.table.tokenOf(entry) : 0 };
+    }).listen({ resolved: (_, value: FencedPosition) => wait.answer.resolve(value), rejected: (_, error) => wait.answer.reject(error) }, undefined);
+  }
+
+  abandoned(wait: GrantWait): void {
+    this.abandonEntry(wait.key, wait.index, wait.owner);
+  }
+
+  /**
+   * A waiter's client stopped waiting: its entry goes, if it still waits, through the log (format 4:
+   * only once every live node reads it; before, the entry stays to its TTW, as 0.9b entries do).
+   */
+  private abandonEntry(key: ByteString, index: ByteString, owner: ByteString): void {
+    if (this.closed || !this.deps.log.mayWrite(OPS_FORMAT)) return;
+    this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+  }
+
   fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
     return this.read((state) => state.table.fence(key, index, owner), receivedAt);
   }
@@ -220,6 +307,11 @@ export class ClusterLockService implements LockService {
 
   async counts(): Promise<LockCounts> {
     return await this.read((state) => state.counts());
+  }
+
+  /** As this node has applied the log: a replica's figures, for its metrics. */
+  get waiting(): WaitingFigures {
+    return this.follower.state.table.waiting;
   }
 
   /** Drain of this node waits for the entries requested through it, wherever they are released. */
@@ -302,6 +394,7 @@ export class ClusterLockService implements LockService {
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
+      this.waiters.close(new Error('the node is leaving the cluster'));
       await this.committer.close();
       this.closed = true;
       this.stopTicking();
@@ -316,6 +409,9 @@ export class ClusterLockService implements LockService {
 
 /** What a list's answer weighs in a pass of answering (see LIST_ENTRIES_PER_PASS): its entries. */
 const listWeight = (contenders: readonly Contender[]): number => contenders.length;
+const queuesWeight = (queues: readonly QueueView[]): number => queues.reduce((sum, q) => sum + q.entries.length + 1, 0);
+/** Where the result of a command nobody waits on goes. */
+const IGNORED: WriteAnswer = { resolve: () => {}, reject: () => {} };
 
 /** Where a write's result goes when its answer is not the result itself: `answer`, settled with what `from` makes of it. */
 function answerWith<T>(answer: Later<T>, from: (result: number) => T): WriteAnswer {

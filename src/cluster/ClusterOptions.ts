@@ -3,6 +3,7 @@ import type { Clock } from '../runtime/Clock.js';
 import type { Logger } from '../runtime/Logger.js';
 import type { Random } from '../runtime/Random.js';
 import type { Appended, AppendRoute } from './AppendRouter.js';
+import type { GrantObserver } from '../locks/Waiters.js';
 import type { ReplicatedLog } from './ReplicatedLog.js';
 import type { Timers } from '../runtime/Timers.js';
 
@@ -20,6 +21,12 @@ export interface ClusterOptions {
   readonly leaseSeconds?: number;
   /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
   readonly snapshotEveryBatches?: number;
+  /**
+   * --lock-delay (ms, 0 by default): when an owner's TTL runs out, its lock is held back this
+   * long before its next grant. The leader's, carried in the expiries it proposes (format 4: only
+   * once every live node reads it).
+   */
+  readonly lockDelayMs?: number;
 }
 
 /** Where a node's append attempts go (AppendRouter); without one, straight to the store. */
@@ -40,6 +47,8 @@ export interface ClusterDeps {
   readonly observer?: ClusterObserver;
   /** Run once as the node leaves, after its last batch is settled and before the store client closes. */
   readonly onClose?: () => void;
+  /** Told of every grant (how long it was waited for) and every end (how) this node applies: the metrics. */
+  readonly grants?: GrantObserver;
 }
 
 /** What the metrics hear as it happens; everything else they read when scraped (ClusterFigures). */

@@ -24,7 +24,7 @@ import type {
 } from './ReplicatedLog.js';
 import { AppendRefusedError, leaseOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type LeaseOutcome, type LentLease } from './ReplicatedLog.js';
 export { NodeTooOldError } from './ReplicatedLog.js';
-import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
+import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, OPS_FORMAT, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerDeclarations.js';
 import { PEER_SECRET_BYTES } from './peer/PeerAuth.js';
 
@@ -119,8 +119,8 @@ export class EtcdLog implements ReplicatedLog {
    * and every live node declares it reads it, both seen in one read (peerView).
    */
   private readonly formatsWrittenKey: Buffer;
-  /** Every live node reads bundles, and the record says they may be written (peerView). */
-  private everyNodeReadsBundles = false;
+  /** The formats besides plain batches that may be written now: every live node reads them and the record names them (peerView). */
+  private writable = new Set<number>();
   /** This node's name and name lease while it holds one (a declared address is put with it). */
   private claimed: { readonly name: string; readonly lease: string } | undefined;
   /** The last op of every append: reads back the log key's version, the batch's number. */
@@ -586,14 +586,18 @@ export class EtcdLog implements ReplicatedLog {
       names.size > 0 && [...names.keys()].every((name) => formatList(Buffer.from(formats.get(name) ?? '')).includes(String(format)));
     // A format is written once every live node reads it and the record names it, in this one read;
     // every live node reading it but the record not naming it yet, the record comes first.
-    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT].filter(reads);
+    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT].filter(reads);
     const missing = wanted.filter((format) => !written.includes(String(format)));
     if (missing.length > 0) await this.recordFormats(record, written, missing, timeoutMs - (performance.now() - started)).catch(() => {});
-    // Read here, where every node reads the declarations once a second (AppendRouter).
-    this.everyNodeReadsBundles = wanted.includes(BUNDLE_FORMAT) && written.includes(String(BUNDLE_FORMAT));
-    this.everyNodeReadsReferences = wanted.includes(REFERENCE_FORMAT) && written.includes(String(REFERENCE_FORMAT));
+    // Read here, where every node reads the declarations once a second (PeerDeclarations).
+    this.writable = new Set(wanted.filter((format) => written.includes(String(format))));
+    this.everyNodeReadsReferences = this.writable.has(REFERENCE_FORMAT);
     const secret = response.responses[3]?.response_range.kvs[0]?.value ?? (await this.createPeerSecret(timeoutMs - (performance.now() - started)));
-    return { peers, readsBundles: this.everyNodeReadsBundles, secret };
+    return { peers, readsBundles: this.writable.has(BUNDLE_FORMAT), secret };
+  }
+
+  mayWrite(format: number): boolean {
+    return this.writable.has(format);
   }
 
   /** Adds `formats` to the formats-written record, unless it changed since `record` was read (the next read tries again). */

@@ -2,7 +2,7 @@ import { printable } from '../bytes.js';
 import type { DueEntry } from '../locks/LockTable.js';
 import type { Committer } from './Committer.js';
 import type { ReplicaState } from './ReplicaState.js';
-import { LogOp, type LogCommand } from './LogCodec.js';
+import { LogOp, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import type { LogFollower } from './LogFollower.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { StoreContact } from './StoreContact.js';
@@ -161,9 +161,14 @@ export class Leadership {
     }
   }
 
-  /** Proposes the expiry of every entry whose phase ran out on this node's clock (within a budget). */
+  /**
+   * Proposes the expiry of every entry whose phase ran out on this node's clock, and the end of
+   * every lock-delay that ran out (within a budget). An owner's expiry holds its lock back for this
+   * node's --lock-delay, once every live node reads the command that says so (format 4).
+   */
   private proposeExpiries(): void {
     const state = this.follower.state;
+    const holdMs = (this.options.lockDelayMs ?? 0) > 0 && this.deps.log.mayWrite(OPS_FORMAT) ? this.options.lockDelayMs! : 0;
     let proposed = 0;
     while (proposed < EXPIRY_BUDGET) {
       const due = state.table.takeDue();
@@ -172,7 +177,13 @@ export class Leadership {
         `proposing expiry of ${printable(due.key)}/${printable(due.index)} ${printable(due.owner)} v${due.version} ` +
           `(${due.isOwner ? `owner ttl ${due.ttl}` : `waiter ttw ${due.ttw}`} s, due ${Math.round(this.deps.clock.now() - due.deadline)} ms ago)`,
       );
-      this.committer.submit(expireCommand(due), { resolve: () => {}, reject: () => state.table.rearm(due) });
+      this.committer.submit(expireCommand(due, due.isOwner ? holdMs : 0), { resolve: () => {}, reject: () => state.table.rearm(due) });
+      proposed++;
+    }
+    while (proposed < EXPIRY_BUDGET) {
+      const due = state.table.takeDueHold();
+      if (due === undefined) break;
+      this.committer.submit({ op: LogOp.LiftHold, ...due }, { resolve: () => {}, reject: () => state.table.rearmHold(due) });
       proposed++;
     }
     if (proposed > 0) {
@@ -223,6 +234,8 @@ export class Leadership {
   }
 }
 
-function expireCommand(due: DueEntry): LogCommand {
-  return { op: LogOp.Expire, key: due.key, index: due.index, owner: due.owner, version: due.version };
+/** The expiry of `due`; one that then holds its lock back for `holdMs`, if that is above 0. */
+function expireCommand(due: DueEntry, holdMs: number): LogCommand {
+  const { key, index, owner, version } = due;
+  return holdMs > 0 ? { op: LogOp.ExpireAndHold, key, index, owner, version, holdMs } : { op: LogOp.Expire, key, index, owner, version };
 }

@@ -9,7 +9,8 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  * and incarnation), its sequence number (so a retried append applies once), and the mutating
  * commands its clients sent meanwhile. Keys, indexes and owners travel as raw bytes, never text.
  *
- * Layout (big-endian): 'B' format(1) name(str) incarnation(u32) reserved(u32, 0) seq(u32) count(u16) command*
+ * Layout (big-endian): 'B' format(1 or 4) name(str) incarnation(u32) reserved(u32, 0) seq(u32) count(u16) command*
+ *   format 4 is format 1 that may also hold the commands for waiting and lock-delays (LogOp 11-13)
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
  *
  * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
@@ -46,7 +47,16 @@ export const LogOp = {
    * with its fencing token and the file's highest token (the commit raises the token base above both).
    */
   ImportStagedFenced: 10,
+  /** A waiter whose client stopped waiting (its acquire-and-wait connection closed): removed if it still waits. Format 4. */
+  CancelWait: 11,
+  /** Expire (6) that then holds the owner's lock back for `holdMs` (the leader's lock-delay) until a LiftHold names it. Format 4. */
+  ExpireAndHold: 12,
+  /** Ends the lock-delay of (key, index) begun by the expiry at log position `version`: its first waiter takes the lock. Format 4. */
+  LiftHold: 13,
 } as const;
+
+/** The first op a format-1 batch may not hold: ops from here on are written in format-4 batches only. */
+const FIRST_FORMAT_4_OP = LogOp.CancelWait;
 
 /** An imported entry's remaining time when its phase never expires. */
 export const NO_REMAINING = 0xffffffff;
@@ -76,7 +86,21 @@ export type LogCommand =
       readonly first: boolean;
     } & Omit<SavedLock, 'remainingMs'>)
   | ImportStagedCommand
-  | { readonly op: typeof LogOp.ImportCommit; readonly importId: number };
+  | { readonly op: typeof LogOp.ImportCommit; readonly importId: number }
+  | ({ readonly op: typeof LogOp.CancelWait } & EntryName)
+  | ({
+      readonly op: typeof LogOp.ExpireAndHold;
+      readonly version: number;
+      /** Milliseconds the lock is held back (a u32). */
+      readonly holdMs: number;
+    } & EntryName)
+  | {
+      readonly op: typeof LogOp.LiftHold;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      /** The log position of the expiry that began the hold. */
+      readonly version: number;
+    };
 
 /** One saved entry of an import, staged until the import's commit (see ReplicaState). */
 export type ImportStagedCommand = {
@@ -106,6 +130,12 @@ export interface Batch extends BatchHeader {
 
 const BATCH_MAGIC = 0x42; // 'B'
 const FORMAT = 1;
+/**
+ * A batch as format 1, that may also hold this version's commands for waiting and lock-delays
+ * (CancelWait, ExpireAndHold, LiftHold): a batch holding any of them is written in this format,
+ * only once every live node declares it reads it (see LOG_FORMATS_READ).
+ */
+export const OPS_FORMAT = 4;
 /** A log value holding several batches (see the file comment). */
 export const BUNDLE_FORMAT = 2;
 /**
@@ -127,7 +157,7 @@ export function isReference(bytes: Uint8Array): boolean {
  * declares them in the store with its name: a format is written only once every live node
  * declares it (rolling upgrades).
  */
-export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT];
+export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT];
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
@@ -151,8 +181,9 @@ export class BatchEncoder {
 
   encode(batch: Batch): Buffer {
     const out = this.out;
+    const format = batch.commands.some((c) => c.op >= FIRST_FORMAT_4_OP) ? OPS_FORMAT : FORMAT;
     try {
-      out.u8(BATCH_MAGIC).u8(FORMAT).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
+      out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
       for (const c of batch.commands) writeCommand(out, c);
     } catch (error) {
       // The writer is reused: what a failed batch wrote must not lead the next one.
@@ -185,6 +216,12 @@ export function commandSize(c: LogCommand): number {
       return 1 + 4 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4 + 1 + 8 + 8;
     case LogOp.ImportCommit:
       return 1 + 4;
+    case LogOp.CancelWait:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length;
+    case LogOp.ExpireAndHold:
+      return 1 + 3 + c.key.length + c.index.length + c.owner.length + 8 + 4;
+    case LogOp.LiftHold:
+      return 1 + 2 + c.key.length + c.index.length + 8;
   }
 }
 
@@ -221,6 +258,15 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       return;
     case LogOp.ImportCommit:
       out.u32(c.importId);
+      return;
+    case LogOp.CancelWait:
+      out.string(c.key).string(c.index).string(c.owner);
+      return;
+    case LogOp.ExpireAndHold:
+      out.string(c.key).string(c.index).string(c.owner).f64(c.version).u32(c.holdMs);
+      return;
+    case LogOp.LiftHold:
+      out.string(c.key).string(c.index).f64(c.version);
       return;
   }
 }
@@ -347,25 +393,26 @@ export type OwnCommands = (header: BatchHeader) => OwnBatch | undefined;
  */
 export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
-  const { proposer, incarnation, seq, count } = readBatchHeader(r);
+  const { proposer, incarnation, seq, count, format } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
   if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes))) return { proposer, incarnation, seq, commands: known.commands };
   const commands: LogCommand[] = [];
-  for (let i = 0; i < count; i++) commands.push(readCommand(r));
+  const lastOp = format === OPS_FORMAT ? LogOp.LiftHold : FIRST_FORMAT_4_OP - 1;
+  for (let i = 0; i < count; i++) commands.push(readCommand(r, lastOp));
   if (!r.done) throw new LogFormatError('bytes after the last command');
   return { proposer, incarnation, seq, commands };
 }
 
-/** A format-1 batch's header, and the number of commands after it; LogFormatError if not a batch. */
-function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number } {
+/** A batch's header (format 1 or 4), and the number of commands after it; LogFormatError if not a batch. */
+function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
-  if (format !== FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
+  if (format !== FORMAT && format !== OPS_FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
   const proposer = r.string();
   const incarnation = r.u32();
   r.u32(); // reserved
   const seq = r.u32();
-  return { proposer, incarnation, seq, count: r.u16() };
+  return { proposer, incarnation, seq, count: r.u16(), format };
 }
 
 /**
@@ -450,8 +497,10 @@ function decodePart(bytes: Uint8Array, own: OwnCommands | undefined): ValuePart 
   }
 }
 
-function readCommand(r: BatchReader): LogCommand {
+/** One command, of an op no later than `lastOp` (the batch's format says which ops it may hold). */
+function readCommand(r: BatchReader, lastOp: number): LogCommand {
   const op = r.u8();
+  if (op > lastOp) throw new LogFormatError(`unknown command ${op}`);
   // Each command is one object literal, its fields in the order the node that proposed it built
   // them (ClusterLockService), so apply sees one shape per op on every node.
   switch (op) {
@@ -492,6 +541,23 @@ function readCommand(r: BatchReader): LogCommand {
       return readImportStaged(r, op);
     case LogOp.ImportCommit:
       return { op, importId: r.u32() };
+    case LogOp.CancelWait: {
+      const key = r.key();
+      const index = r.index();
+      return { op, key, index, owner: r.owner() };
+    }
+    case LogOp.ExpireAndHold: {
+      const key = r.key();
+      const index = r.index();
+      const owner = r.owner();
+      const version = r.f64();
+      return { op, key, index, owner, version, holdMs: r.u32() };
+    }
+    case LogOp.LiftHold: {
+      const key = r.key();
+      const index = r.index();
+      return { op, key, index, version: r.f64() };
+    }
     default:
       throw new LogFormatError(`unknown command ${op}`);
   }

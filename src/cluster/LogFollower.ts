@@ -91,9 +91,13 @@ export class LogFollower {
     private readonly contact: StoreContact,
     /** This node's seed for the table's hash indexes (see LockTableOptions.hashSeed). */
     private readonly hashSeed: number,
+    /** The replica to start from (empty): built by the caller, so what watches its table can be built first. */
+    initial: ReplicaState,
     private readonly applier: BatchApplier,
+    /** Told when a snapshot replaced the replica (after the applier): who watches the table watches the new one. */
+    private readonly replaced: (state: ReplicaState) => void = () => {},
   ) {
-    this.current = new ReplicaState(deps.clock, hashSeed);
+    this.current = initial;
   }
 
   /** The replica as applied so far. */
@@ -136,6 +140,7 @@ export class LogFollower {
   private replaceState(state: ReplicaState): void {
     this.current = state;
     this.applier.stateReplaced(state);
+    this.replaced(state);
     this.releaseApplyWaiters();
   }
 

@@ -28,9 +28,12 @@ const SNAPSHOT_MAGIC = 0x53; // 'S'
 /**
  * Snapshot layout 3 (a snapshot's own numbering, apart from the log's value formats): position, the
  * token base, proposers, entries (each with its fencing token), then an import's staged entries if
- * one is in progress (a flag byte says whether). Still read: layout 1 (no tokens, nothing staged)
- * and layout 2 (no tokens, an import's staged entries).
+ * one is in progress (a flag byte says whether). Layout 4, written only while a lock is held back
+ * (which only a log of format 4 can do, so every node that may load it reads it), has the locks
+ * held back by a lock-delay before the entries (their waiters wait in queues without owner). Still
+ * read: layout 1 (no tokens, nothing staged) and layout 2 (no tokens, an import's staged entries).
  */
+const SNAPSHOT_LAYOUT_HOLDS = 4;
 const SNAPSHOT_LAYOUT = 3;
 const SNAPSHOT_LAYOUT_UNTOKENED = 1;
 const SNAPSHOT_LAYOUT_UNTOKENED_STAGED = 2;
@@ -228,6 +231,12 @@ export class ReplicaState {
         return this.stage(c, position);
       case LogOp.ImportCommit:
         return this.commitImport(c.importId, origin);
+      case LogOp.CancelWait:
+        return table.cancelWaiter(c.key, c.index, c.owner);
+      case LogOp.ExpireAndHold:
+        return table.expireVersion(c.key, c.index, c.owner, c.version, c.holdMs);
+      case LogOp.LiftHold:
+        return table.liftHold(c.key, c.index, c.version);
     }
   }
 
@@ -306,12 +315,17 @@ export class ReplicaState {
    */
   encode(): Buffer {
     const out = new BufferWriter(64 * 1024, 0);
-    out.u8(SNAPSHOT_MAGIC).u8(SNAPSHOT_LAYOUT);
+    const holds = [...this.table.holdsHeld()];
+    out.u8(SNAPSHOT_MAGIC).u8(holds.length > 0 ? SNAPSHOT_LAYOUT_HOLDS : SNAPSHOT_LAYOUT);
     out.f64(this.position.version).f64(this.position.revision).f64(this.rules.tokenFloor);
     out.u32(this.proposers.size);
     for (const [key, seq] of this.proposers) {
       const [name, incarnation] = splitProposerKey(key);
       out.string(name).u32(incarnation).u32(seq);
+    }
+    if (holds.length > 0) {
+      out.u32(holds.length);
+      for (const hold of holds) out.string(hold.key).string(hold.index).f64(hold.version).u32(hold.delayMs);
     }
     out.u32(this.table.size);
     for (const e of this.table.replicaEntries()) {
@@ -342,10 +356,10 @@ export class ReplicaState {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const layout = r.u8();
-    if (layout !== SNAPSHOT_LAYOUT && layout !== SNAPSHOT_LAYOUT_UNTOKENED && layout !== SNAPSHOT_LAYOUT_UNTOKENED_STAGED) {
+    if (layout !== SNAPSHOT_LAYOUT && layout !== SNAPSHOT_LAYOUT_HOLDS && layout !== SNAPSHOT_LAYOUT_UNTOKENED && layout !== SNAPSHOT_LAYOUT_UNTOKENED_STAGED) {
       throw new LogFormatError(`snapshot layout ${layout} is not known to this version`);
     }
-    const tokened = layout === SNAPSHOT_LAYOUT;
+    const tokened = layout === SNAPSHOT_LAYOUT || layout === SNAPSHOT_LAYOUT_HOLDS;
     const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
@@ -355,6 +369,15 @@ export class ReplicaState {
       const name = r.string();
       const incarnation = r.u32();
       state.proposers.set(proposerKey(name, incarnation), r.u32());
+    }
+    if (layout === SNAPSHOT_LAYOUT_HOLDS) {
+      const holds = r.u32();
+      for (let i = 0; i < holds; i++) {
+        const key = r.string();
+        const index = r.string();
+        const version = r.f64();
+        state.table.loadHold(key, index, version, r.u32());
+      }
     }
     const entries = r.u32();
     for (let i = 0; i < entries; i++) {

@@ -178,6 +178,12 @@ export interface ReplicatedLog {
   /** See `append`: how long after a rejected append its batch can still commit (ms, finite). */
   readonly lateCommitMs: number;
   /**
+   * Whether values of log `format` (LogCodec: bundles, references, OPS_FORMAT batches) may be
+   * written now: every live node declares it reads them, and the record of formats written
+   * names it (EtcdLog.peerView), so no node that cannot read them joins later.
+   */
+  mayWrite(format: number): boolean;
+  /**
    * `append` in two halves, for a batch another node appends (issue 20's sequencer): a writer lease for
    * one attempt, lent to whichever append carries the batch (`appendBundle`, here or on the
    * sequencer), then `leaseReturned` with how that attempt ended. Such an attempt keeps `append`'s

@@ -7,6 +7,7 @@ import { realTimers } from '../runtime/Timers.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 import { AppendRouter } from './AppendRouter.js';
 import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
+import type { GrantObserver } from '../locks/Waiters.js';
 import { PeerDeclarations } from './PeerDeclarations.js';
 import type { EtcdConnection } from './EtcdLog.js';
 import { addressTowards, formatPeerAddress, parsePeerAddress, type Advertised } from './peer/PeerAddress.js';
@@ -68,10 +69,10 @@ const WILDCARD_LISTEN = new Set(['0.0.0.0', '::']);
  */
 export async function startClusterService(
   config: ClusterConfig,
-  maxEntries: number,
+  { maxEntries, lockDelayMs }: { readonly maxEntries: number; readonly lockDelayMs: number },
   clock: Clock,
   logger: Logger,
-  observer?: ClusterObserver,
+  { clusterObserver: observer, grants }: { readonly clusterObserver?: ClusterObserver; readonly grants?: GrantObserver } = {},
 ): Promise<ClusterNode> {
   logger.event('cluster-starting', {
     etcd: config.etcd.endpoints.join(','),
@@ -125,6 +126,7 @@ export async function startClusterService(
       commitTimeoutMs: config.commitTimeoutSeconds * 1000,
       maxEntries,
       snapshotEveryBatches: config.snapshotEveryBatches,
+      lockDelayMs,
     },
     {
       log,
@@ -135,6 +137,7 @@ export async function startClusterService(
       random: () => randomInt(0, 2 ** 32) / 2 ** 32,
       logger,
       observer,
+      grants,
       onClose: () => {
         router.close();
         declarations.close();

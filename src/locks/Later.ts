@@ -42,6 +42,11 @@ export class Later<T> implements PromiseLike<T> {
     this.listener?.rejected(this.key, error);
   }
 
+  /** Whether it has settled (resolved or rejected). */
+  get settled(): boolean {
+    return this.state !== PENDING;
+  }
+
   /** Tells `listener` of the outcome, with `key`: when it settles, or now if it has. Only one listener. */
   listen<K>(listener: LaterListener<T, K>, key: K): void {
     if (this.listener !== undefined) throw new Error('a Later has one listener');
@@ -56,5 +61,37 @@ export class Later<T> implements PromiseLike<T> {
       this.listen({ resolved: (_, value: T) => resolve(value), rejected: (_, error) => reject(error) }, undefined),
     );
     return this.promise.then(onResolved, onRejected);
+  }
+}
+
+/**
+ * A Later a client waits on (acquire and wait, the loss notice): settled once, like any Later, or
+ * cancelled by whoever asked when it no longer waits (its connection closed): then `onCancel`
+ * runs once and nothing settles it any more.
+ */
+export class Waiting<T> extends Later<T> {
+  private cancelled = false;
+  private onCancel: (() => void) | undefined;
+
+  /** What to do if it is cancelled before it settles (one hook; set by whoever answers it). */
+  whenCancelled(hook: () => void): void {
+    this.onCancel = hook;
+  }
+
+  /** The client no longer waits: nothing answers it any more; the hook runs if it had not settled. */
+  cancel(): void {
+    if (this.settled || this.cancelled) return;
+    this.cancelled = true;
+    const hook = this.onCancel;
+    this.onCancel = undefined;
+    hook?.();
+  }
+
+  override resolve(value: T): void {
+    if (!this.cancelled) super.resolve(value);
+  }
+
+  override reject(error: unknown): void {
+    if (!this.cancelled) super.reject(error);
   }
 }

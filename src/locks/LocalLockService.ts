@@ -1,9 +1,13 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender, FencedPosition } from '../protocol/messages.js';
+import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import type { Clock } from '../runtime/Clock.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
-import type { LockCounts, LockRequest, LockService, SavedLock } from './LockService.js';
+import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
+import { NO_DEADLINE } from './DeadlineHeap.js';
+import { NO_ID } from './HashIndex.js';
+import type { Answer, LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } from './LockService.js';
 import { LockTable, type LockTableOptions } from './LockTable.js';
+import { Waiters, type GrantObserver } from './Waiters.js';
 import { SingleNodeRules } from './SingleNodeRules.js';
 
 /**
@@ -52,6 +56,8 @@ export interface LocalLockServiceOptions extends LockTableOptions {
    * to go back.
    */
   readonly onCompacted?: () => void;
+  /** Told of every grant (how long it was waited for) and every end (how): the metrics. */
+  readonly grants?: GrantObserver;
 }
 
 /** The single-node LockService: a LockTable in this process, swept by one periodic task. */
@@ -67,13 +73,26 @@ export class LocalLockService implements LockService {
   private arrivalsAtCheck = 0;
   private arrivalsAtCollect = 0;
 
+  /** Clients waiting for a grant or a loss (0x0B, 0x0C), answered as the table grants and ends entries. */
+  private readonly waiters: Waiters;
+
   constructor(
-    clock: Clock,
+    private readonly clock: Clock,
     private readonly timers: Timers = realTimers,
     private readonly options: LocalLockServiceOptions = {},
   ) {
     this.rules = new SingleNodeRules(options.maxEntries, options.tokenFloor);
     this.table = new LockTable(clock, this.rules, options);
+    this.waiters = new Waiters(
+      this.table,
+      clock,
+      timers,
+      {
+        boundPassed: (wait) => wait.answer.resolve({ position: this.table.location(wait.key, wait.index, wait.owner), token: 0 }),
+        abandoned: (wait) => void this.table.cancelWaiter(wait.key, wait.index, wait.owner),
+      },
+      options.grants,
+    );
     this.stopSweeping = timers.every(SWEEP_INTERVAL_MS, () => this.sweep());
   }
 
@@ -122,6 +141,34 @@ export class LocalLockService implements LockService {
   requestFenced(r: LockRequest, allowCreate: boolean): FencedPosition {
     const position = this.table.request(r, allowCreate);
     return { position, token: position === 1 ? this.table.fence(r.key, r.index, r.owner) : 0 };
+  }
+
+  /**
+   * Acquire and wait (0x0B): as requestFenced, answered at once when the request owns or is
+   * refused, or when `waitMs` is 0; else once the entry is granted (1 and its token), goes (0),
+   * or `waitMs` passes (its position then; NO_WAIT_BOUND: no bound).
+   */
+  acquire(r: LockRequest, allowCreate: boolean, waitMs: number): Answer<FencedPosition> {
+    const answered = this.requestFenced(r, allowCreate);
+    if (answered.position <= 1 || waitMs === 0) return answered;
+    const entry = this.table.entryOf(r.key, r.index, r.owner);
+    const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : this.clock.now() + waitMs;
+    return this.waiters.waitForGrant(r.key, r.index, r.owner, entry, deadline);
+  }
+
+  /** The loss notice (0x0C): answered when the owner's entry stops owning, with how; at once (NotOwner) if it does not own. */
+  awaitLoss(key: ByteString, index: ByteString, owner: ByteString): Answer<number> {
+    const entry = this.table.entryOf(key, index, owner);
+    if (entry === NO_ID || this.table.positionOfEntry(entry) !== 1) return LossReason.NotOwner;
+    return this.waiters.waitForLoss(key, index, owner, entry);
+  }
+
+  queues(key: ByteString, limit: number): QueueView[] {
+    return this.table.queues(key, limit);
+  }
+
+  get waiting(): WaitingFigures {
+    return this.table.waiting;
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString): number {
@@ -178,5 +225,6 @@ export class LocalLockService implements LockService {
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();
+    this.waiters.close(new Error('the server is shutting down'));
   }
 }

@@ -1,5 +1,5 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender, FencedPosition } from '../protocol/messages.js';
+import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import type { Later } from './Later.js';
 
 /** One entry as written to and read from the lock file. */
@@ -20,6 +20,14 @@ export interface SavedLock {
 export interface LockCounts {
   readonly owners: number;
   readonly waiters: number;
+}
+
+/** How waiting stands, for the metrics. */
+export interface WaitingFigures {
+  /** Locks held back now by a lock-delay. */
+  readonly heldBack: number;
+  /** Milliseconds the longest-waiting entry has waited since it was requested; 0 when none waits. */
+  readonly oldestWaitMs: number;
 }
 
 export interface LockRequest {
@@ -62,6 +70,23 @@ export interface LockService {
    * when the position is 1 (a renewal answers the token its grant got), else 0.
    */
   requestFenced(request: LockRequest, allowCreate: boolean, receivedAt?: number): Answer<FencedPosition>;
+  /**
+   * Acquire and wait (0x0B): a request with fence whose answer waits, up to `waitMs` (0: not at
+   * all; NO_WAIT_BOUND: no bound), for the requester to own: answered 1 and the grant's token in
+   * the turn it is granted (a release, an expiry, a lift of a lock-delay, a log command applied:
+   * no polling); its position (and token 0) when the bound passes first, the entry staying queued
+   * to its TTW; 0 when the entry goes meanwhile. If the client goes away first (the answer is
+   * cancelled, see Waiting), its entry goes too if it still waits.
+   */
+  acquire(request: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number): Answer<FencedPosition>;
+  /**
+   * The loss notice (0x0C): answered when the owner's entry stops owning, with how it ended
+   * (LossReason: released, released with `*`, released by release-all, expired), in the turn it
+   * ends; at once NotOwner when it does not own the lock.
+   */
+  awaitLoss(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
+  /** The detailed list (0x0D): every queue under the key, with lock-delays and times left, at most `limit` entries. */
+  queues(key: ByteString, limit: number, receivedAt?: number): Answer<QueueView[]>;
   /** Fence (0x09): the fencing token of the owner's current grant, or 0 when `owner` does not own the lock. */
   fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Answer<number>;
   /** Find contender location (0x03): the position, or 0. */
@@ -77,6 +102,8 @@ export interface LockService {
   /** List (0x07): every entry under the key, at most `limit`. */
   list(key: ByteString, limit: number, receivedAt?: number): Answer<Contender[]>;
   counts(): Promise<LockCounts>;
+  /** Locks held back and the longest wait, as this node's table has them now (metrics: not an answer to a client). */
+  readonly waiting: WaitingFigures;
   /**
    * What drain mode (SIGSYS) of this node waits for: every entry on a single node; in a cluster,
    * the entries requested through this node, wherever they are released or expire.

@@ -1,12 +1,12 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender } from '../protocol/messages.js';
+import type { Contender, EntryView, QueueView } from '../protocol/messages.js';
 import type { Clock } from '../runtime/Clock.js';
 import { DeadlineHeap, NO_DEADLINE } from './DeadlineHeap.js';
 import { EntryRecords } from './EntryRecords.js';
 import { DEFAULT_HASH_SEED } from './hashByteString.js';
 import { NO_ID } from './HashIndex.js';
 import { KeyDirectory } from './KeyDirectory.js';
-import type { LockRequest, SavedLock } from './LockService.js';
+import type { LockRequest, SavedLock, WaitingFigures } from './LockService.js';
 import { NameStore } from './NameStore.js';
 import { OwnerDirectory } from './OwnerDirectory.js';
 import type { QueueRules } from './QueueRules.js';
@@ -56,23 +56,6 @@ export interface TableObserver {
   ended(entry: number, why: EndReason): void;
   /** The records were rebuilt (see QueueRules.recordsRebuilt): `from[i]` is now `to[i]`. */
   moved(from: Int32Array, to: Int32Array, count: number): void;
-}
-
-/** An entry as the detailed list (0x0D) shows it: what 0x07 shows, and the time its phase has left and its token. */
-export interface EntryView extends Contender {
-  /** Milliseconds left in its current phase (this node's clock), or null when that phase never expires. */
-  readonly remainingMs: number | null;
-  /** Its grant's fencing token while it owns; 0 while it waits. */
-  readonly token: number;
-}
-
-/** One (key, index) queue as the detailed list (0x0D) shows it. */
-export interface QueueView {
-  readonly index: ByteString;
-  /** Milliseconds its lock is still held back after its owner's TTL ran out (lock-delay), 0 when it is not. */
-  readonly heldForMs: number;
-  /** Owner first, then waiters in queue order. */
-  readonly entries: readonly EntryView[];
 }
 
 /** A queue held back by a lock-delay, as takeDueHold() hands it to the leader. */
@@ -440,6 +423,12 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.holds.size;
   }
 
+  /** Locks held back and the longest wait now (metrics). */
+  get waiting(): WaitingFigures {
+    const since = this.oldestWaiterSince;
+    return { heldBack: this.heldBack, oldestWaitMs: since === undefined ? 0 : Math.max(0, this.clock.now() - since) };
+  }
+
   /** When the entry waiting longest was requested (this node's clock), if any waits. */
   get oldestWaiterSince(): number | undefined {
     const since = this.waitingSince.peekDeadline();
@@ -449,6 +438,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   /** When the entry was requested (this node's clock): its wait, once it is granted. */
   requestedAt(entry: number): number {
     return this.entries.requestedAt[entry]!;
+  }
+
+  /** Whether the entry owns its lock (its record must be readable). */
+  owns(entry: number): boolean {
+    return this.entries.isOwner[entry] === 1;
   }
 
   /** The fencing token of the entry's grant while it owns (0 while it waits). */
@@ -564,7 +558,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (this.entryIn(queue, e.owner) !== NO_ID) throw new Error('duplicate entry for owner in one queue');
     const owned = this.keys.queueOwner[queue] !== NO_ID;
     if (e.isOwner && owned) throw new Error('two owners for one lock');
-    if (!e.isOwner && !owned) throw new Error('a waiter in a queue without owner');
+    if (e.isOwner && this.holdUntil.has(queue)) throw new Error('an owner of a lock held back');
+    if (!e.isOwner && !owned && !this.holdUntil.has(queue)) throw new Error('a waiter in a queue without owner');
     const entry = this.adoptEntry(queue, e, e.ticket, e.origin, e.version);
     this.insertSaved(entry, e.isOwner);
     if (e.isOwner) this.entries.token[entry] = e.token;

@@ -1,7 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { AppendRoute } from '../cluster/AppendRouter.js';
 import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
-import type { LockCounts } from '../locks/LockService.js';
+import { EndReason } from '../locks/LockTable.js';
+import type { LockCounts, WaitingFigures } from '../locks/LockService.js';
+import type { GrantObserver } from '../locks/Waiters.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';
 import type { ServerStats } from '../server/ServerStats.js';
@@ -22,20 +24,33 @@ export interface MetricsSource {
     readonly draining: boolean;
     commandObserver: CommandObserver | undefined;
   };
-  readonly service: { counts(): Promise<LockCounts> };
+  readonly service: { counts(): Promise<LockCounts>; readonly waiting: WaitingFigures };
 }
 
 /** Upper bounds of the latency buckets, in seconds: 25 µs to 1 s. */
 const LATENCY_BUCKETS = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1];
 const MS_PER_SECOND = 1000;
 const REJECTION_REASONS = { 'not-in-hosts-file': 'rejectedNotInHosts', 'too-busy': 'rejectedTooBusy' } as const;
+/** Upper bounds of the wait-for-a-grant buckets, in seconds: 1 ms (granted at once) to an hour. */
+const WAIT_BUCKETS = [0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
+/** The `how` label of an end. A drain ends no lock itself (SIGSYS refuses new entries): its locks end as released or expired. */
+const END_LABELS: Readonly<Record<EndReason, string>> = {
+  [EndReason.Released]: 'released',
+  [EndReason.ReleasedKey]: 'released-key',
+  [EndReason.ReleasedAll]: 'released-all',
+  [EndReason.Expired]: 'expired',
+  [EndReason.Canceled]: 'canceled',
+};
+/** How an owner's lock can end (a cancel only takes a waiter). */
+const LOCK_ENDS = [EndReason.Released, EndReason.ReleasedKey, EndReason.ReleasedAll, EndReason.Expired] as const;
+const WAIT_ENDS = [...LOCK_ENDS, EndReason.Canceled] as const;
 
 /**
  * The server's Prometheus metrics. Everything the server already counts (the stats command's
  * figures, the lock gauges) is read when scraped, so serving costs nothing per command; only
  * the latency histograms and the expiry counter are fed as things happen, through narrow hooks.
  */
-export class ServerMetrics implements CommandObserver, ClusterObserver {
+export class ServerMetrics implements CommandObserver, ClusterObserver, GrantObserver {
   readonly registry = new Registry();
   private source: MetricsSource | undefined;
   private cluster: ClusterStatus = STANDALONE;
@@ -47,6 +62,10 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
   /** Append attempts by route, then committed (0) or failed (1), resolved once. */
   private readonly appendAttempts: Record<AppendRoute, [Counter.Internal, Counter.Internal]>;
   private readonly bundleBatches: Histogram;
+  private readonly waitToGrant: Histogram;
+  /** Counter children by EndReason: owners' lock ends, and waiters that left without a grant. */
+  private readonly lockEnds: Array<Counter.Internal | undefined> = [];
+  private readonly waitEnds: Array<Counter.Internal | undefined> = [];
 
   /**
    * `clusterMode` (`--etcd`) registers the cluster mode's own series; a single node exports none of
@@ -136,6 +155,33 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
       registers,
     });
     for (const [byte, name] of Object.entries(COMMAND_NAMES)) this.latency[Number(byte)] = latency.labels({ command: name });
+    this.waitToGrant = new Histogram({
+      name: 'lockserver_lock_wait_seconds',
+      help: 'Time from the request that created an entry to its grant (0 for a lock granted at once)',
+      buckets: WAIT_BUCKETS,
+      registers,
+    });
+    const lockEnds = new Counter({
+      name: 'lockserver_lock_ends_total',
+      help: "Granted locks that ended, by how: released (0x05), released-key (0x05 with '*'), released-all (0x06), expired (TTL ran out)",
+      labelNames: ['how'],
+      registers,
+    });
+    const waitEnds = new Counter({
+      name: 'lockserver_wait_ends_total',
+      help: 'Waiting entries that left their queue without a grant, by how (as lock ends, and canceled: the client of an acquire-and-wait closed)',
+      labelNames: ['how'],
+      registers,
+    });
+    // Every child from the start (0), so a rate over any of them is defined at once.
+    for (const why of LOCK_ENDS) (this.lockEnds[why] = lockEnds.labels({ how: END_LABELS[why] })).inc(0);
+    for (const why of WAIT_ENDS) (this.waitEnds[why] = waitEnds.labels({ how: END_LABELS[why] })).inc(0);
+    gauge('lockserver_locks_held_back', 'Locks held back now by the lock-delay (--lock-delay) after their owner expired', () =>
+      read((source) => source.service.waiting.heldBack),
+    );
+    gauge('lockserver_oldest_waiter_seconds', 'Seconds the longest-waiting entry has waited since its request (0 when none waits)', () =>
+      read((source) => source.service.waiting.oldestWaitMs / MS_PER_SECOND),
+    );
     const cluster = (): ClusterStatus => this.cluster;
     new Gauge({
       name: 'lockserver_cluster_role',
@@ -265,6 +311,14 @@ export class ServerMetrics implements CommandObserver, ClusterObserver {
 
   bundleSent(batches: number): void {
     this.bundleBatches.observe(batches);
+  }
+
+  granted(waitedMs: number): void {
+    this.waitToGrant.observe(waitedMs / MS_PER_SECOND);
+  }
+
+  ended(why: EndReason, owned: boolean): void {
+    (owned ? this.lockEnds : this.waitEnds)[why]?.inc();
   }
 
   /** Fed by the lock service's expiry sweep. */

@@ -10,9 +10,12 @@ import type { ByteString } from '../bytes.js';
 import {
   Command,
   COUNT_LENGTH,
+  MILLISECONDS_LENGTH,
+  NEVER_MS,
   OWNER_FLAG_LENGTH,
   POSITION_LENGTH,
   PRIORITY_LENGTH,
+  REASON_LENGTH,
   STATS_REPLY_LENGTH,
   SUCCESS_LENGTH,
   TTL_LENGTH,
@@ -20,7 +23,7 @@ import {
   TTW_LENGTH,
 } from './constants.js';
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
-import { STATS_FIELDS, type Contender, type FencedPosition, type StatsReply } from './messages.js';
+import { STATS_FIELDS, type Contender, type EntryView, type FencedPosition, type QueueView, type StatsReply } from './messages.js';
 
 /** What each command's reply decodes to. */
 export interface ReplyOf {
@@ -34,6 +37,9 @@ export interface ReplyOf {
   [Command.Stats]: StatsReply;
   [Command.Fence]: number;
   [Command.RequestFenced]: FencedPosition;
+  [Command.AcquireWait]: FencedPosition;
+  [Command.AwaitLoss]: number;
+  [Command.ListDetailed]: QueueView[];
 }
 export type Reply = ReplyOf[Command];
 
@@ -60,7 +66,25 @@ export function replyFrameLength(command: Command, buffer: Buffer, start: number
     case Command.Fence:
       return wholeFrameLength(start, start + TOKEN_LENGTH, end);
     case Command.RequestFenced:
+    case Command.AcquireWait:
       return wholeFrameLength(start, start + POSITION_LENGTH + TOKEN_LENGTH, end);
+    case Command.AwaitLoss:
+      return wholeFrameLength(start, start + REASON_LENGTH, end);
+    case Command.ListDetailed: {
+      if (end - start < COUNT_LENGTH) return INCOMPLETE;
+      const queues = buffer.readUInt16BE(start);
+      let offset = start + COUNT_LENGTH;
+      for (let q = 0; q < queues && offset <= end; q++) {
+        const countAt = stringEnd(buffer, offset, end) + MILLISECONDS_LENGTH;
+        if (countAt + COUNT_LENGTH > end) return INCOMPLETE;
+        const entries = buffer.readUInt16BE(countAt);
+        offset = countAt + COUNT_LENGTH;
+        for (let i = 0; i < entries && offset <= end; i++) {
+          offset = stringEnd(buffer, offset + CONTENDER_FIXED_HEAD, end) + OWNER_FLAG_LENGTH + MILLISECONDS_LENGTH + TOKEN_LENGTH;
+        }
+      }
+      return wholeFrameLength(start, offset, end);
+    }
     case Command.List: {
       if (end - start < COUNT_LENGTH) return INCOMPLETE;
       const count = buffer.readUInt16BE(start);
@@ -151,6 +175,24 @@ const contenderParser = new Parser()
   .buffer('owner', { length: 'ownerLength', formatter: asByteString })
   .uint8('isOwner', { formatter: ((flag: number) => flag !== 0) as (raw: unknown) => unknown });
 const listReplyParser = new Parser().endianness('big').uint16('count').array('contenders', { type: contenderParser, length: 'count' });
+const entryViewParser = new Parser()
+  .endianness('big')
+  .uint8('priority')
+  .uint16('ttl')
+  .uint16('ttw')
+  .uint8('ownerLength')
+  .buffer('owner', { length: 'ownerLength', formatter: asByteString })
+  .uint8('isOwner', { formatter: ((flag: number) => flag !== 0) as (raw: unknown) => unknown })
+  .uint32('remainingMs', { formatter: ((ms: number) => (ms === NEVER_MS ? null : ms)) as (raw: unknown) => unknown })
+  .buffer('token', { length: TOKEN_LENGTH });
+const queueViewParser = new Parser()
+  .endianness('big')
+  .uint8('indexLength')
+  .buffer('index', { length: 'indexLength', formatter: asByteString })
+  .uint32('heldForMs')
+  .uint16('count')
+  .array('entries', { type: entryViewParser, length: 'count' });
+const queuesReplyParser = new Parser().endianness('big').uint16('count').array('queues', { type: queueViewParser, length: 'count' });
 const statsReplyParser = STATS_FIELDS.reduce((p, field) => p.uint32(field), new Parser().endianness('big')).uint16('activeConnections');
 
 /** Largest high word of a token that is still a safe integer (2^53 - 1 has 0x1fffff there). */
@@ -196,8 +238,30 @@ export function decodeReply<C extends Command>(command: C, frame: Buffer): Reply
       reply = readToken(frame, 0);
       break;
     case Command.RequestFenced:
+    case Command.AcquireWait:
       reply = { position: frame.readUInt16BE(0), token: readToken(frame, POSITION_LENGTH) };
       break;
+    case Command.AwaitLoss:
+      reply = frame[0]!;
+      break;
+    case Command.ListDetailed: {
+      type Parsed = { queues: Array<{ index: ByteString; heldForMs: number; entries: Array<Omit<EntryView, 'index' | 'token'> & { token: Buffer }> }> };
+      reply = (queuesReplyParser.parse(frame) as Parsed).queues.map((q) => ({
+        index: q.index,
+        heldForMs: q.heldForMs,
+        entries: q.entries.map((e) => ({
+          priority: e.priority,
+          ttl: e.ttl,
+          ttw: e.ttw,
+          index: q.index,
+          owner: e.owner,
+          isOwner: e.isOwner,
+          remainingMs: e.remainingMs,
+          token: readToken(e.token, 0),
+        })),
+      }));
+      break;
+    }
     default:
       throw new RangeError(`no such command ${String(command)}`);
   }

@@ -5,7 +5,7 @@
  * decodeReply.ts is the client's mirror of this file.
  */
 import { sameOrNew, type ByteString } from '../bytes.js';
-import { Command, COMMAND_BYTE_LENGTH, PRIORITY_LENGTH, REQUEST_LAYOUTS, STRING_LENGTH_PREFIX, TTL_LENGTH, TTW_LENGTH } from './constants.js';
+import { Command, COMMAND_BYTE_LENGTH, PRIORITY_LENGTH, REQUEST_LAYOUTS, STRING_LENGTH_PREFIX, TTL_LENGTH, TTW_LENGTH, WAIT_LENGTH } from './constants.js';
 import { INCOMPLETE, stringEnd, wholeFrameLength } from './framing.js';
 import type { Request } from './messages.js';
 
@@ -112,10 +112,29 @@ export class RequestDecoder {
           priority: b[tail + 4]!,
         };
       }
+      case Command.AcquireWait: {
+        const second = stringEnd(b, first, end);
+        const third = stringEnd(b, second, end);
+        const tail = stringEnd(b, third, end);
+        const frameEnd = tail + REQUEST_TAIL_LENGTH + WAIT_LENGTH;
+        if (frameEnd > end) return undefined;
+        this.offset = frameEnd;
+        return {
+          command,
+          key: this.key(b, first, second),
+          index: this.index(b, second, third),
+          owner: this.owner(b, third, tail),
+          ttl: (b[tail]! << 8) | b[tail + 1]!,
+          ttw: (b[tail + 2]! << 8) | b[tail + 3]!,
+          priority: b[tail + 4]!,
+          waitMs: b.readUInt32BE(tail + REQUEST_TAIL_LENGTH),
+        };
+      }
       case Command.FindLocation:
       case Command.Renew:
       case Command.Release:
-      case Command.Fence: {
+      case Command.Fence:
+      case Command.AwaitLoss: {
         const second = stringEnd(b, first, end);
         const third = stringEnd(b, second, end);
         const frameEnd = stringEnd(b, third, end);
@@ -129,11 +148,12 @@ export class RequestDecoder {
         this.offset = frameEnd;
         return { command: Command.ReleaseAll, owner: this.owner(b, first, frameEnd) };
       }
-      case Command.List: {
+      case Command.List:
+      case Command.ListDetailed: {
         const frameEnd = stringEnd(b, first, end);
         if (frameEnd > end) return undefined;
         this.offset = frameEnd;
-        return { command: Command.List, key: this.key(b, first, frameEnd) };
+        return { command, key: this.key(b, first, frameEnd) };
       }
       case Command.Stats:
         this.offset = first;

@@ -1,7 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import type { BufferWriter } from './BufferWriter.js';
-import { MAX_U16, MAX_U32 } from './constants.js';
-import { STATS_FIELDS, type Contender, type FencedPosition, type StatsReply } from './messages.js';
+import { MAX_U16, MAX_U32, NEVER_MS } from './constants.js';
+import { STATS_FIELDS, type Contender, type FencedPosition, type QueueView, type StatsReply } from './messages.js';
 
 /** Two-byte counts saturate instead of wrapping: 70000 released locks reads as 65535, not 4464. */
 export function saturateU16(value: number): number {
@@ -54,6 +54,39 @@ export function encodeListReply(out: BufferWriter, contenders: readonly Contende
       .string(c.index)
       .string(c.owner)
       .u8(c.isOwner ? 1 : 0);
+  }
+}
+
+/** The loss notice (0x0C): one byte, how the lock ended (LossReason). */
+export function encodeLossReply(out: BufferWriter, reason: number): void {
+  out.u8(reason);
+}
+
+/**
+ * The detailed list (0x0D): a two-byte queue count, then per queue its index, the lock-delay left
+ * (four bytes, ms; 0 when not held back) and a two-byte entry count, then per entry what 0x07
+ * gives but the index, the time its phase has left (four bytes, ms; NEVER_MS when it never
+ * expires) and its fencing token (eight bytes; 0 while it waits). At most 65535 entries in all:
+ * the service stops there, and the counts always match what follows.
+ */
+export function encodeQueuesReply(out: BufferWriter, queues: readonly QueueView[]): void {
+  const count = saturateU16(queues.length);
+  out.u16(count);
+  for (let q = 0; q < count; q++) {
+    const queue = queues[q]!;
+    const entries = saturateU16(queue.entries.length);
+    out.string(queue.index).u32(Math.min(queue.heldForMs, MAX_U32)).u16(entries);
+    for (let i = 0; i < entries; i++) {
+      const e = queue.entries[i]!;
+      out
+        .u8(e.priority)
+        .u16(e.ttl)
+        .u16(e.ttw)
+        .string(e.owner)
+        .u8(e.isOwner ? 1 : 0)
+        .u32(e.remainingMs === null ? NEVER_MS : Math.min(e.remainingMs, NEVER_MS - 1))
+        .u64(e.token);
+    }
   }
 }
 

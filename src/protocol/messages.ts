@@ -22,8 +22,20 @@ export type Request =
       readonly index: ByteString;
       readonly owner: ByteString;
     }
+  | {
+      readonly command: typeof Command.AcquireWait;
+      readonly key: ByteString;
+      readonly index: ByteString;
+      readonly owner: ByteString;
+      readonly ttl: number;
+      readonly ttw: number;
+      readonly priority: number;
+      /** Milliseconds to wait for the lock at most; 0 = answer at once, NO_WAIT_BOUND = no bound. */
+      readonly waitMs: number;
+    }
+  | { readonly command: typeof Command.AwaitLoss; readonly key: ByteString; readonly index: ByteString; readonly owner: ByteString }
   | { readonly command: typeof Command.ReleaseAll; readonly owner: ByteString }
-  | { readonly command: typeof Command.List; readonly key: ByteString }
+  | { readonly command: typeof Command.List | typeof Command.ListDetailed; readonly key: ByteString }
   | { readonly command: typeof Command.Stats };
 
 /** A request with fence (0x0A) answered: the position, and the grant's token when the position is 1 (else 0). */
@@ -40,6 +52,23 @@ export interface Contender {
   readonly index: ByteString;
   readonly owner: ByteString;
   readonly isOwner: boolean;
+}
+
+/** An entry as the detailed list (0x0D) shows it: what 0x07 shows, and the time its phase has left and its token. */
+export interface EntryView extends Contender {
+  /** Milliseconds left in its current phase (the answering node's clock), or null when that phase never expires. */
+  readonly remainingMs: number | null;
+  /** Its grant's fencing token while it owns; 0 while it waits. */
+  readonly token: number;
+}
+
+/** One (key, index) queue as the detailed list (0x0D) shows it. */
+export interface QueueView {
+  readonly index: ByteString;
+  /** Milliseconds its lock is still held back after its owner's TTL ran out (lock-delay), 0 when it is not. */
+  readonly heldForMs: number;
+  /** Owner first, then waiters in queue order. */
+  readonly entries: readonly EntryView[];
 }
 
 /** The stats (0x08) reply, in wire order. */

@@ -1,15 +1,17 @@
 import type { Socket } from 'node:net';
 import { printable } from '../bytes.js';
-import { Later, type LaterListener } from '../locks/Later.js';
+import { Later, Waiting, type LaterListener } from '../locks/Later.js';
 import type { Answer, LockCounts, LockService } from '../locks/LockService.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
-import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16, PEER_LINK_BYTE } from '../protocol/constants.js';
+import { ANY_INDEX, Command, COMMAND_NAMES, MAX_U16, NO_WAIT_BOUND, PEER_LINK_BYTE } from '../protocol/constants.js';
 import { RequestDecoder, UnknownCommandError } from '../protocol/decodeRequest.js';
 import {
   encodeCountReply,
   encodeFencedPositionReply,
   encodeListReply,
+  encodeLossReply,
   encodeOwnerReply,
+  encodeQueuesReply,
   encodePositionReply,
   encodeStatsReply,
   encodeSuccessReply,
@@ -63,6 +65,8 @@ class PendingReply {
   state = WAITING;
   value: unknown = undefined;
   error: unknown = undefined;
+  /** A wait the client is in (0x0B, 0x0C), cancelled if the connection closes before it is answered. */
+  waiting: Waiting<unknown> | undefined = undefined;
 
   constructor(
     readonly command: number,
@@ -71,6 +75,18 @@ class PendingReply {
     readonly submittedAt: number | undefined,
   ) {}
 }
+
+/**
+ * Commands whose reply holds the decoding of the commands behind it until it is written: a list
+ * (0x07, 0x0D), which can be tens of megabytes, so a connection holds at most one list's answer at
+ * a time; and a wait (0x0B, 0x0C), whose later replies wait behind it as a Redis blocking
+ * command's do, and whose later commands, as there, run only after it is answered.
+ */
+const HOLDS_DECODING: readonly boolean[] = (() => {
+  const holds = new Array<boolean>(256).fill(false);
+  for (const command of [Command.List, Command.ListDetailed, Command.AcquireWait, Command.AwaitLoss]) holds[command] = true;
+  return holds;
+})();
 
 /** Told how long each command took (metrics); absent unless someone asked. */
 export interface CommandObserver {
@@ -166,7 +182,8 @@ class StaleInputError extends Error {
 /** Commands that change the table, by command byte: only these are refused for their age. */
 const MUTATING: readonly boolean[] = (() => {
   const mutating = new Array<boolean>(256).fill(false);
-  for (const command of [Command.Request, Command.RequestFenced, Command.Renew, Command.Release, Command.ReleaseAll]) mutating[command] = true;
+  for (const command of [Command.Request, Command.RequestFenced, Command.AcquireWait, Command.Renew, Command.Release, Command.ReleaseAll])
+    mutating[command] = true;
   return mutating;
 })();
 
@@ -223,11 +240,8 @@ export class Connection {
   private bytesIn = 0;
   /** When the command being run was read (cluster mode: its commit deadline counts from here). */
   private receivedAt: number | undefined;
-  /**
-   * List replies asked for and not encoded yet. A list can be tens of megabytes; the connection
-   * decodes nothing more while one is on its way, so it holds at most one list's answer at a time.
-   */
-  private listsWaiting = 0;
+  /** Replies of commands that hold decoding (HOLDS_DECODING) asked for and not encoded yet: nothing is decoded while there is one. */
+  private holdingDecoding = 0;
   /**
    * The client half-closed. A fact about the peer, not a phase of ours: reading or quiescing, we
    * answer what it sent and, once caught up, close our side too.
@@ -290,6 +304,8 @@ export class Connection {
     if (to < Phase.Closing) {
       this.pauseInput();
     } else {
+      // A client that waited in 0x0B or 0x0C no longer does: its waiting entry goes (see LockService.acquire).
+      for (let i = this.pendingHead; i < this.pending.length; i++) this.pending[i]?.waiting?.cancel();
       this.pending = [];
       this.pendingHead = 0;
       this.notifyQuiet();
@@ -357,7 +373,7 @@ export class Connection {
         !this.nextTurnScheduled &&
         this.phase < Phase.Halted &&
         this.outstanding < MAX_OUTSTANDING_ANSWERS &&
-        this.listsWaiting === 0
+        this.holdingDecoding === 0
       ) {
         if (submitted === MAX_COMMANDS_PER_TURN || this.turnBytes >= MAX_REPLY_BYTES_PER_TURN) {
           if (this.decoder.pendingBytes === 0) {
@@ -496,6 +512,12 @@ export class Connection {
         return this.reply(request.command, service.releaseAll(request.owner, at), this.encodeRemoved);
       case Command.List:
         return this.reply(request.command, service.list(request.key, MAX_U16, at), encodeListReply);
+      case Command.ListDetailed:
+        return this.reply(request.command, service.queues(request.key, MAX_U16, at), encodeQueuesReply);
+      case Command.AcquireWait:
+        return this.reply(request.command, service.acquire(request, !this.host.draining, request.waitMs, at), encodeFencedPositionReply);
+      case Command.AwaitLoss:
+        return this.reply(request.command, service.awaitLoss(request.key, request.index, request.owner, at), encodeLossReply);
       case Command.Fence:
         return this.reply(request.command, service.fence(request.key, request.index, request.owner, at), encodeTokenReply);
       case Command.RequestFenced:
@@ -520,7 +542,8 @@ export class Connection {
     const pending = new PendingReply(command, encode, this.host.commandObserver === undefined ? undefined : this.submittedAt);
     this.pending.push(pending);
     // Counted however it is answered, as deliver() counts it out when it encodes it.
-    if (command === Command.List) this.listsWaiting++;
+    if (HOLDS_DECODING[command]) this.holdingDecoding++;
+    if (answer instanceof Waiting) pending.waiting = answer;
     if (answer instanceof Later) {
       answer.listen(this.settlements, pending);
     } else if (answer instanceof Promise) {
@@ -585,7 +608,7 @@ export class Connection {
       }
       if (next.state === ANSWERED) {
         this.pending[this.pendingHead++] = undefined;
-        if (next.command === Command.List && --this.listsWaiting < 0) throw new Error('a list reply delivered that was never counted');
+        if (HOLDS_DECODING[next.command] && --this.holdingDecoding < 0) throw new Error('a reply that holds decoding delivered that was never counted');
         try {
           next.encode(this.replies, next.value as never);
         } catch (error) {
@@ -714,8 +737,9 @@ function describe(request: Request): string {
   if ('key' in request) parts.push(`key="${printable(request.key)}"`);
   if ('index' in request) parts.push(`index="${printable(request.index)}"`);
   if ('owner' in request) parts.push(`owner="${printable(request.owner)}"`);
-  if (request.command === Command.Request || request.command === Command.RequestFenced) {
+  if (request.command === Command.Request || request.command === Command.RequestFenced || request.command === Command.AcquireWait) {
     parts.push(`ttl=${request.ttl}s ttw=${request.ttw}s priority=${request.priority}`);
   }
+  if (request.command === Command.AcquireWait) parts.push(request.waitMs === NO_WAIT_BOUND ? 'wait=unbounded' : `wait=${request.waitMs}ms`);
   return parts.join(' ');
 }

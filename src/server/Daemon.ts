@@ -9,6 +9,7 @@ import { realTimers, type Timers } from '../runtime/Timers.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 import type { LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
+import type { GrantObserver } from '../locks/Waiters.js';
 import { STALE_INPUT_MS, startClusterService, type ClusterConfig, type ClusterNode } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { AllowList } from './AllowList.js';
@@ -29,6 +30,11 @@ export interface DaemonConfig {
   /** Close connections with no traffic this long; 0 or absent = never. */
   readonly idleTimeoutSeconds?: number;
   readonly maxLocks: number;
+  /**
+   * `--lock-delay` in ms (0 or absent: none, the 0.9b behaviour): an owner whose TTL runs out holds
+   * its lock back this long before the next grant. In a cluster, the leader's setting applies.
+   */
+  readonly lockDelayMs?: number;
   /** Cluster mode (`--etcd`): the locks live in etcd, the lock file is only a backup. */
   readonly cluster?: ClusterConfig;
 }
@@ -53,6 +59,8 @@ export interface DaemonDeps {
   readonly onExpired?: (count: number) => void;
   /** Cluster mode: told of each batch committed (metrics). */
   readonly clusterObserver?: ClusterObserver;
+  /** Told of every grant (how long it was waited for) and every end (how): the metrics. */
+  readonly grants?: GrantObserver;
 }
 
 /** Exit code after a fatal internal error (sysexits EX_SOFTWARE). */
@@ -120,7 +128,7 @@ export class Daemon {
     } else {
       // A bad file to import stops the start before the node joins anything.
       const toImport = config.cluster.importLockFile === undefined ? undefined : await readImport(config.cluster.importLockFile);
-      node = await startClusterService(config.cluster, config.maxLocks, clock, logger, deps.clusterObserver);
+      node = await startClusterService(config.cluster, { maxEntries: config.maxLocks, lockDelayMs: config.lockDelayMs ?? 0 }, clock, logger, deps);
       const cluster = node.service;
       service = cluster;
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
@@ -166,6 +174,8 @@ export class Daemon {
       lock_file: config.lockFile,
       stat_file: config.statFile,
       restored,
+      // Said only when set: the 0.9b default (none) changes nothing to say.
+      lock_delay_s: (config.lockDelayMs ?? 0) > 0 ? config.lockDelayMs! / 1000 : undefined,
       pid: process.pid,
     });
     if (config.cluster !== undefined) logger.event('ready', { name: config.cluster.nodeName, port: address.port });
@@ -293,6 +303,8 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
   const { logger, clock } = deps;
   const service = new LocalLockService(clock, deps.timers ?? realTimers, {
     maxEntries: config.maxLocks,
+    lockDelayMs: config.lockDelayMs,
+    grants: deps.grants,
     // Above every token a crashed predecessor may have granted after its last save (see TOKENS_PER_MS).
     tokenFloor: Math.floor((deps.wallClockMs ?? Date.now)()) * TOKENS_PER_MS,
     // Clients must not be able to aim keys at one probe run of the table's hash indexes.

@@ -1126,6 +1126,11 @@ export class MemoryLog implements ReplicatedLog {
     return this.store.lateCommitMs;
   }
 
+  /** Every format may be written: every node of the simulation runs this version. */
+  mayWrite(): boolean {
+    return true;
+  }
+
   /**
    * Every watch of this client stalls for `ms` (the etcd3 client multiplexes them on one stream):
    * open, silent, and a watch opened meanwhile lands on the same stuck stream.

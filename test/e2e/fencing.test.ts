@@ -165,10 +165,10 @@ test('a version 2 lock file (no tokens) still loads: its owners get fresh tokens
   t.true((await fence(client, 'users', '42', 'bob')) > alice);
 });
 
-test('an unknown command byte 0x0B closes the connection as before, after the replies to what came first', async (t) => {
+test('an unknown command byte 0x0E closes the connection as before, after the replies to what came first', async (t) => {
   const server = await startServer(t);
   const client = await server.accepted();
-  client.send(Buffer.concat([frames(fencedRequest('k', '1', 'alice')), bytes(0x0b), frames(req.request('k', '1', 'mallory'))]));
+  client.send(Buffer.concat([frames(fencedRequest('k', '1', 'alice')), bytes(0x0e), frames(req.request('k', '1', 'mallory'))]));
   const replies = await client.readUntilClose();
   t.is(replies.length, 10);
   t.is(hex(replies.subarray(0, 2)), '0001');

@@ -126,7 +126,7 @@ test('an unknown command byte closes only that connection, with no reply and no 
   const listBefore = await ask.list(bystander, 'k');
 
   const offender = await server.accepted();
-  offender.send([0x0b]);
+  offender.send([0x0e]);
   t.is((await offender.readUntilClose()).length, 0);
 
   // Replies to requests before the bad byte in the same batch still arrive; nothing after it runs.

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { ServerMetrics, type MetricsSource } from '../../src/metrics/ServerMetrics.js';
+import { EndReason } from '../../src/locks/LockTable.js';
 import { Command } from '../../src/protocol/constants.js';
 import { ServerStats } from '../../src/server/ServerStats.js';
 
@@ -11,7 +12,7 @@ function fakeSource(): MetricsSource {
   stats.rejectedTooBusy = 2;
   return {
     server: { stats, draining: true, commandObserver: undefined },
-    service: { counts: async () => ({ owners: 3, waiters: 9 }) },
+    service: { counts: async () => ({ owners: 3, waiters: 9 }), waiting: { heldBack: 2, oldestWaitMs: 1_500 } },
   };
 }
 
@@ -48,6 +49,32 @@ test('attach() reads the daemon at scrape time and becomes its command observer'
   t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.00025",command="renew"}'), 1);
   t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.0025",command="renew"}'), 1);
   t.is(value(text, 'lockserver_command_duration_seconds_bucket{le="0.005",command="renew"}'), 2);
+});
+
+test('waiting: the time to each grant, how locks and waits end (every label shown from 0), locks held back, the oldest wait', async (t) => {
+  const metrics = new ServerMetrics();
+  metrics.attach(fakeSource());
+  metrics.granted(0);
+  metrics.granted(4_000);
+  metrics.ended(EndReason.Released, true);
+  metrics.ended(EndReason.Expired, true);
+  metrics.ended(EndReason.Expired, true);
+  metrics.ended(EndReason.Canceled, false);
+  metrics.ended(EndReason.ReleasedAll, false);
+  const text = await metrics.registry.metrics();
+  t.is(value(text, 'lockserver_lock_wait_seconds_count'), 2);
+  t.is(value(text, 'lockserver_lock_wait_seconds_bucket{le="0.001"}'), 1);
+  t.is(value(text, 'lockserver_lock_wait_seconds_bucket{le="5"}'), 2);
+  t.is(value(text, 'lockserver_lock_ends_total{how="released"}'), 1);
+  t.is(value(text, 'lockserver_lock_ends_total{how="expired"}'), 2);
+  t.is(value(text, 'lockserver_lock_ends_total{how="released-key"}'), 0);
+  t.is(value(text, 'lockserver_lock_ends_total{how="released-all"}'), 0);
+  t.is(value(text, 'lockserver_lock_ends_total{how="canceled"}'), undefined, 'an owner is never canceled');
+  t.is(value(text, 'lockserver_wait_ends_total{how="canceled"}'), 1);
+  t.is(value(text, 'lockserver_wait_ends_total{how="released-all"}'), 1);
+  t.is(value(text, 'lockserver_wait_ends_total{how="expired"}'), 0);
+  t.is(value(text, 'lockserver_locks_held_back'), 2);
+  t.is(value(text, 'lockserver_oldest_waiter_seconds'), 1.5);
 });
 
 test('a cluster core can report its role and leader changes', async (t) => {

@@ -1,19 +1,21 @@
 import test from 'ava';
 import { Parser } from 'binary-parser';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
-import { Command } from '../../src/protocol/constants.js';
+import { Command, NEVER_MS } from '../../src/protocol/constants.js';
 import { NOT_YET, ReplyDecoder, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
   encodeFencedPositionReply,
   encodeListReply,
+  encodeLossReply,
   encodeOwnerReply,
   encodePositionReply,
+  encodeQueuesReply,
   encodeStatsReply,
   encodeSuccessReply,
   encodeTokenReply,
 } from '../../src/protocol/encodeReply.js';
-import { STATS_FIELDS, type Contender, type StatsReply } from '../../src/protocol/messages.js';
+import { STATS_FIELDS, type Contender, type QueueView, type StatsReply } from '../../src/protocol/messages.js';
 import { mulberry32 } from '../helpers/random.js';
 
 // The mirror of decodeRequestReference.test.ts. Replies are decoded with binary-parser already,
@@ -37,6 +39,26 @@ const contender = new Parser()
   .uint8('isOwner', { formatter: asFlag });
 
 const twoBytes = new Parser().uint16be('value').saveOffset('end');
+const fencedPosition = new Parser().uint16be('position').uint64be('token', { formatter: asNumber }).saveOffset('end');
+
+/** An entry of the detailed list (0x0D): a contender, then its time left (NEVER_MS: none) and token. */
+const entryView = new Parser()
+  .endianness('big')
+  .uint8('priority')
+  .uint16('ttl')
+  .uint16('ttw')
+  .uint8('ownerLength')
+  .buffer('owner', { length: 'ownerLength', formatter: asBytes })
+  .uint8('isOwner', { formatter: asFlag })
+  .uint32('remainingMs', { formatter: ((raw: number) => (raw === NEVER_MS ? null : raw)) as (raw: unknown) => unknown })
+  .uint64('token', { formatter: asNumber });
+const queueView = new Parser()
+  .endianness('big')
+  .uint8('indexLength')
+  .buffer('index', { length: 'indexLength', formatter: asBytes })
+  .uint32('heldForMs')
+  .uint16('count')
+  .array('entries', { type: entryView, length: 'count' });
 
 const REFERENCE: Record<Command, Parser> = {
   [Command.FindOwner]: new Parser().uint8('length').buffer('value', { length: 'length', formatter: asBytes }).saveOffset('end'),
@@ -50,7 +72,10 @@ const REFERENCE: Record<Command, Parser> = {
     .uint16be('activeConnections')
     .saveOffset('end'),
   [Command.Fence]: new Parser().uint64be('value', { formatter: asNumber }).saveOffset('end'),
-  [Command.RequestFenced]: new Parser().uint16be('position').uint64be('token', { formatter: asNumber }).saveOffset('end'),
+  [Command.RequestFenced]: fencedPosition,
+  [Command.AcquireWait]: fencedPosition,
+  [Command.AwaitLoss]: new Parser().uint8('value').saveOffset('end'),
+  [Command.ListDetailed]: new Parser().uint16be('count').array('value', { type: queueView, length: 'count' }).saveOffset('end'),
 };
 
 /** What the reference reads from the frame at the start of `bytes`, and where that frame ends. */
@@ -60,7 +85,7 @@ function reference(command: Command, bytes: Buffer): { value: Reply; end: number
     const { end, ...stats } = parsed;
     return { value: stats as unknown as StatsReply, end };
   }
-  if (command === Command.RequestFenced) {
+  if (command === Command.RequestFenced || command === Command.AcquireWait) {
     const { position, token, end } = parsed as unknown as { position: number; token: number; end: number };
     return { value: { position, token }, end };
   }
@@ -74,6 +99,15 @@ function reference(command: Command, bytes: Buffer): { value: Reply; end: number
       isOwner,
     }));
     return { value, end: parsed.end };
+  }
+  if (command === Command.ListDetailed) {
+    type Parsed = { index: string; heldForMs: number; entries: Array<Record<string, unknown>> };
+    const value = (parsed['value'] as Parsed[]).map(({ index, heldForMs, entries }) => ({
+      index,
+      heldForMs,
+      entries: entries.map(({ priority, ttl, ttw, owner, isOwner, remainingMs, token }) => ({ priority, ttl, ttw, index, owner, isOwner, remainingMs, token })),
+    }));
+    return { value: value as unknown as QueueView[], end: parsed.end };
   }
   return { value: parsed['value'] as Reply, end: parsed.end };
 }
@@ -139,11 +173,35 @@ function randomSamples(count: number, seed: number): Sample[] {
       case Command.Fence:
         encodeTokenReply(writer, (reply = token()));
         break;
-      case Command.RequestFenced: {
+      case Command.RequestFenced:
+      case Command.AcquireWait: {
         const position = int(65536);
         encodeFencedPositionReply(writer, (reply = { position, token: position === 1 ? token() : 0 }));
         break;
       }
+      case Command.AwaitLoss:
+        encodeLossReply(writer, (reply = int(5)));
+        break;
+      case Command.ListDetailed:
+        reply = Array.from({ length: random() < 0.2 ? 0 : int(4) }, (): QueueView => {
+          const index = bytes();
+          return {
+            index,
+            heldForMs: random() < 0.5 ? 0 : int(2 ** 32),
+            entries: Array.from({ length: int(4) }, (_, n) => ({
+              priority: int(256),
+              ttl: int(65536),
+              ttw: int(65536),
+              index,
+              owner: bytes(),
+              isOwner: n === 0 && random() < 0.5,
+              remainingMs: random() < 0.2 ? null : int(NEVER_MS),
+              token: n === 0 ? token() : 0,
+            })),
+          };
+        });
+        encodeQueuesReply(writer, reply);
+        break;
     }
     samples.push({ command, reply, frame: writer.flush() });
   }

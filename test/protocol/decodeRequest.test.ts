@@ -1,6 +1,6 @@
 import test from 'ava';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
-import { Command, MAX_REQUEST_LENGTH } from '../../src/protocol/constants.js';
+import { Command, MAX_REQUEST_LENGTH, NO_WAIT_BOUND } from '../../src/protocol/constants.js';
 import { decodeRequest, RequestDecoder, requestFrameLength, UnknownCommandError } from '../../src/protocol/decodeRequest.js';
 import { encodeRequest } from '../../src/protocol/encodeRequest.js';
 import { INCOMPLETE } from '../../src/protocol/framing.js';
@@ -24,6 +24,12 @@ const SAMPLES: Request[] = [
   { command: Command.Fence, key: '', index: '\x00', owner: allBytes },
   { command: Command.RequestFenced, key: 'users', index: '42', owner: 'alice', ttl: 30, ttw: 60, priority: 10 },
   { command: Command.RequestFenced, key: allBytes, index: '', owner: '\xc3(', ttl: 0, ttw: 65535, priority: 0 },
+  { command: Command.AcquireWait, key: 'users', index: '42', owner: 'alice', ttl: 30, ttw: 60, priority: 10, waitMs: 1500 },
+  { command: Command.AcquireWait, key: allBytes, index: '\x00', owner: allBytes, ttl: 65535, ttw: 65535, priority: 255, waitMs: NO_WAIT_BOUND },
+  { command: Command.AwaitLoss, key: 'users', index: '42', owner: 'alice' },
+  { command: Command.AwaitLoss, key: '', index: '\xff', owner: '\x00\x00' },
+  { command: Command.ListDetailed, key: 'users' },
+  { command: Command.ListDetailed, key: allBytes },
 ];
 
 function encode(requests: Request[]): Buffer {
@@ -36,7 +42,7 @@ function encode(requests: Request[]): Buffer {
 function essentials(r: Request): Request {
   const { command } = r;
   const picked: Record<string, unknown> = { command };
-  for (const f of ['key', 'index', 'owner', 'ttl', 'ttw', 'priority'] as const) {
+  for (const f of ['key', 'index', 'owner', 'ttl', 'ttw', 'priority', 'waitMs'] as const) {
     if (f in r) picked[f] = (r as unknown as Record<string, unknown>)[f];
   }
   return picked as unknown as Request;
@@ -95,12 +101,12 @@ test('strings stay raw bytes: invalid UTF-8 and NUL survive unchanged', (t) => {
 
 test('the longest frame is MAX_REQUEST_LENGTH bytes', (t) => {
   const max = 'x'.repeat(255);
-  const bytes = encode([{ command: Command.Request, key: max, index: max, owner: max, ttl: 1, ttw: 1, priority: 1 }]);
+  const bytes = encode([{ command: Command.AcquireWait, key: max, index: max, owner: max, ttl: 1, ttw: 1, priority: 1, waitMs: 1 }]);
   t.is(bytes.length, MAX_REQUEST_LENGTH);
 });
 
 test('an unknown command byte is an error, after the valid requests before it', (t) => {
-  for (const bad of [0x00, 0x0b, 0x7f, 0xff]) {
+  for (const bad of [0x00, 0x0e, 0x7f, 0xff]) {
     const decoder = new RequestDecoder();
     decoder.push(Buffer.concat([encode([{ command: Command.Stats }]), Buffer.from([bad, 1, 2, 3])]));
     t.deepEqual(decoder.next(), { command: Command.Stats });
@@ -118,8 +124,18 @@ test('exact byte layouts of fence (0x09) and request with fence (0x0A): the stri
   t.deepEqual([...encode([{ command: Command.Fence, key: 'ab', index: 'c', owner: 'de' }])], [0x09, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65]);
   const fenced = encode([{ command: Command.RequestFenced, key: 'ab', index: 'c', owner: 'de', ttl: 0x0102, ttw: 0x0304, priority: 7 }]);
   t.deepEqual([...fenced], [0x0a, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65, 0x01, 0x02, 0x03, 0x04, 7]);
-  const longest = 'x'.repeat(255);
-  t.is(encode([{ command: Command.RequestFenced, key: longest, index: longest, owner: longest, ttl: 1, ttw: 1, priority: 1 }]).length, MAX_REQUEST_LENGTH);
+});
+
+test('exact byte layouts of acquire-and-wait (0x0B): 0x0A then the wait bound, milliseconds as u32 big-endian', (t) => {
+  const bytes = encode([{ command: Command.AcquireWait, key: 'ab', index: 'c', owner: 'de', ttl: 0x0102, ttw: 0x0304, priority: 7, waitMs: 0x05060708 }]);
+  t.deepEqual([...bytes], [0x0b, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65, 0x01, 0x02, 0x03, 0x04, 7, 0x05, 0x06, 0x07, 0x08]);
+  const unbounded = encode([{ command: Command.AcquireWait, key: '', index: '', owner: '', ttl: 0, ttw: 0, priority: 0, waitMs: NO_WAIT_BOUND }]);
+  t.deepEqual([...unbounded], [0x0b, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+});
+
+test('exact byte layouts of the loss notice (0x0C, the strings of 0x03) and the detailed list (0x0D, the string of 0x07)', (t) => {
+  t.deepEqual([...encode([{ command: Command.AwaitLoss, key: 'ab', index: 'c', owner: 'de' }])], [0x0c, 2, 0x61, 0x62, 1, 0x63, 2, 0x64, 0x65]);
+  t.deepEqual([...encode([{ command: Command.ListDetailed, key: 'ab' }])], [0x0d, 2, 0x61, 0x62]);
 });
 
 test('decodeRequest takes one whole frame and refuses a truncated one', (t) => {
@@ -128,5 +144,5 @@ test('decodeRequest takes one whole frame and refuses a truncated one', (t) => {
     t.deepEqual(decodeRequest(bytes), sample);
     if (bytes.length > 1) t.throws(() => decodeRequest(bytes.subarray(0, bytes.length - 1)), { instanceOf: RangeError });
   }
-  t.throws(() => decodeRequest(Buffer.from([0x0b])), { instanceOf: UnknownCommandError });
+  t.throws(() => decodeRequest(Buffer.from([0x0e])), { instanceOf: UnknownCommandError });
 });

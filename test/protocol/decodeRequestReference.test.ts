@@ -29,9 +29,12 @@ const REFERENCE: Record<number, Parser> = {
   [Command.Stats]: new Parser().uint8('command'),
   [Command.Fence]: layout('key', 'index', 'owner'),
   [Command.RequestFenced]: layout('key', 'index', 'owner').uint16('ttl').uint16('ttw').uint8('priority'),
+  [Command.AcquireWait]: layout('key', 'index', 'owner').uint16('ttl').uint16('ttw').uint8('priority').uint32('waitMs'),
+  [Command.AwaitLoss]: layout('key', 'index', 'owner'),
+  [Command.ListDetailed]: layout('key'),
 };
 
-const FIELDS = ['command', 'key', 'index', 'owner', 'ttl', 'ttw', 'priority'] as const;
+const FIELDS = ['command', 'key', 'index', 'owner', 'ttl', 'ttw', 'priority', 'waitMs'] as const;
 
 function pick(record: object): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -50,7 +53,8 @@ test('random frames of every command decode exactly as the binary-parser referen
   const requests: Request[] = [];
   for (let i = 0; i < 2000; i++) {
     const command = commands[Math.floor(random() * commands.length)]!;
-    const r = { command, key: bytes(), index: bytes(), owner: bytes(), ttl: u16(), ttw: u16(), priority: Math.floor(random() * 256) };
+    const waitMs = random() < 0.1 ? 0xffffffff : Math.floor(random() * 2 ** 32);
+    const r = { command, key: bytes(), index: bytes(), owner: bytes(), ttl: u16(), ttw: u16(), priority: Math.floor(random() * 256), waitMs };
     requests.push(r);
   }
   const writer = new BufferWriter();

@@ -1,19 +1,21 @@
 import test from 'ava';
 import { BufferWriter } from '../../src/protocol/BufferWriter.js';
-import { Command, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
+import { Command, LossReason, STATS_REPLY_LENGTH } from '../../src/protocol/constants.js';
 import { decodeReply, replyFrameLength, type Reply } from '../../src/protocol/decodeReply.js';
 import {
   encodeCountReply,
   encodeFencedPositionReply,
   encodeListReply,
+  encodeLossReply,
   encodeOwnerReply,
   encodePositionReply,
+  encodeQueuesReply,
   encodeStatsReply,
   encodeSuccessReply,
   encodeTokenReply,
 } from '../../src/protocol/encodeReply.js';
 import { INCOMPLETE } from '../../src/protocol/framing.js';
-import type { Contender, StatsReply } from '../../src/protocol/messages.js';
+import type { Contender, QueueView, StatsReply } from '../../src/protocol/messages.js';
 
 const STATS: StatsReply = {
   uptimeSeconds: 1,
@@ -36,6 +38,19 @@ const STATS: StatsReply = {
 const CONTENDERS: Contender[] = [
   { priority: 9, ttl: 30, ttw: 60, index: '42', owner: 'alice', isOwner: true },
   { priority: 0, ttl: 0, ttw: 65535, index: '', owner: '\x00\xff', isOwner: false },
+];
+
+/** A key with two queues: '42' owned by alice (token 7, 1.5 s left) with bob waiting for ever; '' held back 2 s, empty. */
+const QUEUES: QueueView[] = [
+  {
+    index: '42',
+    heldForMs: 0,
+    entries: [
+      { priority: 9, ttl: 30, ttw: 60, index: '42', owner: 'alice', isOwner: true, remainingMs: 1500, token: 7 },
+      { priority: 0, ttl: 5, ttw: 0, index: '42', owner: 'bob', isOwner: false, remainingMs: null, token: 0 },
+    ],
+  },
+  { index: '', heldForMs: 0x01020304, entries: [] },
 ];
 
 type Case = [string, Command, (w: BufferWriter) => void, number[], Reply];
@@ -82,6 +97,37 @@ const CASES: Case[] = [
     (w) => encodeFencedPositionReply(w, { position: 70_000, token: 0 }),
     [0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0],
     { position: 65535, token: 0 },
+  ],
+  [
+    'acquire-and-wait granted (as 0x0A)',
+    Command.AcquireWait,
+    (w) => encodeFencedPositionReply(w, { position: 1, token: 0x0102 }),
+    [0, 1, 0, 0, 0, 0, 0, 0, 1, 2],
+    { position: 1, token: 0x0102 },
+  ],
+  [
+    'acquire-and-wait bound passed (still waiting, position 2)',
+    Command.AcquireWait,
+    (w) => encodeFencedPositionReply(w, { position: 2, token: 0 }),
+    [0, 2, 0, 0, 0, 0, 0, 0, 0, 0],
+    { position: 2, token: 0 },
+  ],
+  ['loss: not the owner', Command.AwaitLoss, (w) => encodeLossReply(w, LossReason.NotOwner), [0], LossReason.NotOwner],
+  ['loss: released', Command.AwaitLoss, (w) => encodeLossReply(w, LossReason.Released), [1], LossReason.Released],
+  ['loss: expired', Command.AwaitLoss, (w) => encodeLossReply(w, LossReason.Expired), [4], LossReason.Expired],
+  ['empty detailed list', Command.ListDetailed, (w) => encodeQueuesReply(w, []), [0, 0], []],
+  [
+    'detailed list',
+    Command.ListDetailed,
+    (w) => encodeQueuesReply(w, QUEUES),
+    [
+      ...[0, 2], // two queues
+      ...[2, 0x34, 0x32, 0, 0, 0, 0, 0, 2], // index '42', not held back, two entries
+      ...[9, 0, 30, 0, 60, 5, 0x61, 0x6c, 0x69, 0x63, 0x65, 1, 0, 0, 0x05, 0xdc, 0, 0, 0, 0, 0, 0, 0, 7], // alice owns, 1500 ms, token 7
+      ...[0, 0, 5, 0, 0, 3, 0x62, 0x6f, 0x62, 0, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0], // bob waits for ever
+      ...[0, 1, 2, 3, 4, 0, 0], // index '', held back 0x01020304 ms, no entries
+    ],
+    QUEUES,
   ],
 ];
 

@@ -34,6 +34,13 @@ function later(local: LocalLockService, kind: AnswerKind = 'promise'): LockServi
     findOwner: (key, index) => defer(() => local.findOwner(key, index)),
     request: (r, allowCreate) => defer(() => local.request(r, allowCreate)),
     requestFenced: (r, allowCreate) => defer(() => local.requestFenced(r, allowCreate)),
+    // A wait is answered later already; these two pass straight through.
+    acquire: (r, allowCreate, waitMs) => local.acquire(r, allowCreate, waitMs),
+    awaitLoss: (key, index, owner) => local.awaitLoss(key, index, owner),
+    queues: (key, limit) => defer(() => local.queues(key, limit)),
+    get waiting() {
+      return local.waiting;
+    },
     fence: (key, index, owner) => defer(() => local.fence(key, index, owner)),
     location: (key, index, owner) => defer(() => local.location(key, index, owner)),
     renew: (key, index, owner) => defer(() => local.renew(key, index, owner)),
@@ -191,6 +198,12 @@ class GatedService {
       findOwner: gate('find-owner', (key, index) => local.findOwner(key, index)),
       request: gate('request', (r, allowCreate) => local.request(r, allowCreate)),
       requestFenced: gate('request-fenced', (r, allowCreate) => local.requestFenced(r, allowCreate)),
+      acquire: (r, allowCreate, waitMs) => local.acquire(r, allowCreate, waitMs),
+      awaitLoss: (key, index, owner) => local.awaitLoss(key, index, owner),
+      queues: gate('queues', (key, limit) => local.queues(key, limit)),
+      get waiting() {
+        return local.waiting;
+      },
       fence: gate('fence', (key, index, owner) => local.fence(key, index, owner)),
       location: gate('location', (key, index, owner) => local.location(key, index, owner)),
       renew: gate('renew', (key, index, owner) => local.renew(key, index, owner)),

@@ -20,6 +20,10 @@ export const CANNED_REPLIES: ReadonlyArray<Buffer | undefined> = (() => {
   // Fencing: token 1 (u64); a fenced request "you own it" with that token.
   replies[Command.Fence] = Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]);
   replies[Command.RequestFenced] = Buffer.from([0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
+  // Waiting: an acquire-and-wait owns at once; a loss notice says "not the owner"; no queues.
+  replies[Command.AcquireWait] = replies[Command.RequestFenced];
+  replies[Command.AwaitLoss] = Buffer.from([0]);
+  replies[Command.ListDetailed] = Buffer.from([0, 0]);
   return replies;
 })();
 

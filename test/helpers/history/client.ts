@@ -1,7 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { Command } from '../../../src/protocol/constants.js';
 import type { Reply } from '../../../src/protocol/decodeReply.js';
-import type { Request } from '../../../src/protocol/messages.js';
+import type { Contender, QueueView, Request } from '../../../src/protocol/messages.js';
 import { Connection, Unanswered } from './connection.js';
 import type { History, ListEntry, OpInput, ReplyValue } from './history.js';
 
@@ -61,7 +61,9 @@ function toRequest(op: OpInput): Request {
 
 function toValue(reply: Reply): ReplyValue {
   if (!Array.isArray(reply)) return reply as number | string | boolean;
-  return reply.map((c): ListEntry => ({ index: c.index, owner: c.owner, isOwner: c.isOwner }));
+  // A detailed list (0x0D) is recorded as the plain list it contains.
+  const entries = reply.flatMap((item: Contender | QueueView): readonly Contender[] => ('entries' in item ? item.entries : [item]));
+  return entries.map((c): ListEntry => ({ index: c.index, owner: c.owner, isOwner: c.isOwner }));
 }
 
 /**

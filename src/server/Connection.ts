@@ -179,6 +179,15 @@ class StaleInputError extends Error {
   }
 }
 
+/** The client closed its side, or the server is shutting down, while a wait was outstanding (see Connection.endWaits). */
+class WaitEndedError extends Error {
+  override name = 'WaitEndedError';
+
+  constructor() {
+    super('a wait that ended unanswered (the client closed its side, or the server is going down)');
+  }
+}
+
 /** Commands that change the table, by command byte: only these are refused for their age. */
 const MUTATING: readonly boolean[] = (() => {
   const mutating = new Array<boolean>(256).fill(false);
@@ -266,6 +275,7 @@ export class Connection {
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('end', () => {
       this.peerEnded = true;
+      this.endWaits(true);
       this.pump();
     });
     socket.on('error', (error) => this.host.logger.debug?.(`${this.peer} went away badly: ${error.message}`));
@@ -649,9 +659,43 @@ export class Connection {
     this.pending.push(failed);
   }
 
+  /**
+   * The waits outstanding (0x0B, 0x0C) end unanswered: the replies before the first are written,
+   * then the connection closes; nothing after it was decoded (a wait holds decoding), and nothing
+   * more will be. `cancel`: a 0x0B entry still waiting leaves its queue, as when the socket closes.
+   *
+   * A wait lasts only while the client's sending side is open. TCP does not tell a client that
+   * half-closed (`nc -N`) from one that was killed, and a killed waiter must not be granted a lock
+   * it can never release: so a client's FIN ends its waits (`cancel`). A shutdown ends them too,
+   * keeping their entries (see quiesce).
+   */
+  private endWaits(cancel: boolean): void {
+    if (this.phase >= Phase.Closing) return;
+    let first = this.pendingHead;
+    while (first < this.pending.length && (this.pending[first]?.waiting === undefined || this.pending[first]!.state !== WAITING)) first++;
+    if (first === this.pending.length) return;
+    for (let i = first; i < this.pending.length; i++) {
+      const pending = this.pending[i]!;
+      if (cancel) pending.waiting?.cancel();
+      pending.waiting = undefined;
+      if (HOLDS_DECODING[pending.command]) this.holdingDecoding--;
+    }
+    this.pending.length = first;
+    this.advance(Phase.Halted);
+    if (this.outstanding === 0) {
+      this.flush();
+      this.hangUp();
+      return;
+    }
+    const ended = new PendingReply(NO_COMMAND, () => {}, undefined);
+    ended.state = FAILED;
+    ended.error = new WaitEndedError();
+    this.pending.push(ended);
+  }
+
   /** Logs why (naming the command whose answer failed, if any) and hangs up. */
   private hangUpOn(error: unknown, command: number): void {
-    if (error instanceof UnknownCommandError || error instanceof StaleInputError) {
+    if (error instanceof UnknownCommandError || error instanceof StaleInputError || error instanceof WaitEndedError) {
       this.host.logger.debug?.(`${this.peer} sent ${error.message}; hanging up on them`);
     } else {
       const message = error instanceof Error ? error.message : String(error);
@@ -711,6 +755,9 @@ export class Connection {
    */
   quiesce(): Promise<void> {
     this.advance(Phase.Quiescing);
+    // Nothing is granted to a node going down: its waits end, their entries kept (saved, or still
+    // in the cluster), so a client that reconnects and asks again keeps its place in line.
+    this.endWaits(false);
     if (this.phase >= Phase.Closing || this.caughtUp) return Promise.resolve();
     return new Promise((resolve) => (this.onQuiet = resolve));
   }

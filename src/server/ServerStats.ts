@@ -25,14 +25,16 @@ export class ServerStats {
     const c = this.commands;
     return {
       uptimeSeconds: this.uptimeSeconds,
-      // A request with fence (0x0A) is a lock request too: 0.9b's counter keeps meaning what it says.
-      lockRequests: c[Command.Request]! + c[Command.RequestFenced]!,
+      // The extensions count as the 0.9b command they extend, so each counter keeps meaning what it
+      // says: a request with fence (0x0A) or acquire-and-wait (0x0B) is a lock request, a loss
+      // notice (0x0C, the fields of 0x03) a contender lookup, a detailed list (0x0D) a list.
+      lockRequests: c[Command.Request]! + c[Command.RequestFenced]! + c[Command.AcquireWait]!,
       ownerLookups: c[Command.FindOwner]!,
-      contenderLookups: c[Command.FindLocation]!,
+      contenderLookups: c[Command.FindLocation]! + c[Command.AwaitLoss]!,
       renewals: c[Command.Renew]!,
       releases: c[Command.Release]!,
       releaseAlls: c[Command.ReleaseAll]!,
-      listRequests: c[Command.List]!,
+      listRequests: c[Command.List]! + c[Command.ListDetailed]!,
       statsRequests: c[Command.Stats]!,
       acceptedConnections: this.accepted,
       rejectedNotInHosts: this.rejectedNotInHosts,

@@ -7,7 +7,7 @@ import { KEEPALIVE_MS, KEEPALIVE_TIMEOUT_MS } from '../../../src/cluster/etcd/En
 import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
-import { BatchEncoder, LogOp } from '../../../src/cluster/LogCodec.js';
+import { BatchEncoder, LogOp, OPS_FORMAT } from '../../../src/cluster/LogCodec.js';
 
 // EtcdLog against real etcd members, in process: fenced appends, snapshot pointer swaps, a
 // damaged snapshot chunk, and a watch that loses its member in the middle of a backlog.
@@ -331,7 +331,7 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
   const formats = await raw.get(`/${cluster}/formats/n1`).exec();
   const name = await raw.get(`/${cluster}/nodes/n1`).exec();
-  t.is(formats.kvs[0]?.value.toString(), '1,2,3', 'one batch, bundles, and references to retained batches');
+  t.is(formats.kvs[0]?.value.toString(), '1,2,3,4', 'one batch, bundles, references to retained batches, and batches with the commands of waiting');
   t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
   t.not(name.kvs[0]?.lease, '0');
   await claim.session.release();
@@ -360,7 +360,8 @@ etcdTest(
     // formats written names them, in one read: the first read that finds every node reading them
     // writes the record, the next one lets them be written.
     t.true((await log.peerView(CALL_MS)).readsBundles);
-    t.is(await raw.get(`/${cluster}/formats-written`).string(), '2,3');
+    t.is(await raw.get(`/${cluster}/formats-written`).string(), '2,3,4');
+    t.true(log.mayWrite(OPS_FORMAT), 'and batches with the commands of waiting (format 4)');
     // What a forwarding node may name as its fence key: one of this cluster's.
     t.is(log.checkFenceKey(Buffer.from(`/${cluster}/fences/0123456789abcdef`)), undefined);
     t.regex(log.checkFenceKey(Buffer.from(`/${cluster}/snapshot`)) ?? '', /not a fence key/);
@@ -369,6 +370,7 @@ etcdTest(
     // A node from before bundles declares no formats: the view says not every node reads them.
     await raw.put(`/${cluster}/nodes/old`).value('x').exec();
     t.false((await log.peerView(CALL_MS)).readsBundles);
+    t.false(log.mayWrite(OPS_FORMAT), 'nor the commands of waiting: the old node would refuse them');
     await raw.delete().key(`/${cluster}/nodes/old`).exec();
     const name = await raw.get(`/${cluster}/nodes/n1`).exec();
     const peer = await raw.get(`/${cluster}/peers/n1`).exec();
@@ -381,8 +383,8 @@ etcdTest(
     t.deepEqual([...(await log.peerView(CALL_MS)).peers], [['n1', '127.0.0.1:17734']]);
     // A log that holds a format this version does not read (written by a newer one): a node of this
     // version may not join, since it would skip those values where the newer nodes apply them.
-    await raw.put(`/${cluster}/formats-written`).value('2,3,4').exec();
-    await t.throwsAsync(log.claimName('n3', 3, 5, CALL_MS), { instanceOf: NodeTooOldError, message: /format 4/ });
+    await raw.put(`/${cluster}/formats-written`).value('2,3,4,5').exec();
+    await t.throwsAsync(log.claimName('n3', 3, 5, CALL_MS), { instanceOf: NodeTooOldError, message: /format 5/ });
     t.is(await raw.get(`/${cluster}/nodes/n3`).string(), null, 'and holds no name');
   },
 );

@@ -30,7 +30,9 @@ const SNAPSHOT_MAGIC = 0x53; // 'S'
  * token base, proposers, entries (each with its fencing token), then an import's staged entries if
  * one is in progress (a flag byte says whether). Layout 4, written only while a lock is held back
  * (which only a log of format 4 can do, so every node that may load it reads it), has the locks
- * held back by a lock-delay before the entries (their waiters wait in queues without owner). Still
+ * held back by a lock-delay before the entries (their waiters wait in queues without owner), each
+ * with the number of entries before its queue in directory order, so a copy creates its queues in
+ * the original's order (list order is queue creation order, and every replica must list alike). Still
  * read: layout 1 (no tokens, nothing staged) and layout 2 (no tokens, an import's staged entries).
  */
 const SNAPSHOT_LAYOUT_HOLDS = 4;
@@ -325,7 +327,7 @@ export class ReplicaState {
     }
     if (holds.length > 0) {
       out.u32(holds.length);
-      for (const hold of holds) out.string(hold.key).string(hold.index).f64(hold.version).u32(hold.delayMs);
+      for (const hold of holds) out.string(hold.key).string(hold.index).f64(hold.version).u32(hold.delayMs).u32(hold.entriesBefore);
     }
     out.u32(this.table.size);
     for (const e of this.table.replicaEntries()) {
@@ -370,17 +372,30 @@ export class ReplicaState {
       const incarnation = r.u32();
       state.proposers.set(proposerKey(name, incarnation), r.u32());
     }
+    const holds: Array<{ key: ByteString; index: ByteString; version: number; delayMs: number; entriesBefore: number }> = [];
     if (layout === SNAPSHOT_LAYOUT_HOLDS) {
-      const holds = r.u32();
-      for (let i = 0; i < holds; i++) {
-        const key = r.string();
-        const index = r.string();
-        const version = r.f64();
-        state.table.loadHold(key, index, version, r.u32());
+      const count = r.u32();
+      for (let i = 0; i < count; i++) {
+        const hold = { key: r.string(), index: r.string(), version: r.f64(), delayMs: r.u32(), entriesBefore: r.u32() };
+        if (hold.entriesBefore < (holds[holds.length - 1]?.entriesBefore ?? 0)) throw new LogFormatError(`snapshot hold ${i} out of order`);
+        holds.push(hold);
       }
     }
+    let nextHold = 0;
+    /** Loads the holds whose queues come before entry `i` in directory order (each before its own queue's entries). */
+    const loadHoldsBefore = (i: number): void => {
+      for (; nextHold < holds.length && holds[nextHold]!.entriesBefore <= i; nextHold++) {
+        const { key, index, version, delayMs } = holds[nextHold]!;
+        try {
+          state.table.loadHold(key, index, version, delayMs);
+        } catch (error) {
+          throw new LogFormatError(`snapshot hold ${nextHold}: ${(error as Error).message}`);
+        }
+      }
+    };
     const entries = r.u32();
     for (let i = 0; i < entries; i++) {
+      loadHoldsBefore(i);
       const key = r.string();
       const index = r.string();
       const owner = r.string();
@@ -403,6 +418,7 @@ export class ReplicaState {
         throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);
       }
     }
+    loadHoldsBefore(Number.POSITIVE_INFINITY);
     if (layout === SNAPSHOT_LAYOUT_UNTOKENED_STAGED || (tokened && r.u8() !== 0)) state.staging = readStaging(r);
     if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
     return state;

@@ -287,7 +287,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
     const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw);
     // A lock held back after its owner's TTL ran out (lock-delay) is granted to nobody meanwhile.
-    if (this.keys.queueOwner[queue] === NO_ID && !this.holdUntil.has(queue)) {
+    if (this.keys.queueOwner[queue] === NO_ID && !this.holds.has(queue)) {
       this.makeOwner(entry);
       return 1;
     }
@@ -411,8 +411,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
           token: e.token[entry]!,
         });
       }
-      const until = this.holdUntil.deadlineOf(queue);
-      views.push({ index: this.keys.indexOf(queue), heldForMs: until === NO_DEADLINE ? 0 : Math.max(1, Math.ceil(until - now)), entries });
+      // A hold whose deadline the leader took to propose its lift is still held (1 ms) until the lift applies.
+      const until = this.holds.has(queue) ? this.holdUntil.deadlineOf(queue) : undefined;
+      const heldForMs = until === undefined ? 0 : until === NO_DEADLINE ? 1 : Math.max(1, Math.ceil(until - now));
+      views.push({ index: this.keys.indexOf(queue), heldForMs, entries });
       if (count > limit) break;
     }
     return views;
@@ -504,9 +506,17 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /** Cluster mode, a snapshot: every lock held back, with the expiry that held it and the delay. */
-  *holdsHeld(this: ReplicaTable): IterableIterator<DueHold & { readonly delayMs: number }> {
-    for (const [queue, hold] of this.holds)
-      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs };
+  *holdsHeld(this: ReplicaTable): IterableIterator<DueHold & { readonly delayMs: number; readonly entriesBefore: number }> {
+    if (this.holds.size === 0) return;
+    // In directory order, each with the number of entries replicaEntries() yields before its queue's:
+    // a snapshot loads each hold at its place, so the copy's queues (and lists) come in the same order.
+    let entriesBefore = 0;
+    for (const queue of this.keys.all()) {
+      const hold = this.holds.get(queue);
+      if (hold !== undefined)
+        yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs, entriesBefore };
+      entriesBefore += (this.keys.queueOwner[queue] === NO_ID ? 0 : 1) + this.waiters_.countOf(queue);
+    }
   }
 
   /** Cluster mode, loading a snapshot: holds back the lock of (key, index) from now on, for its whole delay. */
@@ -558,8 +568,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (this.entryIn(queue, e.owner) !== NO_ID) throw new Error('duplicate entry for owner in one queue');
     const owned = this.keys.queueOwner[queue] !== NO_ID;
     if (e.isOwner && owned) throw new Error('two owners for one lock');
-    if (e.isOwner && this.holdUntil.has(queue)) throw new Error('an owner of a lock held back');
-    if (!e.isOwner && !owned && !this.holdUntil.has(queue)) throw new Error('a waiter in a queue without owner');
+    if (e.isOwner && this.holds.has(queue)) throw new Error('an owner of a lock held back');
+    if (!e.isOwner && !owned && !this.holds.has(queue)) throw new Error('a waiter in a queue without owner');
     const entry = this.adoptEntry(queue, e, e.ticket, e.origin, e.version);
     this.insertSaved(entry, e.isOwner);
     if (e.isOwner) this.entries.token[entry] = e.token;
@@ -688,13 +698,15 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** No owner, no waiter, and not held back: nothing keeps it (it is deleted at once). */
   private isEmpty(queue: number): boolean {
-    return this.keys.queueOwner[queue] === NO_ID && this.waiters_.countOf(queue) === 0 && !this.holdUntil.has(queue);
+    return this.keys.queueOwner[queue] === NO_ID && this.waiters_.countOf(queue) === 0 && !this.holds.has(queue);
   }
 
   /** Holds the queue's lock back (lock-delay) until `until` (this node's clock): nobody is granted it meanwhile. */
   private holdBack(queue: number, hold: Hold, until: number): void {
     this.holds.set(queue, hold);
-    this.holdUntil.schedule(queue, until);
+    // `holds` is the state (replicated alike); `holdUntil` only this node's schedule of lifts, from
+    // which the leader takes a due one to propose its lift (a rebuilt table keeps that taken too).
+    if (until !== NO_DEADLINE) this.holdUntil.schedule(queue, until);
   }
 
   /** The lock-delay is over: the queue's first waiter takes the lock; a queue left empty goes. */
@@ -816,7 +828,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   private promoteNext(queue: number): void {
     const waiters = this.waiters_;
     // Most locks have nobody waiting: do not read the clock for them. A lock held back waits for its delay.
-    if (waiters.countOf(queue) === 0 || this.holdUntil.has(queue)) return;
+    if (waiters.countOf(queue) === 0 || this.holds.has(queue)) return;
     const now = this.clock.now();
     const deadlines = this.entries.deadline;
     for (let next = waiters.shift(queue); next !== NO_ID; next = waiters.shift(queue)) {

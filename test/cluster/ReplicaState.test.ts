@@ -74,10 +74,18 @@ function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, numbe
     else if (roll < 0.7) commands.push({ op: LogOp.Release, key, index, owner });
     else if (roll < 0.73) commands.push({ op: LogOp.ReleaseKey, key, owner });
     else if (roll < 0.75) commands.push({ op: LogOp.ReleaseAll, owner });
-    else if (entries.length > 0) {
+    else if (roll < 0.78) commands.push({ op: LogOp.CancelWait, key, index, owner });
+    else if (roll < 0.84) {
+      // The end of a lock-delay: mostly of one held now, now and then of none (or an older one).
+      const held = [...view.table.holdsHeld()];
+      const hold = held.length > 0 && random() < 0.8 ? pick(random, held) : { key, index, version: int(random, 2 ** 20) };
+      commands.push({ op: LogOp.LiftHold, key: hold.key, index: hold.index, version: hold.version });
+    } else if (entries.length > 0) {
       const e = pick(random, entries);
       const version = random() < 0.7 ? e.version : e.version - 1;
-      commands.push({ op: LogOp.Expire, key: e.key, index: e.index, owner: e.owner, version });
+      // Half the owners' expiries hold their lock back (a lock-delay), as a leader with --lock-delay proposes.
+      if (random() < 0.5) commands.push({ op: LogOp.Expire, key: e.key, index: e.index, owner: e.owner, version });
+      else commands.push({ op: LogOp.ExpireAndHold, key: e.key, index: e.index, owner: e.owner, version, holdMs: 1 + int(random, 5_000) });
     }
   }
   return { proposer, incarnation, seq, commands };
@@ -105,6 +113,7 @@ test('two replicas fed the same batches hold the same state (digest and answers)
   let duplicates = 0;
   let changes = 0;
   let mostWaiters = 0;
+  let mostHeld = 0;
   for (let version = 1; version <= 400; version++) {
     const batch = randomBatch(random, a, seqs);
     const before = a.digest();
@@ -115,12 +124,14 @@ test('two replicas fed the same batches hold the same state (digest and answers)
     t.is(a.digest(), b.digest());
     if (a.digest() !== before) changes++;
     mostWaiters = Math.max(mostWaiters, a.counts().waiters);
+    mostHeld = Math.max(mostHeld, a.table.heldBack);
     clockA.advance(int(random, 3_000));
     clockB.advance(int(random, 10));
   }
   t.deepEqual(answers(a), answers(b));
   t.true(duplicates > 10 && changes > 300);
   t.true(mostWaiters > 2, 'locks had waiters to promote');
+  t.true(mostHeld > 0, 'locks were held back');
   const c = new ReplicaState(new FakeClock());
   c.apply({ proposer: 'A', incarnation: 9, seq: 1, commands: [request('k0', 'i0', 'other')] }, at(1));
   t.not(c.digest(), a.digest());
@@ -131,13 +142,15 @@ test('encode then decode gives the same digest and answers, and the copy goes on
   const original = new ReplicaState(new FakeClock(0));
   const seqs = new Map<string, number>();
   let version = 0;
-  for (; version < 200; version++) original.apply(randomBatch(random, original, seqs), at(version + 1));
+  // At least 200 batches, then on to a moment with a lock held back (a lock-delay), at most 300.
+  for (; version < 200 || (original.table.heldBack === 0 && version < 300); version++) original.apply(randomBatch(random, original, seqs), at(version + 1));
   t.true(original.table.size > 3);
+  t.true(original.table.heldBack > 0, 'the snapshot carries locks held back');
   const copy = ReplicaState.decode(original.encode(), new FakeClock(123_456));
   t.is(copy.digest(), original.digest());
   t.deepEqual(answers(copy), answers(original));
   t.deepEqual(copy.encode(), original.encode());
-  for (; version < 400; version++) {
+  for (const end = version + 200; version < end; version++) {
     const batch = randomBatch(random, original, seqs);
     t.deepEqual(copy.apply(batch, at(version + 1)), original.apply(batch, at(version + 1)));
   }

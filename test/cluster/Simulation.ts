@@ -125,6 +125,8 @@ interface InFlight {
   readonly sent: number;
   /** The node's paused time at the send: a pause delays the answer by as much. */
   readonly pausedAtSend: number;
+  /** An acquire-and-wait's bound (0x0B): it may wait that much longer for its grant before it is answered. */
+  readonly waitMs: number;
 }
 
 export interface SimulationReport {
@@ -357,7 +359,16 @@ class Simulation {
     // Each append attempt goes where this node takes the sequencer to be, as in production.
     const router = this.routerFor(name, log, sequencer, time, () => incarnation);
     const service = new ClusterLockService(
-      { nodeName: name, candidatePriority: priority, commitTimeoutMs: COMMIT_TIMEOUT_MS, maxEntries: 10_000, leaseSeconds: 2, snapshotEveryBatches: 40 },
+      {
+        nodeName: name,
+        candidatePriority: priority,
+        commitTimeoutMs: COMMIT_TIMEOUT_MS,
+        maxEntries: 10_000,
+        leaseSeconds: 2,
+        snapshotEveryBatches: 40,
+        // A third of the seeds hold an expired owner's lock back (a lock-delay), on every node alike.
+        lockDelayMs: this.options.seed % 3 === 0 ? 1_500 : 0,
+      },
       {
         log,
         router,
@@ -670,7 +681,7 @@ class Simulation {
   private checkHangUps(): void {
     const now = this.vt.now();
     for (const c of this.inFlight) {
-      const limit = c.sent + this.hangUpBoundMs + (c.node.time.pausedMs() - c.pausedAtSend);
+      const limit = c.sent + this.hangUpBoundMs + c.waitMs + (c.node.time.pausedMs() - c.pausedAtSend);
       if (now > limit && !c.node.time.isPaused) {
         this.fail(`${c.client.name}@${c.node.name} ${c.what} sent at ${c.sent.toFixed(1)} neither answered nor closed after ${(now - c.sent).toFixed(0)} ms`);
       }
@@ -745,10 +756,11 @@ class Simulation {
     issue: () => PromiseLike<T>,
     onAnswer: (value: T, sent: number) => void,
     onLost?: () => void,
+    waitMs = 0,
   ): void {
     const sent = this.vt.now();
     const op = client.ops;
-    const c: InFlight = { client, op, what, node, incarnation: node.incarnations, sent, pausedAtSend: node.time.pausedMs() };
+    const c: InFlight = { client, op, what, node, incarnation: node.incarnations, sent, pausedAtSend: node.time.pausedMs(), waitMs };
     this.commands++;
     this.inFlight.add(c);
     const task = (): void => {
@@ -760,9 +772,10 @@ class Simulation {
             this.answered++;
             // Cut off from every leader since before the send, unless an append attempt of its
             // that started after the send reached one through a sequencer (its batch, and the
-            // commands and reads of that round, committed then).
+            // commands and reads of that round, committed then). At the same virtual instant
+            // counts: a command joins its round before that round's attempt starts.
             const cut = node.log.cutSince;
-            if (cut !== undefined && sent > cut && !(node.log.sequencedAttemptStartedAt > sent)) {
+            if (cut !== undefined && sent > cut && !(node.log.sequencedAttemptStartedAt >= sent)) {
               this.fail(
                 `${client.name}@${node.name} ${what} sent at ${sent.toFixed(1)} answered ${JSON.stringify(value)} while its node reached no leader (since ${cut.toFixed(1)})`,
               );
@@ -820,7 +833,11 @@ class Simulation {
       const ttl = client.poller ? this.pick([3, 5, 8]) : this.pick([1, 2, 3]);
       const ttw = client.poller ? this.pick([1, 2]) : this.pick([0, 1, 2]);
       const priority = this.pick([0, 1, 2]);
-      const fenced = this.rng() < 0.5;
+      // A third of the requests are with fence (0x0A), a third wait for their grant (0x0B, bounded).
+      const kind = this.rng();
+      const fenced = kind < 0.33;
+      const waits = kind >= 0.67;
+      const waitMs = waits ? this.pick([0, 300, 1_500, 4_000]) : 0;
       const sent = this.vt.now();
       this.burst = [];
       // Until answered its outcome is unknown: it may already have restarted the phase with its TTL.
@@ -828,23 +845,33 @@ class Simulation {
       this.ownership.mayHaveShortened(client.name, lock, sent, ttl * 1000);
       let granted = false;
       const request = { key, index, owner: client.name, ttl, ttw, priority };
-      const via = fenced ? '0x0A' : '0x02';
+      const via = fenced ? '0x0A' : waits ? '0x0B' : '0x02';
       this.send(
         client,
         node,
-        `${fenced ? 'request-fenced' : 'request'} ${lock} ttl=${ttl} ttw=${ttw}`,
-        () => (fenced ? service.requestFenced(request, true) : service.request(request, true).then((position) => ({ position, token: 0 }))),
+        `${fenced ? 'request-fenced' : waits ? `acquire-wait ${waitMs}ms` : 'request'} ${lock} ttl=${ttl} ttw=${ttw}`,
+        () =>
+          fenced
+            ? service.requestFenced(request, true)
+            : waits
+              ? service.acquire(request, true, waitMs)
+              : service.request(request, true).then((position) => ({ position, token: 0 })),
+        // A grant after a wait began its TTL at the grant, after the send: the client can count on
+        // it from its send only (as the library does, renewing at once), which this records.
         ({ position, token }, sent) => {
           granted = position === 1;
-          if (fenced && granted !== token > 0) this.fail(`${client.name}'s request with fence on ${lock} answered position ${position} with token ${token}`);
+          if ((fenced || waits) && granted !== token > 0) this.fail(`${client.name}'s ${via} on ${lock} answered position ${position} with token ${token}`);
           if (granted) this.ownership.renewed(client.name, lock, sent, this.vt.now(), ttl * 1000, via, token);
           else if (position > 1) {
             this.ownership.observed(client.name, lock, sent, this.vt.now(), false, true, via);
             if (client.poll === undefined) client.poll = { key, index, lock, until: this.vt.now() + 10_000 };
           }
         },
+        undefined,
+        waitMs,
       );
-      if (this.rng() < 0.3) {
+      // Not behind a wait (0x0B): on a connection, a command behind one runs only once it is answered.
+      if (!waits && this.rng() < 0.3) {
         // Pipelined behind the request: answered in order, and it sees the client's own write
         // (unless it is answered after that ownership could have ended).
         this.send(

@@ -1,59 +1,18 @@
 import test from 'ava';
-import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
+import type { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
 import { commandPosition } from '../../src/cluster/LogCodec.js';
 import type { LockRequest, SavedLock } from '../../src/locks/LockService.js';
-import { mulberry32 } from '../../src/runtime/Random.js';
 import type { FencedPosition } from '../../src/protocol/messages.js';
-import { MemoryStore } from '../doubles/MemoryLog.js';
-import { VirtualTimers } from '../doubles/VirtualTimers.js';
+import { memoryCluster, settle } from './memoryCluster.js';
 
 // Fencing tokens through the cluster's service: a request with fence is answered from the apply
 // of its own command, whatever the rest of its batch does; any node tells the same token; an
 // import keeps its owners' tokens and every later grant goes above the file's.
 
-function node(store: MemoryStore, vt: VirtualTimers, name: string): ClusterLockService {
-  return new ClusterLockService(
-    { nodeName: name, candidatePriority: 1, commitTimeoutMs: 2_000, maxEntries: 1_000, leaseSeconds: 2 },
-    { log: store.client(name), clock: vt, timers: vt, random: mulberry32(name.charCodeAt(0)), logger: { event: () => {}, debug: undefined } },
-  );
-}
-
-/** Moves virtual time on until every promise has settled (bounded), and gives their values. */
-async function settle<T extends readonly unknown[]>(vt: VirtualTimers, ...promises: { [K in keyof T]: PromiseLike<T[K]> }): Promise<T> {
-  let values: T | undefined;
-  let failure: unknown;
-  Promise.all(promises).then(
-    (v) => (values = v as unknown as T),
-    (error: unknown) => (failure = error ?? new Error('rejected')),
-  );
-  await vt.until(10_000, () => values !== undefined || failure !== undefined);
-  if (failure !== undefined) throw failure as Error;
-  if (values === undefined) throw new Error('not settled within 10 s of virtual time');
-  return values;
-}
-
-async function cluster(t: { teardown(fn: () => Promise<void>): void }, names: string[], bundled = false) {
-  const vt = new VirtualTimers();
-  const store = new MemoryStore({ timers: vt, clock: vt, random: mulberry32(3) });
-  if (bundled) {
-    // Draws (MemoryStore.bundleAppends): two batches before each, an empty one then a no-op; no copy, none after.
-    const draws = [0.9, 0.8, 0.2, 0.5, 0.9];
-    let next = 0;
-    store.bundleAppends = () => draws[next++ % draws.length]!;
-  }
-  const nodes = names.map((name) => node(store, vt, name));
-  for (const n of nodes) void n.start();
-  await vt.until(10_000, () => nodes.every((n) => n.isReady));
-  t.teardown(async () => {
-    await settle(vt, ...nodes.map((n) => n.close()));
-  });
-  return { vt, store, nodes };
-}
-
 const lock = (owner: string, fields: Partial<LockRequest> = {}): LockRequest => ({ key: 'k', index: 'i', owner, ttl: 0, ttw: 0, priority: 0, ...fields });
 
 test('a request with fence answers the token its own command granted, though later commands of its batch release the lock', async (t) => {
-  const { vt, store, nodes } = await cluster(t, ['a', 'b']);
+  const { vt, store, nodes } = await memoryCluster(t, ['a', 'b']);
   const [a, b] = nodes as [ClusterLockService, ClusterLockService];
   // One round, so one batch: alice is granted, releases, bob is granted, carol waits.
   const [alice, released, bob, carol] = await settle<[FencedPosition, number, FencedPosition, FencedPosition]>(
@@ -86,7 +45,7 @@ test('a request with fence answers the token its own command granted, though lat
 });
 
 test("a node's batch read from a bundle, after an empty batch and one of one command, is answered alike: its reads in place and its tokens numbered on", async (t) => {
-  const { vt, store, nodes } = await cluster(t, ['a', 'b'], true);
+  const { vt, store, nodes } = await memoryCluster(t, ['a', 'b'], { bundled: true });
   const [a, b] = nodes as [ClusterLockService, ClusterLockService];
   const [alice, aliceOwns, released, bob, owner] = await settle<[FencedPosition, number, number, FencedPosition, string]>(
     vt,
@@ -105,7 +64,7 @@ test("a node's batch read from a bundle, after an empty batch and one of one com
 });
 
 test('an import keeps its owners’ tokens and every later grant is above the file’s high-water', async (t) => {
-  const { vt, nodes } = await cluster(t, ['a', 'b']);
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
   const [a, b] = nodes as [ClusterLockService, ClusterLockService];
   const saved = (owner: string, index: string, isOwner: boolean, token: number): SavedLock => ({
     key: 'k',

@@ -1105,6 +1105,8 @@ export class MemoryLog implements ReplicatedLog {
   private readonly watches = new Set<MemoryWatch>();
   private readonly sessions = new Set<MemorySession>();
   private saves = 0;
+  /** Every call this client sent to the store (appends, reads, snapshots, names), for tests that count traffic. */
+  callsSent = 0;
   private janitorArmed = false;
   private revokingOverdue = false;
 
@@ -1536,6 +1538,7 @@ export class MemoryLog implements ReplicatedLog {
     if (this.pending.size >= this.store.maxPendingCalls) {
       return Promise.reject(new MemoryLogError('busy', `${what}: more than ${this.store.maxPendingCalls} calls in flight`));
     }
+    this.callsSent++;
     const store = this.store;
     return new Promise<T>((resolve, reject) => {
       const settle = (finish: () => void): void => {

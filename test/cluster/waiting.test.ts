@@ -1,0 +1,136 @@
+import test from 'ava';
+import type { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
+import type { LockRequest } from '../../src/locks/LockService.js';
+import { LossReason, NO_WAIT_BOUND } from '../../src/protocol/constants.js';
+import type { FencedPosition } from '../../src/protocol/messages.js';
+import { memoryCluster, settle } from './memoryCluster.js';
+
+// Waiting without polling on cluster nodes (issue 37): a waiter is answered by the node it waits
+// on at the apply that grants its entry, whichever node's command did it, and costs the store
+// nothing while it waits; the loss notice likewise; a lock-delay is begun by the leader's expiry
+// and lifted by whichever node leads when it runs out.
+
+const lock = (owner: string, fields: Partial<LockRequest> = {}): LockRequest => ({ key: 'k', index: 'i', owner, ttl: 0, ttw: 0, priority: 0, ...fields });
+
+/** The answer of a Later or Waiting once it settles (undefined until then), watched without settling time. */
+function watch<T>(answer: PromiseLike<T>): { value: T | undefined; error: unknown } {
+  const seen: { value: T | undefined; error: unknown } = { value: undefined, error: undefined };
+  answer.then(
+    (value) => (seen.value = value),
+    (error: unknown) => (seen.error = error),
+  );
+  return seen;
+}
+
+test('a waiter on one node is answered at the apply of a release sent to another, with the token every node tells', async (t) => {
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
+  const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+  const [alice] = await settle<[FencedPosition]>(vt, a.requestFenced(lock('alice'), true));
+  t.is(alice.position, 1);
+  const bob = watch(b.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  await vt.until(2_000, () => b.replica.table.location('k', 'i', 'bob') === 2);
+  t.is(bob.value, undefined, 'bob waits');
+  await settle(vt, a.release('k', 'i', 'alice'));
+  t.true(await vt.until(1_000, () => bob.value !== undefined));
+  t.is(bob.value!.position, 1);
+  t.true(bob.value!.token > alice.token);
+  t.deepEqual(await settle(vt, a.fence('k', 'i', 'bob'), b.fence('k', 'i', 'bob')), [bob.value!.token, bob.value!.token]);
+});
+
+test('waiting costs the store nothing: a node with 100 waiters sends it the calls of one with none, over a minute', async (t) => {
+  /** The calls each node sent during a quiet minute after 100 requests for a taken lock, waiting or not. */
+  const quietMinute = async (wait: boolean): Promise<number[]> => {
+    const { vt, nodes, clients } = await memoryCluster(t, ['a', 'b', 'c']);
+    const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+    await settle(vt, a.request(lock('alice'), true));
+    const answers = Array.from({ length: 100 }, (_, n) =>
+      wait ? watch(b.acquire(lock(`w${n}`), true, NO_WAIT_BOUND)) : watch(b.requestFenced(lock(`w${n}`), true)),
+    );
+    await vt.until(5_000, () => b.replica.table.size === 101);
+    t.is(b.replica.table.size, 101);
+    t.is(answers.filter((answer) => answer.value !== undefined).length, wait ? 0 : 100);
+    const before = clients.map((c) => c.callsSent);
+    await vt.advance(60_000);
+    t.true(answers.every((answer) => answer.error === undefined));
+    return clients.map((c, n) => c.callsSent - before[n]!);
+  };
+  const waiting = await quietMinute(true);
+  const idle = await quietMinute(false);
+  t.deepEqual(waiting, idle);
+  t.true(
+    idle.some((calls) => calls > 0),
+    'an idle cluster still makes calls (names kept, expiries looked for): the comparison is not empty',
+  );
+});
+
+test("the loss notice on one node is answered at the apply that ends the owner's grant: released, released by release-all, expired by the leader", async (t) => {
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
+  const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+  for (const [index, end, reason] of [
+    ['released', () => a.release('k', 'released', 'alice'), LossReason.Released],
+    ['all', () => a.releaseAll('alice'), LossReason.ReleasedAll],
+    ['expired', undefined, LossReason.Expired],
+  ] as const) {
+    await settle(vt, a.request(lock('alice', { index, ttl: index === 'expired' ? 1 : 0 }), true));
+    const loss = watch(b.awaitLoss('k', index, 'alice'));
+    await vt.advance(100);
+    t.is(loss.value, undefined, `${index}: alice still owns`);
+    if (end !== undefined) await settle(vt, end());
+    t.true(await vt.until(5_000, () => loss.value !== undefined), `${index}: told`);
+    t.is(loss.value, reason, index);
+  }
+  t.deepEqual(await settle(vt, b.awaitLoss('k', 'nothing', 'alice')), [LossReason.NotOwner]);
+});
+
+test('a wait whose bound passes is answered its position by a read, the entry still queued; a cancelled wait takes its entry out of the log on every node', async (t) => {
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
+  const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+  await settle(vt, a.request(lock('alice'), true));
+  t.deepEqual(await settle(vt, b.acquire(lock('bob'), true, 500)), [{ position: 2, token: 0 }]);
+  const carol = b.acquire(lock('carol'), true, NO_WAIT_BOUND);
+  await vt.until(2_000, () => a.replica.table.location('k', 'i', 'carol') === 3);
+  carol.cancel();
+  t.true(await vt.until(2_000, () => a.replica.table.location('k', 'i', 'carol') === 0 && b.replica.table.location('k', 'i', 'carol') === 0));
+  t.is(a.replica.table.location('k', 'i', 'bob'), 2, 'bob, whose bound passed, still waits');
+  t.is(a.replica.digest(), b.replica.digest());
+});
+
+test('a waiter whose node goes away asks again on another: its entry kept its place, and it is answered there at the grant', async (t) => {
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b', 'c']);
+  const [a, b, c] = nodes as [ClusterLockService, ClusterLockService, ClusterLockService];
+  await settle(vt, a.request(lock('alice'), true));
+  const first = watch(b.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  await vt.until(2_000, () => a.replica.table.location('k', 'i', 'bob') === 2);
+  await settle(vt, a.request(lock('carol'), true));
+  await settle(vt, b.close());
+  t.not(first.error, undefined, 'the wait failed with its node: the client sees its connection close');
+  const again = watch(c.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  await vt.advance(500);
+  t.is(again.value, undefined);
+  t.is(c.replica.table.location('k', 'i', 'bob'), 2, 'still ahead of carol');
+  await settle(vt, a.release('k', 'i', 'alice'));
+  t.true(await vt.until(2_000, () => again.value !== undefined));
+  t.is(again.value!.position, 1);
+});
+
+test('a lock-delay begun by the leader holds the lock back on every node, and is lifted by the next leader when the first is gone', async (t) => {
+  const { vt, nodes, clients } = await memoryCluster(t, ['a', 'b', 'c'], { options: { lockDelayMs: 5_000 } });
+  t.true(await vt.until(10_000, () => nodes.some((n) => n.isLeader)));
+  const leader = nodes.find((n) => n.isLeader)!;
+  const [follower, other] = nodes.filter((n) => n !== leader) as [ClusterLockService, ClusterLockService];
+  await settle(vt, follower.request(lock('alice', { ttl: 1 }), true));
+  const bob = watch(other.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  t.true(await vt.until(10_000, () => follower.replica.table.location('k', 'i', 'alice') === 0), 'alice expired');
+  const expiredAt = vt.now();
+  const [held] = other.replica.table.queues('k', 10);
+  t.true(held!.heldForMs > 0, 'held back');
+  t.is(held!.entries[0]!.owner, 'bob');
+  t.false(held!.entries[0]!.isOwner);
+  t.is(bob.value, undefined);
+  // The leader that began the hold crashes; another takes over and lifts it when it runs out.
+  clients[nodes.indexOf(leader)]!.crash();
+  t.true(await vt.until(30_000, () => bob.value !== undefined), 'bob granted');
+  t.is(bob.value!.position, 1);
+  t.true(vt.now() - expiredAt >= held!.heldForMs, `granted ${vt.now() - expiredAt} ms after the expiry, held ${held!.heldForMs} ms`);
+  t.true(nodes.some((n) => n !== leader && n.isLeader));
+});

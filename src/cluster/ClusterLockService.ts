@@ -313,7 +313,7 @@ export class ClusterLockService implements LockService, WaitersHost {
 
   /** As this node has applied the log: a replica's figures, for its metrics. */
   get waiting(): WaitingFigures {
-    return this.follower.state.table.waiting;
+    return { ...this.follower.state.table.waiting, grantWaits: this.waiters.grantWaits, lossWaits: this.waiters.lossWaits };
   }
 
   /** Drain of this node waits for the entries requested through it, wherever they are released. */

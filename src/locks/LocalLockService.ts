@@ -168,7 +168,7 @@ export class LocalLockService implements LockService {
   }
 
   get waiting(): WaitingFigures {
-    return this.table.waiting;
+    return { ...this.table.waiting, grantWaits: this.waiters.grantWaits, lossWaits: this.waiters.lossWaits };
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString): number {

@@ -28,7 +28,14 @@ export interface WaitingFigures {
   readonly heldBack: number;
   /** Milliseconds the longest-waiting entry has waited since it was requested; 0 when none waits. */
   readonly oldestWaitMs: number;
+  /** Clients of this node waiting now for a grant (0x0B). */
+  readonly grantWaits: number;
+  /** Clients of this node waiting now for a loss (0x0C). */
+  readonly lossWaits: number;
 }
+
+/** Nothing waiting, nothing held back (a service that has no waits, such as a test's stand-in). */
+export const NO_WAITING: WaitingFigures = { heldBack: 0, oldestWaitMs: 0, grantWaits: 0, lossWaits: 0 };
 
 export interface LockRequest {
   readonly key: ByteString;

@@ -426,7 +426,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /** Locks held back and the longest wait now (metrics). */
-  get waiting(): WaitingFigures {
+  get waiting(): Omit<WaitingFigures, 'grantWaits' | 'lossWaits'> {
     const since = this.oldestWaiterSince;
     return { heldBack: this.heldBack, oldestWaitMs: since === undefined ? 0 : Math.max(0, this.clock.now() - since) };
   }

@@ -71,6 +71,9 @@ export class Waiters implements TableObserver {
   private table: LockTable;
   private readonly byEntry = new Map<number, Wait[]>();
   private readonly byId = new Map<number, Wait>();
+  /** Clients waiting now for a grant (0x0B) and for a loss (0x0C) (metrics). */
+  grantWaits = 0;
+  lossWaits = 0;
   /** Grant waits by when their bound passes (wait ids). */
   private readonly bounds = new DeadlineHeap();
   private nextId = 0;
@@ -202,6 +205,8 @@ export class Waiters implements TableObserver {
 
   private register(wait: Wait): void {
     this.byId.set(wait.id, wait);
+    if (wait.kind === 'grant') this.grantWaits++;
+    else this.lossWaits++;
     this.index(wait);
   }
 
@@ -213,6 +218,8 @@ export class Waiters implements TableObserver {
 
   private unregister(wait: Wait): void {
     if (!this.byId.delete(wait.id)) return;
+    if (wait.kind === 'grant') this.grantWaits--;
+    else this.lossWaits--;
     this.bounds.remove(wait.id);
     const list = this.byEntry.get(wait.entry);
     if (list === undefined) return;

@@ -182,6 +182,18 @@ export class ServerMetrics implements CommandObserver, ClusterObserver, GrantObs
     gauge('lockserver_oldest_waiter_seconds', 'Seconds the longest-waiting entry has waited since its request (0 when none waits)', () =>
       read((source) => source.service.waiting.oldestWaitMs / MS_PER_SECOND),
     );
+    new Gauge({
+      name: 'lockserver_clients_waiting',
+      help: "This node's clients waiting now: for a grant (acquire-and-wait, 0x0B) or for a loss (the loss notice, 0x0C)",
+      labelNames: ['for'],
+      registers,
+      collect() {
+        const waiting = read((source) => source.service.waiting);
+        if (waiting === undefined) return;
+        this.set({ for: 'grant' }, waiting.grantWaits);
+        this.set({ for: 'loss' }, waiting.lossWaits);
+      },
+    });
     const cluster = (): ClusterStatus => this.cluster;
     new Gauge({
       name: 'lockserver_cluster_role',

@@ -249,6 +249,8 @@ export class Connection {
   private bytesIn = 0;
   /** When the command being run was read (cluster mode: its commit deadline counts from here). */
   private receivedAt: number | undefined;
+  /** When the last reply that held decoding (a wait, a list) was delivered and decoding went on. */
+  private decodingResumedAt = Number.NEGATIVE_INFINITY;
   /** Replies of commands that hold decoding (HOLDS_DECODING) asked for and not encoded yet: nothing is decoded while there is one. */
   private holdingDecoding = 0;
   /**
@@ -436,7 +438,9 @@ export class Connection {
   private waitedTooLong(request: Request, pending: number): boolean {
     const stamps = this.stamps!;
     if (!stamps.seek(pending)) return false;
-    this.receivedAt = stamps.readTime;
+    // A command held behind a wait (or a list) gets its commit deadline from when decoding went on,
+    // not from when it was read: the client put it there. Its age for the check below stays its own.
+    this.receivedAt = Math.max(stamps.readTime, this.decodingResumedAt);
     if (stamps.stallCount !== this.host.stallsSeen) return true;
     if (!MUTATING[request.command]) return false;
     return this.writesStale || this.host.now() - stamps.readTime > this.host.staleInputMs!;
@@ -618,7 +622,10 @@ export class Connection {
       }
       if (next.state === ANSWERED) {
         this.pending[this.pendingHead++] = undefined;
-        if (HOLDS_DECODING[next.command] && --this.holdingDecoding < 0) throw new Error('a reply that holds decoding delivered that was never counted');
+        if (HOLDS_DECODING[next.command]) {
+          if (--this.holdingDecoding < 0) throw new Error('a reply that holds decoding delivered that was never counted');
+          if (this.holdingDecoding === 0) this.decodingResumedAt = this.host.now();
+        }
         try {
           next.encode(this.replies, next.value as never);
         } catch (error) {

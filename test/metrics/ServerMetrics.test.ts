@@ -12,7 +12,7 @@ function fakeSource(): MetricsSource {
   stats.rejectedTooBusy = 2;
   return {
     server: { stats, draining: true, commandObserver: undefined },
-    service: { counts: async () => ({ owners: 3, waiters: 9 }), waiting: { heldBack: 2, oldestWaitMs: 1_500 } },
+    service: { counts: async () => ({ owners: 3, waiters: 9 }), waiting: { heldBack: 2, oldestWaitMs: 1_500, grantWaits: 3, lossWaits: 1 } },
   };
 }
 
@@ -75,6 +75,8 @@ test('waiting: the time to each grant, how locks and waits end (every label show
   t.is(value(text, 'lockserver_wait_ends_total{how="expired"}'), 0);
   t.is(value(text, 'lockserver_locks_held_back'), 2);
   t.is(value(text, 'lockserver_oldest_waiter_seconds'), 1.5);
+  t.is(value(text, 'lockserver_clients_waiting{for="grant"}'), 3);
+  t.is(value(text, 'lockserver_clients_waiting{for="loss"}'), 1);
 });
 
 test('a cluster core can report its role and leader changes', async (t) => {

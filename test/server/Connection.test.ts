@@ -2,7 +2,7 @@ import test from 'ava';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
-import type { LockService } from '../../src/locks/LockService.js';
+import { NO_WAITING, type LockService } from '../../src/locks/LockService.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import { Command } from '../../src/protocol/constants.js';
 import { MAX_COMMANDS_PER_TURN, MAX_REPLY_BYTES_PER_TURN, type Connection } from '../../src/server/Connection.js';
@@ -57,7 +57,7 @@ function heldFindOwner(): { service: LockService; answerAll: () => void; held: (
     acquire: unused,
     awaitLoss: unused,
     queues: unused,
-    waiting: { heldBack: 0, oldestWaitMs: 0 },
+    waiting: NO_WAITING,
     fence: unused,
     location: unused,
     renew: unused,

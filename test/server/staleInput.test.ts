@@ -1,10 +1,11 @@
 import test from 'ava';
 import { Later } from '../../src/locks/Later.js';
-import type { LockService } from '../../src/locks/LockService.js';
+import { NO_WAITING, type LockService } from '../../src/locks/LockService.js';
 import { MAX_OUTSTANDING_ANSWERS } from '../../src/server/Connection.js';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { StandInSocket, standInConnection, standInHost } from '../doubles/standIns.js';
 import { frames, req } from '../helpers/wire.js';
+import { Command, NO_WAIT_BOUND } from '../../src/protocol/constants.js';
 import type { Request } from '../../src/protocol/messages.js';
 
 // Cluster mode (a host with staleInputMs): input read but not decoded yet, because its connection
@@ -43,7 +44,7 @@ function heldService(): { service: LockService; calls: Call[]; answerAll: () => 
     acquire: held('acquire', { position: 1, token: 7 }),
     awaitLoss: held('awaitLoss', 1),
     queues: held('queues', []),
-    waiting: { heldBack: 0, oldestWaitMs: 0 },
+    waiting: NO_WAITING,
     fence: held('fence', 0),
     location: held('location', 0),
     renew: held('renew', true),
@@ -188,4 +189,30 @@ test('a list waiting for its answer holds the commands behind it undecoded: one 
   answerAll();
   await settled();
   t.is(socket.bytesWritten, 3 * 2 + 1, 'four replies: three empty lists and no owner');
+});
+
+test('behind a wait (0x0B), a read runs once the wait is answered, its commit deadline counted from then; a write held there past the stale limit never runs', async (t) => {
+  const { service, calls, answerAll } = heldService();
+  const { socket, clock, refused } = clusterConnection(service);
+  const wait: Request = { command: Command.AcquireWait, key: 'K', index: '1', owner: 'a', ttl: 0, ttw: 0, priority: 0, waitMs: NO_WAIT_BOUND };
+  socket.emit('data', frames(wait, req.location('K', '1', 'a'), req.release('K', '1', 'a')));
+  t.deepEqual(
+    calls.map((c) => c.name),
+    ['acquire'],
+    'nothing behind the wait runs while it waits',
+  );
+  clock.advance(STALE_MS * 10);
+  const answeredAt = clock.now();
+  answerAll();
+  await settled();
+  const location = calls.find((c) => c.name === 'location');
+  t.is(location?.receivedAt, answeredAt, 'the read counts from when decoding went on, not from its read');
+  answerAll();
+  for (let turn = 0; turn < 8 && socket.ends + socket.destroySoons === 0; turn++) await settled();
+  t.false(
+    calls.some((c) => c.name === 'release'),
+    'the release, read long before, never runs',
+  );
+  t.is(refused(), 1);
+  t.is(socket.ends + socket.destroySoons, 1);
 });

@@ -15,7 +15,7 @@
 import { idleTimers } from '../../../test/doubles/idleTimers.js';
 import { FakeClock } from '../../../test/doubles/FakeClock.js';
 import { LocalLockService } from '../../../src/locks/LocalLockService.js';
-import type { LockService } from '../../../src/locks/LockService.js';
+import { NO_WAITING, type LockService } from '../../../src/locks/LockService.js';
 import { buildCycleRing, RandomCycles } from '../load/cycles.js';
 import { StandInSocket, standInConnection, standInHost } from '../../../test/doubles/standIns.js';
 import { cpuNsPerOp, opsArgument } from './cpuPerOp.js';
@@ -42,7 +42,7 @@ const stub: LockService = {
   acquire: () => ({ position: 1, token: 1 }),
   awaitLoss: () => 0,
   queues: () => [],
-  waiting: { heldBack: 0, oldestWaitMs: 0 },
+  waiting: NO_WAITING,
   fence: () => 1,
   location: () => 1,
   renew: () => true,

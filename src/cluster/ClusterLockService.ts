@@ -212,10 +212,13 @@ export class ClusterLockService implements LockService, WaitersHost {
         const entry = table.entryOf(r.key, r.index, r.owner);
         const position = entry === NO_ID ? 0 : table.positionOfEntry(entry);
         if (position === 1) answer.resolve({ position, token: table.tokenOf(entry) });
+        // Its client closed before it applied: an entry left waiting goes (a grant stays, as on a single node).
+        else if (cancelledBeforeApply) {
+          if (position > 1) this.abandonEntry(r.key, r.index, r.owner);
+        }
         // A bound that passed while the command was on its way is answered here, from its own apply,
         // not by a read after it: the client hears within its bound plus one commit, not two.
         else if (position === 0 || waitMs === 0 || this.deps.clock.now() >= deadline) answer.resolve({ position, token: 0 });
-        else if (cancelledBeforeApply) this.abandonEntry(r.key, r.index, r.owner);
         else this.waiters.waitForGrant(r.key, r.index, r.owner, entry, deadline, answer);
       },
       receivedAt,

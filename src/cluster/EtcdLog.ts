@@ -426,12 +426,13 @@ export class EtcdLog implements ReplicatedLog {
     return this.snapshots.load(timeoutMs);
   }
 
-  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<boolean> {
     // Retained batches go only once a snapshot at or past them is the one a follower loads.
-    if (!(await this.snapshots.save(snapshot, timeoutMs))) return;
+    if (!(await this.snapshots.save(snapshot, timeoutMs))) return false;
     await this.dropRetained(snapshot.position.revision, timeoutMs).catch(() => {
       // Left for the next snapshot to drop: a retained batch only costs space.
     });
+    return true;
   }
 
   /** Drops the retained batches a saved snapshot covers (appended at or before `revision`), a page at a time. */

@@ -217,7 +217,11 @@ export class Leadership {
     const appliedLogBytes = this.follower.appliedLogBytes;
     this.snapshotClock = started;
     try {
-      await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS);
+      if (!(await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS))) {
+        // Another saver's snapshot is the one followers load: ours counts for nothing (not even its age).
+        logger.event('snapshot-write-failed', { version: position.version, error: 'another snapshot, as new or newer, is the one etcd names' });
+        return;
+      }
       await log.compact(position.revision, STORE_CALL_TIMEOUT_MS);
       if (position.version > (this.written?.version ?? 0)) this.written = { version: position.version, bytes: bytes.length, at: started, appliedLogBytes };
       this.snapshotsWritten++;

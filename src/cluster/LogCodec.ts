@@ -15,7 +15,7 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  *
  * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
  * batches other nodes forwarded to it, each encoded by its own node, in one value):
- *   'B' format(2) count(u16) { length(u32) batch }*      each batch a whole format-1 batch
+ *   'B' format(2) count(u16) { length(u32) batch }*      each a whole batch (format 1 or 4)
  * The bundle's batches apply in order at one version, their commands numbered on across them
  * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). Bundles are written only
  * once every live node declares it reads them (LOG_FORMATS_READ), as are references:
@@ -416,8 +416,8 @@ function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: numb
 }
 
 /**
- * Writes a bundle of already encoded batches (each a whole format-1 batch, as its node encoded it).
- * Tests and, later, the sequencer; the caller keeps the whole within one append (MAX_APPEND_BYTES)
+ * Writes a bundle of already encoded batches (each a whole batch, format 1 or 4, as its node encoded it).
+ * The sequencer (EtcdLog.appendBundle) and tests; the caller keeps the whole within one append (MAX_APPEND_BYTES)
  * and COMMANDS_PER_VERSION commands.
  */
 export function encodeBundle(batches: readonly Uint8Array[]): Buffer {

@@ -224,8 +224,11 @@ export interface ReplicatedLog {
   watch(fromRevision: number, listener: LogListener): LogWatch;
   /** The newest complete snapshot, or undefined when none was ever written (`timeoutMs` bounds each call). */
   loadSnapshot(timeoutMs: number): Promise<StoredSnapshot | undefined>;
-  /** Stores a snapshot (in chunks), then points to it, then drops older ones. */
-  saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void>;
+  /**
+   * Stores a snapshot (in chunks), then points to it, then drops older ones. False when the pointer
+   * was not moved to it (another saver's is as new or newer, or the swaps ran out): nothing of it is kept.
+   */
+  saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<boolean>;
   /** Drops history before `revision` (a watch positioned earlier then ends as 'compacted'). */
   compact(revision: number, timeoutMs: number): Promise<void>;
   /**

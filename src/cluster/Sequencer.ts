@@ -110,7 +110,7 @@ export class Sequencer {
   ) {}
 
   /**
-   * Appends `value` (one format-1 batch of node `proposer`) fenced by `lease` in a coming bundle;
+   * Appends `value` (one batch of node `proposer`, format 1 or 4) fenced by `lease` in a coming bundle;
    * settles as ReplicatedLog.append does: AppendRefusedError only when it can never commit from
    * this call (a BatchRefusedError when the batch itself may not be appended).
    */

@@ -83,7 +83,7 @@ test("the loss notice on one node is answered at the apply that ends the owner's
 });
 
 test('a wait whose bound passes is answered its position by a read, the entry still queued; a cancelled wait takes its entry out of the log on every node', async (t) => {
-  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
+  const { vt, nodes, store } = await memoryCluster(t, ['a', 'b']);
   const [a, b] = nodes as [ClusterLockService, ClusterLockService];
   await settle(vt, a.request(lock('alice'), true));
   t.deepEqual(await settle(vt, b.acquire(lock('bob'), true, 500)), [{ position: 2, token: 0 }]);
@@ -92,6 +92,12 @@ test('a wait whose bound passes is answered its position by a read, the entry st
   carol.cancel();
   t.true(await vt.until(2_000, () => a.replica.table.location('k', 'i', 'carol') === 0 && b.replica.table.location('k', 'i', 'carol') === 0));
   t.is(a.replica.table.location('k', 'i', 'bob'), 2, 'bob, whose bound passed, still waits');
+  // Cancelled before its command applied, with a bound of 0: the entry it made goes all the same.
+  const dave = b.acquire(lock('dave'), true, 0);
+  dave.cancel();
+  t.true(await vt.until(2_000, () => store.logHead.version > 0 && a.replica.table.location('k', 'i', 'dave') === 0 && b.waiting.grantWaits === 0));
+  await vt.advance(1_000);
+  t.is(a.replica.table.location('k', 'i', 'dave'), 0, 'dave is not queued');
   t.is(a.replica.digest(), b.replica.digest());
 });
 

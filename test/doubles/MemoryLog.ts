@@ -1434,7 +1434,7 @@ export class MemoryLog implements ReplicatedLog {
     return this.call('load snapshot', timeoutMs, () => this.store.readSnapshot());
   }
 
-  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<void> {
+  async saveSnapshot(snapshot: StoredSnapshot, timeoutMs: number): Promise<boolean> {
     const store = this.store;
     const deadline = store.clock.now() + timeoutMs;
     const left = (): number => deadline - store.clock.now();
@@ -1457,10 +1457,11 @@ export class MemoryLog implements ReplicatedLog {
       await this.call('snapshot cleanup', left(), () => store.deleteSave(version, saveId), 'write');
       // As EtcdLog: what a newer pointed-to snapshot covers may go; under an older pointer, nothing.
       if (previous !== undefined && previous.version >= version) await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
-      return;
+      return false;
     }
     if (previous !== undefined) await this.call('snapshot cleanup', left(), () => store.deleteSave(previous.version, previous.id), 'write');
     await this.call('retained cleanup', left(), () => store.dropRetained(revision), 'write');
+    return true;
   }
 
   compact(revision: number, timeoutMs: number): Promise<void> {

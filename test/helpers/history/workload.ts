@@ -76,7 +76,7 @@ export async function runWorker(client: FailoverClient, random: Random, stopped:
 /**
  * Write load, until `stopped()`: request (TTL 3 s) and release a fresh key of its own, as fast as
  * the node answers; 100 ms of rest after a command without a reply. Its commands fill the nodes'
- * batches, so with --peer the checked workers' commands ride in bundles with other nodes' batches.
+ * batches, so through the leader's sequencer the checked workers' commands ride in bundles with other nodes' batches.
  */
 export async function runBusy(client: FailoverClient, stopped: () => boolean): Promise<void> {
   const me = client.name;

@@ -718,7 +718,8 @@ function renderHandoff(h: HandoffResult): string[] {
         '**told**: until the waiter knew it owns (lockctl hold --json printed `{"acquired":true}`, the 0x0B reply was read, the Go `Lock` returned); ' +
         "**ran**: until the command the waiter then ran, `sh -c 'date +%s%N'`, read the clock (lockctl: under its watchdog, a Node process; the raw waiter: spawned by the bench; " +
         'etcdctl and Go: exec from Go). Median (min–max) of the tries, ms. ' +
-        `\`lockctl hold\` is the built CLI as it is in this checkout (today: polling 0x0A, 50 ms doubling to 1 s, jittered). ` +
+        '`lockctl hold` is the built CLI of this checkout, however it waits: **requests while queued** counts the lock requests its node saw from the ' +
+        'waiter between queued and the release (stats, 0x08): its polls (0 for a waiter by 0x0B). ' +
         `Each try's rows run one right after the other, first row turning each try. Clock check: the bench's wall clock minus Date.now() ${num(h.clockSkewMs.start, 2)} ms at the start` +
         `${h.clockSkewMs.end !== undefined ? `, ${num(h.clockSkewMs.end, 2)} ms at the end` : ''}.`,
     );
@@ -731,11 +732,21 @@ function renderHandoff(h: HandoffResult): string[] {
     out.push('');
     out.push(
       table(
-        ['setup', 'waiter', 'owner / waiter', 'told ms', 'ran ms', 'failed tries'],
+        ['setup', 'waiter', 'owner / waiter', 'told ms', 'ran ms', 'requests while queued', 'failed tries'],
         h.rows.map((r) =>
           r.skipped !== undefined
-            ? [SETUP_LABELS[r.setup], WAY_LABELS[r.way], '–', `skipped: ${r.skipped}`, '–', '–']
-            : [SETUP_LABELS[r.setup], WAY_LABELS[r.way], r.ends, spreadCell(r.told, h.tries), spreadCell(r.ran, h.tries), num(r.failures)],
+            ? [SETUP_LABELS[r.setup], WAY_LABELS[r.way], '–', `skipped: ${r.skipped}`, '–', '–', '–']
+            : [
+                SETUP_LABELS[r.setup],
+                WAY_LABELS[r.way],
+                r.ends,
+                spreadCell(r.told, h.tries),
+                spreadCell(r.ran, h.tries),
+                r.requestsWhileQueued === undefined
+                  ? '–'
+                  : `${num(r.requestsWhileQueued.median)} (${num(r.requestsWhileQueued.min)}–${num(r.requestsWhileQueued.max)})`,
+                num(r.failures),
+              ],
         ),
       ),
     );

@@ -47,6 +47,11 @@ export interface HandoffSample {
   readonly toldMs?: number;
   /** Until the waiter's command read the clock (date +%s%N). */
   readonly ranMs?: number;
+  /**
+   * Ours: lock requests (0x02, 0x0A, 0x0B) the waiter's node counted (stats, 0x08) from the waiter
+   * seen queued until the release: its polls (a waiter by 0x0B sends none).
+   */
+  readonly requestsWhileQueued?: number;
   readonly error?: string;
 }
 
@@ -99,7 +104,8 @@ function quiet<T>(promise: Promise<T>): Promise<T> {
 /**
  * After the owner holds and the waiter was started at `startedAt`: waits until `queued` says so,
  * lets `delayMs` pass, calls `release` (right after reading the clock), then waits for the
- * waiter's events. The sample, or its error.
+ * waiter's events. `requests`, if given, is read when the waiter is queued and again just before
+ * the clock is read. The sample, or its error.
  */
 async function handOff(
   delayMs: number,
@@ -107,14 +113,23 @@ async function handOff(
   queued: () => Promise<boolean>,
   release: () => Promise<unknown>,
   waiter: WaiterEvents,
+  requests?: () => Promise<number>,
 ): Promise<HandoffSample> {
   await until('the waiter queued', queued);
   const queuedMs = performance.now() - startedAt;
+  const requestsAtQueued = await requests?.();
   await delay(delayMs);
+  const requestsAtRelease = await requests?.();
   const sentAt = performance.now();
   const released = quiet(release());
   const [toldAt, dateNs] = await within(Promise.all([waiter.told, waiter.ran, released]), STEP_LIMIT_MS, 'the handoff');
-  return { delayMs, queuedMs, ...(toldAt !== undefined ? { toldMs: toldAt - sentAt } : {}), ranMs: msAfter(sentAt, dateNs) };
+  return {
+    delayMs,
+    queuedMs,
+    ...(toldAt !== undefined ? { toldMs: toldAt - sentAt } : {}),
+    ranMs: msAfter(sentAt, dateNs),
+    ...(requestsAtQueued !== undefined && requestsAtRelease !== undefined ? { requestsWhileQueued: requestsAtRelease - requestsAtQueued } : {}),
+  };
 }
 
 /** Where our owner and waiter connect (a single node: the same endpoint twice). */
@@ -128,11 +143,13 @@ export interface OurEnds {
  * clock read right before the write). The waiter is `lockctl hold KEY i waiter -- sh -c 'date
  * +%s%N'` (the built CLI, --json, so its `{"acquired":true}` line says when it was told), or, raw,
  * one 0x0B (TTW 0, no bound) on a connection of its own, after whose reply this process runs the
- * date command. Queued: a list (0x07) of the key shows two entries.
+ * date command. Queued: a list (0x07) of the key shows two entries. The waiter's polls are counted
+ * by the stats (0x08) of its node, read on a connection of the bench's own.
  */
 export async function ourHandoff(way: 'lockctl' | 'raw', ends: OurEnds, key: string, delayMs: number): Promise<HandoffSample> {
   const k = asciiBytes(key);
   const owner = await BenchClient.connect(ends.owner);
+  const observer = await BenchClient.connect(ends.waiter);
   let waiterClient: BenchClient | undefined;
   let waiterProcess: WatchedProcess | undefined;
   try {
@@ -165,12 +182,14 @@ export async function ourHandoff(way: 'lockctl' | 'raw', ends: OurEnds, key: str
     }
     const queued = async (): Promise<boolean> => (await owner.call([{ command: Command.List, key: k }]))[0]!.readUInt16BE(0) >= 2;
     const release = () => owner.call([{ command: Command.Release, key: k, index: INDEX, owner: OWNER }]);
-    const sample = await handOff(delayMs, startedAt, queued, release, events);
+    const requests = async (): Promise<number> => decodeReply(Command.Stats, (await observer.call([{ command: Command.Stats }]))[0]!).lockRequests;
+    const sample = await handOff(delayMs, startedAt, queued, release, events, requests);
     // The raw waiter lets go as lockctl does after its command.
     await waiterClient?.call([{ command: Command.Release, key: k, index: INDEX, owner: WAITER }]);
     return sample;
   } finally {
     owner.close();
+    observer.close();
     waiterClient?.close();
     await waiterProcess?.end(EXIT_LIMIT_MS);
   }

@@ -49,6 +49,8 @@ export interface HandoffRow {
   readonly samples: HandoffSample[];
   told?: Spread;
   ran?: Spread;
+  /** Ours: the waiter's lock requests counted by its node between queued and the release (its polls). */
+  requestsWhileQueued?: Spread;
   /** Tries that failed (their error is in their sample). */
   failures: number;
   /** Why the row did not run, if so. */
@@ -123,6 +125,7 @@ async function runLanes(setup: HandoffSetup, lanes: readonly Lane[], delaysMs: r
   for (const { row } of lanes) {
     row.told = spread(row.samples.flatMap((s) => (s.toldMs === undefined ? [] : [s.toldMs])));
     row.ran = spread(row.samples.flatMap((s) => (s.ranMs === undefined ? [] : [s.ranMs])));
+    row.requestsWhileQueued = spread(row.samples.flatMap((s) => (s.requestsWhileQueued === undefined ? [] : [s.requestsWhileQueued])));
   }
 }
 

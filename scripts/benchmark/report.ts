@@ -780,9 +780,9 @@ function renderIdleWaiters(w: IdleWaitersResult): string[] {
   const cases = w.cases ?? [];
   out.push(
     `**Idle waiters' cost to etcd**: a fresh 3-node cluster on 3 members; ${num(w.waiters)} locks held (TTL 0: their owners send nothing more), then one ` +
-      `${num((w.windowMs ?? 0) / 1000, 1)} s window per case, with no waiter, with a waiter behind each lock waiting by acquire-and-wait (0x0B, no bound, TTW 0; ` +
-      `on connections spread over the 3 nodes), with a waiter behind each polling the old way (request 0x02 every ${num((w.pollMs ?? 0) / 1000, 1)} s, TTW 30 s, ` +
-      "each from its own phase), and with no waiter again. From the members' /metrics: **requests/s**, `grpc_server_handled_total` summed over the members " +
+      `${num((w.windowMs ?? 0) / 1000, 1)} s window per case, in this order: no waiter, a waiter behind each lock waiting by acquire-and-wait (0x0B, no bound, TTW 0; ` +
+      `on connections spread over the 3 nodes), no waiter again, a waiter behind each polling the old way (request 0x02 every ${num((w.pollMs ?? 0) / 1000, 1)} s, TTW 30 s, ` +
+      "each from its own phase). From the members' /metrics: **requests/s**, `grpc_server_handled_total` summed over the members " +
       "(unary calls answered; a stream counts when it ends); **messages/s**, `grpc_server_msg_received_total` summed (a stream's messages too: lease keep-alives, watch requests); " +
       '**proposals/s**, the largest increase of `etcd_server_proposals_committed_total` among the members (Raft entries committed: the writes). ' +
       `Lockserver leader ${w.lockLeader ?? '?'}, etcd leader ${w.etcdLeader ?? '?'}.`,
@@ -838,7 +838,7 @@ const IDLE_SLACK_PER_SECOND = 0.5;
  */
 function waitingAddsNothing(cases: readonly WaitersCase[]): string | undefined {
   const rates = (name: WaitersCase['name']) => cases.find((c) => c.name === name)?.rates;
-  const [idle, after, waiting] = [rates('idle'), rates('idle-after'), rates('waiting-0x0b')];
+  const [idle, after, waiting] = [rates('idle'), rates('idle-again'), rates('waiting-0x0b')];
   if (idle === undefined || after === undefined || waiting === undefined) return undefined;
   const judge = (field: 'requestsPerSecond' | 'proposalsPerSecond'): [boolean, string] => {
     const high = Math.max(idle[field], after[field]);

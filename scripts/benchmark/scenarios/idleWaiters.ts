@@ -3,8 +3,10 @@
  * a fresh 3-node cluster, `--waiters` locks are held (TTL 0, so their owners send nothing more);
  * then, one window each, the requests and Raft proposals etcd counts (its members' /metrics) with
  * no waiter, with a waiter queued behind each lock by acquire-and-wait (0x0B, no bound, TTW 0),
- * with a waiter behind each polling the old way (0x02 every `--waiters-poll`, TTW 30 s, as a 0.9b
- * client or today's holdLock at its 1 s cap does), and with no waiter again.
+ * with no waiter again (so that the 0x0B window lies between two idle ones), and with a waiter
+ * behind each polling the old way (0x02 every `--waiters-poll`, TTW 30 s, as a 0.9b client or
+ * today's holdLock at its 1 s cap does). Polling comes last: its writes make the leader write a
+ * snapshot and compact afterwards, which would weigh on an idle window after it.
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -29,13 +31,13 @@ const CONNECT_BATCH = 100;
 const POLLER_SECONDS = 30;
 const INDEX = asciiBytes('i');
 
-export type WaitersCaseName = 'idle' | 'waiting-0x0b' | 'polling-0x02' | 'idle-after';
+export type WaitersCaseName = 'idle' | 'waiting-0x0b' | 'idle-again' | 'polling-0x02';
 
 export const WAITERS_CASE_LABELS: Readonly<Record<WaitersCaseName, string>> = {
   idle: 'no waiters (baseline)',
   'waiting-0x0b': 'waiting with 0x0B',
+  'idle-again': 'no waiters again (the 0x0B waiters gone)',
   'polling-0x02': 'polling with 0x02',
-  'idle-after': 'no waiters again (after)',
 };
 
 export interface WaitersCase {
@@ -168,6 +170,7 @@ export async function runIdleWaiters(config: BenchConfig, log: (line: string) =>
     // Closing a waiting connection takes its entry out of the queue.
     for (const client of waiting) client.close();
     await queuesAt(owners, count, 1, '0x0B waiters gone');
+    await measure('idle-again', 0);
 
     // count waiters polling with request (0x02) every pollMs, from a random phase each.
     const pollers = await connectAll(cluster, count);
@@ -202,8 +205,6 @@ export async function runIdleWaiters(config: BenchConfig, log: (line: string) =>
     await Promise.all(pollers.map((client, i) => client.call([{ command: Command.Release, key: key(i), index: INDEX, owner: asciiBytes(`poller-${i}`) }])));
     for (const client of pollers) client.close();
     await queuesAt(owners, count, 1, 'polling waiters gone');
-
-    await measure('idle-after', 0);
     return { waiters: count, windowMs, pollMs, lockLeader, etcdLeader, cases, pollErrors };
   } finally {
     for (const client of open) client.close();

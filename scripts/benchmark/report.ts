@@ -720,6 +720,7 @@ function renderHandoff(h: HandoffResult): string[] {
         'etcdctl and Go: exec from Go). Median (min–max) of the tries, ms. ' +
         '`lockctl hold` is the built CLI of this checkout, however it waits: **requests while queued** counts the lock requests its node saw from the ' +
         'waiter between queued and the release (stats, 0x08): its polls (0 for a waiter by 0x0B). ' +
+        "**release answered**: until the owner's release was answered (our 0x05 reply, the Go `Unlock` returned): the owner's own commit, for comparison. " +
         `Each try's rows run one right after the other, first row turning each try. Clock check: the bench's wall clock minus Date.now() ${num(h.clockSkewMs.start, 2)} ms at the start` +
         `${h.clockSkewMs.end !== undefined ? `, ${num(h.clockSkewMs.end, 2)} ms at the end` : ''}.`,
     );
@@ -732,16 +733,17 @@ function renderHandoff(h: HandoffResult): string[] {
     out.push('');
     out.push(
       table(
-        ['setup', 'waiter', 'owner / waiter', 'told ms', 'ran ms', 'requests while queued', 'failed tries'],
+        ['setup', 'waiter', 'owner / waiter', 'told ms', 'ran ms', 'release answered ms', 'requests while queued', 'failed tries'],
         h.rows.map((r) =>
           r.skipped !== undefined
-            ? [SETUP_LABELS[r.setup], WAY_LABELS[r.way], '–', `skipped: ${r.skipped}`, '–', '–', '–']
+            ? [SETUP_LABELS[r.setup], WAY_LABELS[r.way], '–', `skipped: ${r.skipped}`, '–', '–', '–', '–']
             : [
                 SETUP_LABELS[r.setup],
                 WAY_LABELS[r.way],
                 r.ends,
                 spreadCell(r.told, h.tries),
                 spreadCell(r.ran, h.tries),
+                spreadCell(r.released, h.tries),
                 r.requestsWhileQueued === undefined
                   ? '–'
                   : `${num(r.requestsWhileQueued.median)} (${num(r.requestsWhileQueued.min)}–${num(r.requestsWhileQueued.max)})`,

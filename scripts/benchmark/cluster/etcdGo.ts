@@ -193,6 +193,8 @@ export interface EtcdGoHandoffTry {
   readonly toldMs: number;
   /** Until the command the waiter then ran (sh -c 'date +%s%N') read the clock. */
   readonly ranMs: number;
+  /** Until the owner's Unlock returned. */
+  readonly unlockMs: number;
   readonly error?: string;
 }
 

@@ -26,7 +26,9 @@ type handoffTry struct {
 	ToldMs float64 `json:"toldMs"`
 	// RanMs: until the command the waiter then ran (sh -c 'date +%s%N') read the clock.
 	RanMs float64 `json:"ranMs"`
-	Error string  `json:"error,omitempty"`
+	// UnlockMs: until the owner's Unlock returned (its Delete committed).
+	UnlockMs float64 `json:"unlockMs"`
+	Error    string  `json:"error,omitempty"`
 }
 
 type handoffResult struct {
@@ -169,6 +171,7 @@ func handoffOnce(client *clientv3.Client, ownerSession, waiterSession *concurren
 	sent := time.Now()
 	ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
 	err = owner.Unlock(ctx)
+	unlocked := time.Since(sent)
 	cancel()
 	if err != nil {
 		return handoffTry{QueuedMs: ms(queued), Error: fmt.Sprintf("owner's Unlock: %v", err)}
@@ -179,7 +182,7 @@ func handoffOnce(client *clientv3.Client, ownerSession, waiterSession *concurren
 			return handoffTry{QueuedMs: ms(queued), Error: fmt.Sprintf("waiter: %v", g.err)}
 		}
 		// time.Unix carries no monotonic reading, so Sub compares wall clocks, as date's is.
-		return handoffTry{QueuedMs: ms(queued), ToldMs: ms(g.at.Sub(sent)), RanMs: ms(time.Unix(0, g.dateNs).Sub(sent))}
+		return handoffTry{QueuedMs: ms(queued), ToldMs: ms(g.at.Sub(sent)), RanMs: ms(time.Unix(0, g.dateNs).Sub(sent)), UnlockMs: ms(unlocked)}
 	case <-time.After(grantTimeout):
 		return handoffTry{QueuedMs: ms(queued), Error: fmt.Sprintf("the waiter was not granted within %v", grantTimeout)}
 	}

@@ -47,6 +47,8 @@ export interface HandoffSample {
   readonly toldMs?: number;
   /** Until the waiter's command read the clock (date +%s%N). */
   readonly ranMs?: number;
+  /** Until the owner's release was answered: our 0x05 reply read, the Go Unlock returned (etcdctl's owner: not known). */
+  readonly releasedMs?: number;
   /**
    * Ours: lock requests (0x02, 0x0A, 0x0B) the waiter's node counted (stats, 0x08) from the waiter
    * seen queued until the release: its polls (a waiter by 0x0B sends none).
@@ -105,7 +107,8 @@ function quiet<T>(promise: Promise<T>): Promise<T> {
  * After the owner holds and the waiter was started at `startedAt`: waits until `queued` says so,
  * lets `delayMs` pass, calls `release` (right after reading the clock), then waits for the
  * waiter's events. `requests`, if given, is read when the waiter is queued and again just before
- * the clock is read. The sample, or its error.
+ * the clock is read. `answered`: whether `release` resolves when the owner's release is answered
+ * (so its time is the sample's releasedMs). The sample, or its error.
  */
 async function handOff(
   delayMs: number,
@@ -113,6 +116,7 @@ async function handOff(
   queued: () => Promise<boolean>,
   release: () => Promise<unknown>,
   waiter: WaiterEvents,
+  answered: boolean,
   requests?: () => Promise<number>,
 ): Promise<HandoffSample> {
   await until('the waiter queued', queued);
@@ -121,13 +125,14 @@ async function handOff(
   await delay(delayMs);
   const requestsAtRelease = await requests?.();
   const sentAt = performance.now();
-  const released = quiet(release());
-  const [toldAt, dateNs] = await within(Promise.all([waiter.told, waiter.ran, released]), STEP_LIMIT_MS, 'the handoff');
+  const released = quiet(release().then(() => performance.now()));
+  const [toldAt, dateNs, releasedAt] = await within(Promise.all([waiter.told, waiter.ran, released]), STEP_LIMIT_MS, 'the handoff');
   return {
     delayMs,
     queuedMs,
     ...(toldAt !== undefined ? { toldMs: toldAt - sentAt } : {}),
     ranMs: msAfter(sentAt, dateNs),
+    ...(answered ? { releasedMs: releasedAt - sentAt } : {}),
     ...(requestsAtQueued !== undefined && requestsAtRelease !== undefined ? { requestsWhileQueued: requestsAtRelease - requestsAtQueued } : {}),
   };
 }
@@ -183,7 +188,7 @@ export async function ourHandoff(way: 'lockctl' | 'raw', ends: OurEnds, key: str
     const queued = async (): Promise<boolean> => (await owner.call([{ command: Command.List, key: k }]))[0]!.readUInt16BE(0) >= 2;
     const release = () => owner.call([{ command: Command.Release, key: k, index: INDEX, owner: OWNER }]);
     const requests = async (): Promise<number> => decodeReply(Command.Stats, (await observer.call([{ command: Command.Stats }]))[0]!).lockRequests;
-    const sample = await handOff(delayMs, startedAt, queued, release, events, requests);
+    const sample = await handOff(delayMs, startedAt, queued, release, events, true, requests);
     // The raw waiter lets go as lockctl does after its command.
     await waiterClient?.call([{ command: Command.Release, key: k, index: INDEX, owner: WAITER }]);
     return sample;
@@ -230,10 +235,8 @@ export async function etcdctlHandoff(ends: EtcdEnds, name: string, delayMs: numb
     waiter = WatchedProcess.start('etcdctl', ['--endpoints', ends.waiter, 'lock', name, '--', ...DATE_COMMAND], env);
     const ran = waiter.line((l) => DATE_LINE.test(l), 2 * STEP_LIMIT_MS + delayMs, 'date line');
     const release = async () => owner.child.kill('SIGTERM');
-    return await handOff(delayMs, startedAt, async () => (await keysUnder(ends.owner, `${name}/`)) >= 2, release, {
-      told: undefined,
-      ran: quiet(ran.then((l) => BigInt(l.text))),
-    });
+    const events = { told: undefined, ran: quiet(ran.then((l) => BigInt(l.text))) };
+    return await handOff(delayMs, startedAt, async () => (await keysUnder(ends.owner, `${name}/`)) >= 2, release, events, false);
   } finally {
     owner.child.kill('SIGTERM');
     await Promise.all([owner.end(EXIT_LIMIT_MS), waiter?.end(EXIT_LIMIT_MS)]);
@@ -246,5 +249,5 @@ export async function goHandoff(binary: string, ends: EtcdEnds, delayMs: number)
   const t = result.tries[0];
   if (t === undefined) throw new Error('etcdgo -mode handoff reported no try');
   if (t.error !== undefined) return { delayMs, error: t.error };
-  return { delayMs, queuedMs: t.queuedMs, toldMs: t.toldMs, ranMs: t.ranMs };
+  return { delayMs, queuedMs: t.queuedMs, toldMs: t.toldMs, ranMs: t.ranMs, releasedMs: t.unlockMs };
 }

@@ -49,6 +49,8 @@ export interface HandoffRow {
   readonly samples: HandoffSample[];
   told?: Spread;
   ran?: Spread;
+  /** Until the owner's release was answered (ours, Go). */
+  released?: Spread;
   /** Ours: the waiter's lock requests counted by its node between queued and the release (its polls). */
   requestsWhileQueued?: Spread;
   /** Tries that failed (their error is in their sample). */
@@ -125,6 +127,7 @@ async function runLanes(setup: HandoffSetup, lanes: readonly Lane[], delaysMs: r
   for (const { row } of lanes) {
     row.told = spread(row.samples.flatMap((s) => (s.toldMs === undefined ? [] : [s.toldMs])));
     row.ran = spread(row.samples.flatMap((s) => (s.ranMs === undefined ? [] : [s.ranMs])));
+    row.released = spread(row.samples.flatMap((s) => (s.releasedMs === undefined ? [] : [s.releasedMs])));
     row.requestsWhileQueued = spread(row.samples.flatMap((s) => (s.requestsWhileQueued === undefined ? [] : [s.requestsWhileQueued])));
   }
 }

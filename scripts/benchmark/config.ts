@@ -11,6 +11,8 @@ export const CLUSTER_SCENARIOS = [
   'cluster-failover',
   'cluster-scale',
 ] as const;
+/** Issue 37: handoff latency on one node, one etcd member and the 3-node cluster; what idle waiters cost etcd. */
+export const HANDOFF_SCENARIOS = ['handoff-single', 'handoff-etcd', 'handoff-cluster', 'handoff-waiters'] as const;
 export const SCENARIOS = [
   'throughput',
   'contention',
@@ -23,10 +25,11 @@ export const SCENARIOS = [
   'ceiling',
   'random',
   ...CLUSTER_SCENARIOS,
+  ...HANDOFF_SCENARIOS,
 ] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Names --only/--skip also take, each standing for several scenarios. */
-export const SCENARIO_GROUPS: Readonly<Record<string, readonly ScenarioName[]>> = { cluster: CLUSTER_SCENARIOS };
+export const SCENARIO_GROUPS: Readonly<Record<string, readonly ScenarioName[]>> = { cluster: CLUSTER_SCENARIOS, handoff: HANDOFF_SCENARIOS };
 /** Selectors that no longer exist, and why: --only/--skip refuse them with this rather than run something else under their name. */
 export const REMOVED_SCENARIOS: Readonly<Record<string, string>> = {
   'cluster-peer':
@@ -100,6 +103,13 @@ export interface BenchConfig {
   readonly failoverBaselineMs: number;
   readonly failoverObserveMs: number;
   readonly failoverPauseMs: number;
+  /** Handoff: tries of every row, and the range the owner's delay (after the waiter queued) is drawn from. */
+  readonly handoffTries: number;
+  readonly handoffDelayMs: { readonly min: number; readonly max: number };
+  /** Idle waiters: how many, the measured window, and the polling waiters' interval. */
+  readonly waiters: number;
+  readonly waitersWindowMs: number;
+  readonly waitersPollMs: number;
 }
 
 export function defaultJsonPath(now = new Date()): string {
@@ -131,6 +141,11 @@ export const FULL_DEFAULTS = {
   failoverBaselineMs: 3_000,
   failoverObserveMs: 5_000,
   failoverPauseMs: 10_000,
+  handoffTries: 6,
+  handoffDelayMs: { min: 200, max: 1_000 },
+  waiters: 1_000,
+  waitersWindowMs: 10_000,
+  waitersPollMs: 1_000,
 };
 
 /** A smoke run of about a minute: the same scenarios, shorter and smaller. */
@@ -153,4 +168,6 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   clusterSoakMs: 20_000,
   failoverBaselineMs: 2_000,
   failoverObserveMs: 4_000,
+  handoffTries: 3,
+  waitersWindowMs: 3_000,
 };

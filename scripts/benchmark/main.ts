@@ -25,6 +25,7 @@ import { killAllChildren } from './processes.js';
 import { runClusterScenarios } from './scenarios/cluster.js';
 import { runContention } from './scenarios/contention.js';
 import { runExpiry } from './scenarios/expiry.js';
+import { runHandoff } from './scenarios/handoff.js';
 import { runHeldLocks } from './scenarios/heldLocks.js';
 import { runIdleConnections } from './scenarios/idleConnections.js';
 import { runListKey } from './scenarios/listKey.js';
@@ -65,6 +66,14 @@ function seconds(value: string): number {
   return parsed * 1000;
 }
 
+function delayRange(value: string): { min: number; max: number } {
+  const match = value.match(/^(\d+),(\d+)$/);
+  if (!match || Number(match[1]) > Number(match[2]) || Number(match[2]) > 60_000) {
+    throw new InvalidArgumentError(`"${value}" is not MIN,MAX in ms (MIN ≤ MAX ≤ 60000), e.g. 200,1000.`);
+  }
+  return { min: Number(match[1]), max: Number(match[2]) };
+}
+
 function loadShape(value: string): LoadShape {
   const match = value.match(/^(\d+)x(\d+)$/);
   if (!match || Number(match[1]) < 1 || Number(match[2]) < 1) throw new InvalidArgumentError(`"${value}" is not CONNECTIONSxDEPTH, e.g. 50x16.`);
@@ -75,13 +84,18 @@ const program = new Command()
   .name('scripts/bench')
   .description(
     'Benchmarks one LockServer node on loopback: throughput/latency, contention, scale, Redis side by side, generator ceiling;\n' +
-      "and a cluster (3 etcd members, 3 nodes): throughput beside etcd's own lock, contention, failover, scale (--only cluster).\n" +
+      "and a cluster (3 etcd members, 3 nodes): throughput beside etcd's own lock, contention, failover, scale (--only cluster);\n" +
+      "handoff latency (release -> the next owner told) beside etcd's lock, and what idle waiters cost etcd (--only handoff).\n" +
       'Starts every server itself; needs only `npm install` (Redis rows run when redis-server/redis-benchmark are installed,\n' +
       'cluster rows when etcd is on the PATH).',
   )
   .option('--quick', 'a short smoke run (about a minute): shorter phases, smaller sizes', false)
-  .option('--only <scenarios>', `run only these (comma-separated): ${SCENARIOS.join(',')}; "cluster" means every cluster-… one`, scenarios)
-  .option('--skip <scenarios>', 'leave these out (comma-separated; "cluster" too)', scenarios)
+  .option(
+    '--only <scenarios>',
+    `run only these (comma-separated): ${SCENARIOS.join(',')}; "cluster" means every cluster-… one, "handoff" every handoff-… one`,
+    scenarios,
+  )
+  .option('--skip <scenarios>', 'leave these out (comma-separated; "cluster" and "handoff" too)', scenarios)
   .option('--connections <list>', 'connection counts for the throughput matrix (default 1,50,500)', list(positiveInteger))
   .option('--pipeline <list>', 'pipeline depths for the throughput matrix (default 1,16)', list(positiveInteger))
   .option('--duration <seconds>', 'measured seconds per load phase (default 3, quick 1)', seconds)
@@ -107,7 +121,12 @@ const program = new Command()
   .option('--cluster-connections <list>', 'cluster: connection counts (and etcd lockers) of the throughput rows (default 48,480)', list(positiveInteger))
   .option('--cluster-held <n>', 'cluster: locks held in the scale scenario (default 1000000, quick 100000)', positiveInteger)
   .option('--cluster-soak <seconds>', "cluster: seconds of full load before etcd's data dir is measured (default 600, quick 20)", seconds)
-  .option('--seed <n>', 'seed for contention priorities and order', count, 1)
+  .option('--handoff-tries <n>', 'handoff: tries of every row (default 6, quick 3)', positiveInteger)
+  .option('--handoff-delay <min,max>', 'handoff: the owner lets go this many ms after the waiter queued, drawn in the range (default 200,1000)', delayRange)
+  .option('--waiters <n>', 'idle waiters: locks held, each with one waiter queued behind it (default 1000)', positiveInteger)
+  .option('--waiters-window <seconds>', "idle waiters: seconds over which etcd's requests are counted in each case (default 10, quick 3)", seconds)
+  .option('--waiters-poll <seconds>', 'idle waiters: interval of the polling waiters (default 1)', seconds)
+  .option('--seed <n>', "seed for contention priorities and order, handoff delays, pollers' phases", count, 1)
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
@@ -137,6 +156,11 @@ interface CliOptions {
   clusterConnections?: number[];
   clusterHeld?: number;
   clusterSoak?: number;
+  handoffTries?: number;
+  handoffDelay?: { min: number; max: number };
+  waiters?: number;
+  waitersWindow?: number;
+  waitersPoll?: number;
   seed: number;
   keySpace?: number[];
   randomLoad: LoadShape[];
@@ -183,6 +207,11 @@ function configFrom(o: CliOptions): BenchConfig {
     failoverBaselineMs: d.failoverBaselineMs,
     failoverObserveMs: d.failoverObserveMs,
     failoverPauseMs: d.failoverPauseMs,
+    handoffTries: o.handoffTries ?? d.handoffTries,
+    handoffDelayMs: o.handoffDelay ?? d.handoffDelayMs,
+    waiters: o.waiters ?? d.waiters,
+    waitersWindowMs: o.waitersWindow ?? d.waitersWindowMs,
+    waitersPollMs: o.waitersPoll ?? d.waitersPollMs,
   };
 }
 
@@ -268,12 +297,20 @@ async function main(): Promise<void> {
         results.errors.push(...cluster.errors);
       },
     ],
+    [
+      'handoff',
+      async () => {
+        const handoff = await runHandoff(ours, config, log);
+        results.handoff = handoff;
+        results.errors.push(...handoff.errors);
+      },
+    ],
   ];
   for (const [name, step] of steps) {
     const wanted = name.includes('/')
       ? matrixNames.some((n) => config.scenarios.has(n))
-      : name === 'cluster'
-        ? SCENARIO_GROUPS.cluster!.some((n) => config.scenarios.has(n))
+      : SCENARIO_GROUPS[name] !== undefined
+        ? SCENARIO_GROUPS[name].some((n) => config.scenarios.has(n))
         : config.scenarios.has(name as ScenarioName);
     if (!wanted) continue;
     const before = loadavg()[0]!;

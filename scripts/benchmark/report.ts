@@ -2,6 +2,8 @@ import { checkClusterGoals, checkClusterSequencerGoals, checkGoals } from './goa
 import type { LoadResult } from './load/runLoad.js';
 import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
+import { SETUP_LABELS, WAY_LABELS, type HandoffResult, type Spread } from './scenarios/handoff.js';
+import { WAITERS_CASE_LABELS, type IdleWaitersResult, type WaitersCase } from './scenarios/idleWaiters.js';
 import type { ClusterThroughputRow, EtcdGoRow } from './scenarios/clusterThroughput.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
@@ -215,6 +217,7 @@ export function renderMarkdown(results: BenchResults): string {
       ),
     );
   }
+  if (results.handoff !== undefined) out.push('', ...renderHandoff(results.handoff));
   if (results.errors.length > 0) {
     out.push('', '**Failures**', '');
     for (const e of results.errors) out.push(`- ${e.scenario}: ${e.message.split('\n')[0]}`);
@@ -694,4 +697,161 @@ function renderCluster(results: BenchResults): string[] {
     );
   }
   return out;
+}
+
+/** A column of handoff tries: median (min–max) ms. */
+function spreadCell(s: Spread | undefined, tries: number): string {
+  if (s === undefined) return '–';
+  const of = s.count < tries ? ` [${s.count} of ${tries}]` : '';
+  return `${num(s.median, 1)} (${num(s.min, 1)}–${num(s.max, 1)})${of}`;
+}
+
+/** Issue 37: handoff latency, and what idle waiters cost etcd. */
+function renderHandoff(h: HandoffResult): string[] {
+  const out: string[] = [];
+  out.push('#### Handoff (issue 37)', '');
+  if (h.rows.length > 0) {
+    out.push(
+      `**Handoff latency**: an owner holds a lock, a waiter queues behind it, and ${num(h.delayMs.min)}–${num(h.delayMs.max)} ms after the waiter is seen queued ` +
+        `(the same delay for every row in a try: ${h.delaysMs.map((d) => num(d)).join(', ')} ms) the owner lets go: ours with a release (0x05) on its connection, ` +
+        "etcdctl's owner (`etcdctl lock NAME`) with SIGTERM (it then unlocks), the Go owner with `Unlock`; the clock is read right before. " +
+        '**told**: until the waiter knew it owns (lockctl hold --json printed `{"acquired":true}`, the 0x0B reply was read, the Go `Lock` returned); ' +
+        "**ran**: until the command the waiter then ran, `sh -c 'date +%s%N'`, read the clock (lockctl: under its watchdog, a Node process; the raw waiter: spawned by the bench; " +
+        'etcdctl and Go: exec from Go). Median (min–max) of the tries, ms. ' +
+        '`lockctl hold` is the built CLI of this checkout, however it waits: **requests while queued** counts the lock requests its node saw from the ' +
+        'waiter between queued and the release (stats, 0x08): its polls (0 for a waiter by 0x0B). ' +
+        "**release answered**: until the owner's release was answered (our 0x05 reply, the Go `Unlock` returned): the owner's own commit, for comparison. " +
+        `Each try's rows run one right after the other, first row turning each try. Clock check: the bench's wall clock minus Date.now() ${num(h.clockSkewMs.start, 2)} ms at the start` +
+        `${h.clockSkewMs.end !== undefined ? `, ${num(h.clockSkewMs.end, 2)} ms at the end` : ''}.`,
+    );
+    const leaders =
+      h.lockLeader !== undefined || h.etcdLeader !== undefined
+        ? ` 3-node rows: lockserver leader ${h.lockLeader ?? '?'}, etcd leader ${h.etcdLeader ?? '?'}.`
+        : '';
+    const versions = [h.etcdVersion !== undefined ? `etcd ${h.etcdVersion}` : undefined, h.goVersion].filter((v) => v !== undefined).join(', ');
+    if (leaders !== '' || versions !== '') out.push('', `${versions !== '' ? `${versions}.` : ''}${leaders}`.trim());
+    out.push('');
+    out.push(
+      table(
+        ['setup', 'waiter', 'owner / waiter', 'told ms', 'ran ms', 'release answered ms', 'requests while queued', 'failed tries'],
+        h.rows.map((r) =>
+          r.skipped !== undefined
+            ? [SETUP_LABELS[r.setup], WAY_LABELS[r.way], '–', `skipped: ${r.skipped}`, '–', '–', '–', '–']
+            : [
+                SETUP_LABELS[r.setup],
+                WAY_LABELS[r.way],
+                r.ends,
+                spreadCell(r.told, h.tries),
+                spreadCell(r.ran, h.tries),
+                spreadCell(r.released, h.tries),
+                r.requestsWhileQueued === undefined
+                  ? '–'
+                  : `${num(r.requestsWhileQueued.median)} (${num(r.requestsWhileQueued.min)}–${num(r.requestsWhileQueued.max)})`,
+                num(r.failures),
+              ],
+        ),
+      ),
+    );
+    const failed = h.rows.flatMap((r) =>
+      r.samples.filter((s) => s.error !== undefined).map((s) => `${SETUP_LABELS[r.setup]}, ${WAY_LABELS[r.way]}: ${s.error}`),
+    );
+    if (failed.length > 0) out.push('', 'Failed tries:', '', ...failed.map((f) => `- ${f}`));
+    out.push('');
+  }
+  if (h.waiters !== undefined) out.push(...renderIdleWaiters(h.waiters));
+  return out;
+}
+
+/** The busiest gRPC methods of a window: requests/s (messages/s where they differ). */
+function busiestMethods(c: WaitersCase): string {
+  const methods = Object.entries(c.rates?.byMethod ?? {})
+    .sort(([, a], [, b]) => b.messagesPerSecond + b.requestsPerSecond - (a.messagesPerSecond + a.requestsPerSecond))
+    .slice(0, 4);
+  if (methods.length === 0) return '–';
+  return methods
+    .map(
+      ([name, m]) =>
+        `${name} ${num(m.requestsPerSecond, 1)}${Math.abs(m.messagesPerSecond - m.requestsPerSecond) >= 0.05 ? ` (${num(m.messagesPerSecond, 1)} msg)` : ''}`,
+    )
+    .join(', ');
+}
+
+function renderIdleWaiters(w: IdleWaitersResult): string[] {
+  const out: string[] = [];
+  if (w.skipped !== undefined) return ['**Idle waiters**: skipped (' + w.skipped + ').', ''];
+  const cases = w.cases ?? [];
+  out.push(
+    `**Idle waiters' cost to etcd**: a fresh 3-node cluster on 3 members; ${num(w.waiters)} locks held (TTL 0: their owners send nothing more), then one ` +
+      `${num((w.windowMs ?? 0) / 1000, 1)} s window per case, in this order: no waiter, a waiter behind each lock waiting by acquire-and-wait (0x0B, no bound, TTW 0; ` +
+      `on connections spread over the 3 nodes), no waiter again, a waiter behind each polling the old way (request 0x02 every ${num((w.pollMs ?? 0) / 1000, 1)} s, TTW 30 s, ` +
+      "each from its own phase). From the members' /metrics: **requests/s**, `grpc_server_handled_total` summed over the members " +
+      "(unary calls answered; a stream counts when it ends); **messages/s**, `grpc_server_msg_received_total` summed (a stream's messages too: lease keep-alives, watch requests); " +
+      '**proposals/s**, the largest increase of `etcd_server_proposals_committed_total` among the members (Raft entries committed: the writes). ' +
+      `Lockserver leader ${w.lockLeader ?? '?'}, etcd leader ${w.etcdLeader ?? '?'}.`,
+  );
+  out.push('');
+  const base = cases.find((c) => c.name === 'idle')?.rates;
+  const over = (value: number | undefined, baseline: number | undefined): string =>
+    value === undefined || baseline === undefined ? '–' : `${value - baseline >= 0 ? '+' : ''}${num(value - baseline, 1)}`;
+  out.push(
+    table(
+      [
+        'case',
+        'waiters',
+        'requests/s',
+        'messages/s',
+        'proposals/s',
+        'over baseline: requests/s, proposals/s',
+        'busiest methods, requests/s',
+        'node CPU',
+        'etcd CPU',
+        'client calls in window',
+      ],
+      cases.map((c) => [
+        WAITERS_CASE_LABELS[c.name],
+        num(c.waiters),
+        c.error !== undefined ? `failed: ${c.error}` : num(c.rates?.requestsPerSecond, 1),
+        num(c.rates?.messagesPerSecond, 1),
+        num(c.rates?.proposalsPerSecond, 1),
+        c.name === 'idle'
+          ? '–'
+          : `${over(c.rates?.requestsPerSecond, base?.requestsPerSecond)}, ${over(c.rates?.proposalsPerSecond, base?.proposalsPerSecond)}`,
+        busiestMethods(c),
+        cores(c.cpuCores?.nodes),
+        cores(c.cpuCores?.members),
+        c.clientCalls === undefined ? '–' : c.name === 'waiting-0x0b' ? `${num(c.clientCalls)} answered (none should be)` : `${num(c.clientCalls)} polls`,
+      ]),
+    ),
+  );
+  if ((w.pollErrors ?? 0) > 0) out.push('', `Polls that failed (each stopped its poller): ${num(w.pollErrors)}.`);
+  const promise = waitingAddsNothing(cases);
+  if (promise !== undefined) out.push('', promise);
+  out.push('');
+  return out;
+}
+
+/** Slack beyond the two idle windows' own spread within which a rate counts as unchanged (per second). */
+const IDLE_SLACK_PER_SECOND = 0.5;
+
+/**
+ * Issue 37's promise, that waiting adds nothing to an idle cluster's load: the 0x0B window's
+ * requests/s and proposals/s each at most the higher of the two idle windows plus their spread
+ * and IDLE_SLACK_PER_SECOND. Undefined when a window is missing.
+ */
+function waitingAddsNothing(cases: readonly WaitersCase[]): string | undefined {
+  const rates = (name: WaitersCase['name']) => cases.find((c) => c.name === name)?.rates;
+  const [idle, after, waiting] = [rates('idle'), rates('idle-again'), rates('waiting-0x0b')];
+  if (idle === undefined || after === undefined || waiting === undefined) return undefined;
+  const judge = (field: 'requestsPerSecond' | 'proposalsPerSecond'): [boolean, string] => {
+    const high = Math.max(idle[field], after[field]);
+    const limit = high + Math.abs(idle[field] - after[field]) + IDLE_SLACK_PER_SECOND;
+    return [waiting[field] <= limit, `${num(waiting[field], 1)} against idle ${num(idle[field], 1)} and ${num(after[field], 1)} (limit ${num(limit, 1)})`];
+  };
+  const [requestsMet, requests] = judge('requestsPerSecond');
+  const [proposalsMet, proposals] = judge('proposalsPerSecond');
+  const verdict = requestsMet && proposalsMet ? 'met' : '**missed**';
+  return (
+    `Issue 37's promise, waiting adds nothing to the idle baseline (the 0x0B window at most the higher idle window plus the two idle windows' spread and ${IDLE_SLACK_PER_SECOND}/s): ` +
+    `${verdict}: requests/s ${requests}, proposals/s ${proposals}.`
+  );
 }

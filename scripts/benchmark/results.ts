@@ -2,6 +2,7 @@ import type { BenchConfig } from './config.js';
 import type { ClusterResult } from './scenarios/cluster.js';
 import type { ContentionResult } from './scenarios/contention.js';
 import type { ExpiryResult } from './scenarios/expiry.js';
+import type { HandoffResult } from './scenarios/handoff.js';
 import type { HeldLocksRow } from './scenarios/heldLocks.js';
 import type { IdleResult } from './scenarios/idleConnections.js';
 import type { ListResult } from './scenarios/listKey.js';
@@ -45,4 +46,5 @@ export interface BenchResults {
   idle?: IdleResult;
   random?: RandomKeysRow[];
   cluster?: ClusterResult;
+  handoff?: HandoffResult;
 }

@@ -43,6 +43,8 @@ export interface ClusterOptions {
   readonly nodeArgs?: readonly string[];
   /** Called with each line a node logs (after its `node=<name>` is known). */
   readonly onNodeLine?: (node: string, line: string) => void;
+  /** Start the etcd members only, no lockserver node (etcd's own rows of the handoff scenario). */
+  readonly etcdOnly?: boolean;
 }
 
 export interface Member {
@@ -136,7 +138,7 @@ export class BenchCluster {
     this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
   }
 
-  /** Starts 3 etcd members, waits until healthy, then 3 nodes, and waits until each is ready. */
+  /** Starts 3 etcd members, waits until healthy, then 3 nodes (unless etcdOnly), and waits until each is ready. */
   static async start(options: ClusterOptions = {}, size = 3): Promise<BenchCluster> {
     const dir = await mkdtemp(join(tmpdir(), 'lockserver-bench-cluster-'));
     const ports = await freePorts(size * 3);
@@ -196,8 +198,10 @@ export class BenchCluster {
     try {
       await Promise.all(members.map((m) => cluster.startMember(m, false)));
       await Promise.all(members.map((m) => cluster.waitHealthy(m)));
-      await Promise.all(nodes.map((n) => cluster.startNode(n)));
-      await cluster.waitAnnounced();
+      if (options.etcdOnly !== true) {
+        await Promise.all(nodes.map((n) => cluster.startNode(n)));
+        await cluster.waitAnnounced();
+      }
     } catch (error) {
       await cluster.stop();
       throw error;

@@ -7,7 +7,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { access, mkdir, readFile, rename } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -99,7 +99,11 @@ async function build(log: (line: string) => void): Promise<EtcdGoBuild> {
     return { skipped: `${ETCD_GO_MISSING}: \`go version\` failed: ${(error as Error).message.split('\n')[0]}` };
   }
   const hash = createHash('sha256');
-  hash.update(await readFile(join(ETCD_GO_SOURCE, 'main.go')));
+  // Every Go file of the program (main.go, handoff.go), in name order.
+  for (const file of (await readdir(ETCD_GO_SOURCE)).filter((f) => f.endsWith('.go')).sort()) {
+    hash.update(file);
+    hash.update(await readFile(join(ETCD_GO_SOURCE, file)));
+  }
   hash.update(goVersion);
   hash.update(await readFile(ETCD_VERSION_FILE).catch(() => ''));
   const binary = join(CACHE_DIR, `etcdgo-${hash.digest('hex').slice(0, 16)}`);
@@ -179,4 +183,60 @@ export function runEtcdGo(spec: {
       })().then(resolve, reject);
     });
   });
+}
+
+/** One try of the program's handoff mode; ms from right before the owner's Unlock was sent. */
+export interface EtcdGoHandoffTry {
+  readonly delayMs: number;
+  readonly queuedMs: number;
+  /** Until the waiter's Lock returned. */
+  readonly toldMs: number;
+  /** Until the command the waiter then ran (sh -c 'date +%s%N') read the clock. */
+  readonly ranMs: number;
+  /** Until the owner's Unlock returned. */
+  readonly unlockMs: number;
+  readonly error?: string;
+}
+
+export interface EtcdGoHandoffResult {
+  readonly ownerEndpoint: string;
+  readonly waiterEndpoint: string;
+  readonly sessionTtl: number;
+  readonly setupMs: number;
+  readonly tries: readonly EtcdGoHandoffTry[];
+}
+
+/** Beyond the delays: connecting, the sessions, each try's lock, grant and command, the clean-up. */
+const HANDOFF_SLACK_MS = 30_000;
+
+/**
+ * The program's handoff mode: one try per delay, the owner's client on endpoints[0] and the
+ * waiter's on endpoints[1] (endpoints[0] when alone). Killed if it outlives its delays by 30 s.
+ */
+export async function runEtcdGoHandoff(spec: {
+  readonly binary: string;
+  readonly endpoints: readonly string[];
+  readonly delaysMs: readonly number[];
+  readonly sessionTtlSeconds: number;
+}): Promise<EtcdGoHandoffResult> {
+  // prettier-ignore
+  const args = [
+    '-mode', 'handoff',
+    '-endpoints', spec.endpoints.join(','),
+    '-ttl', String(spec.sessionTtlSeconds),
+    '-delays', spec.delaysMs.map((d) => `${Math.round(d)}ms`).join(','),
+  ];
+  const timeout = spec.delaysMs.reduce((sum, d) => sum + d, 0) + HANDOFF_SLACK_MS;
+  const child = trackChild(spawn(spec.binary, args, { stdio: ['ignore', 'pipe', 'pipe'] }));
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr!.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeout);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (c, s) => resolve([c, s]));
+  }).finally(() => clearTimeout(timer));
+  if (code !== 0) throw new Error(`etcdgo -mode handoff exited with ${code ?? signal}: ${stderr.trim().split('\n').slice(-3).join(' / ') || 'no output'}`);
+  return JSON.parse(stdout) as EtcdGoHandoffResult;
 }

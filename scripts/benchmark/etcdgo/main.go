@@ -11,9 +11,15 @@
 //	put     N writers, each Put-ting a value of -value-bytes to a key of its own, closed loop: what
 //	        etcd commits at that concurrency with no recipe on top. Latency: one Put.
 //	serial  one writer, serial Puts: etcd's commit latency with nothing else in flight.
+//	handoff one try per -delays entry (handoff.go): an owner holds concurrency.Mutex on a name, a
+//	        waiter queues behind it, the owner Unlocks after the delay; how long until the
+//	        waiter's Lock returned (told) and until the command it then runs, sh -c 'date +%s%N',
+//	        read the clock (ran). Owner and waiter each have their own client: the owner's to the
+//	        first endpoint, the waiter's to the second (the first when there is one).
 //
-// It prints "measuring" on stderr when the measured window opens and "measured" when it closes
-// (so the caller can read the members' CPU over the same window), then one JSON object on stdout.
+// lock, put and serial print "measuring" on stderr when the measured window opens and "measured"
+// when it closes (so the caller can read the members' CPU over the same window), then one JSON
+// object on stdout; handoff prints one JSON object on stdout.
 // Built by scripts/benchmark/cluster/etcdGo.ts in GOPATH mode from Debian's golang-go and
 // golang-etcd-server-dev; see scripts/benchmark/README.md.
 package main
@@ -130,21 +136,28 @@ func main() {
 	valueBytes := flag.Int("value-bytes", 64, "size of each Put's value (put, serial)")
 	prefix := flag.String("prefix", "", "key prefix (default: etcdgo/<pid>-<time>)")
 	callTimeout := flag.Duration("call-timeout", 10*time.Second, "longest one call may take before it counts as an error")
-	ttl := flag.Int("ttl", 60, "lease TTL in seconds of each locker's session (lock)")
+	ttl := flag.Int("ttl", 60, "lease TTL in seconds of each locker's session (lock, handoff)")
+	delays := flag.String("delays", "500ms", "handoff: comma-separated delays from the waiter queued to the owner's Unlock, one try each")
 	flag.Parse()
 
 	switch *mode {
 	case "lock", "put":
 	case "serial":
 		*workers = 1
+	case "handoff":
 	default:
-		fatal("unknown -mode %q (lock, put or serial)", *mode)
+		fatal("unknown -mode %q (lock, put, serial or handoff)", *mode)
 	}
 	if *workers < 1 {
 		fatal("-concurrency must be at least 1")
 	}
 	if *prefix == "" {
 		*prefix = fmt.Sprintf("etcdgo/%d-%d", os.Getpid(), time.Now().UnixNano())
+	}
+
+	if *mode == "handoff" {
+		runHandoff(strings.Split(*endpoints, ","), *delays, *prefix, *ttl, *callTimeout)
+		return
 	}
 
 	setupStart := time.Now()

@@ -18,6 +18,9 @@ import { pause } from '../runtime/Timers.js';
 
 export type { ClusterDeps, ClusterFigures, ClusterObserver, ClusterOptions } from './ClusterOptions.js';
 
+/** Cancels of abandoned waits kept until the log may carry them (see ClusterLockService.abandonEntry). */
+const MAX_DEFERRED_CANCELS = 10_000;
+
 /** `--import-lock-file` into a cluster that already holds entries. */
 export class ImportRefusedError extends Error {
   override name = 'ImportRefusedError';
@@ -43,6 +46,8 @@ export class ClusterLockService implements LockService, WaitersHost {
   private closed = false;
   private closing: Promise<void> | undefined;
   private ready = false;
+  /** Waits abandoned before format 4 could be written (see abandonEntry). */
+  private readonly deferredCancels: Array<{ readonly key: ByteString; readonly index: ByteString; readonly owner: ByteString }> = [];
 
   constructor(
     private readonly options: ClusterOptions,
@@ -137,6 +142,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     this.follower.checkProgress(now);
     this.committer.tick(now);
     if (this.ready) this.leadership.tick();
+    this.sendDeferredCancels();
   }
 
   /** A mutating command, answered once its batch is applied here (a Later: no promise per command). */
@@ -203,6 +209,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     const answer = new Waiting<FencedPosition>();
     const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : (receivedAt ?? this.deps.clock.now()) + waitMs;
     let cancelledBeforeApply = false;
+    // Its connection closed before the command applied (an abandon waits for the wait to begin, in Waiters).
     answer.whenCancelled(() => (cancelledBeforeApply = true));
     this.committer.submit(
       this.requestCommand(r, allowCreate),
@@ -267,12 +274,23 @@ export class ClusterLockService implements LockService, WaitersHost {
   }
 
   /**
-   * A waiter's client stopped waiting: its entry goes, if it still waits, through the log (format 4:
-   * only once every live node reads it; before, the entry stays to its TTW, as 0.9b entries do).
+   * A waiter's client stopped waiting: its entry goes, if it still waits, through the log. The
+   * command is of format 4, written only once every live node reads it: until this node knows they
+   * do (its first view of the cluster, a second or two after it starts; or while an older node is
+   * live), the cancels wait here, at most MAX_DEFERRED_CANCELS (beyond, an entry stays to its TTW,
+   * as 0.9b entries do). Only a waiting entry is removed: one granted meanwhile may have been told
+   * to its owner through another node.
    */
   private abandonEntry(key: ByteString, index: ByteString, owner: ByteString): void {
-    if (this.closed || !this.deps.log.mayWrite(OPS_FORMAT)) return;
-    this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+    if (this.closed) return;
+    if (this.deps.log.mayWrite(OPS_FORMAT)) this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+    else if (this.deferredCancels.length < MAX_DEFERRED_CANCELS) this.deferredCancels.push({ key, index, owner });
+  }
+
+  /** The cancels deferred until format 4 may be written, sent once it may. */
+  private sendDeferredCancels(): void {
+    if (this.deferredCancels.length === 0 || !this.deps.log.mayWrite(OPS_FORMAT)) return;
+    for (const { key, index, owner } of this.deferredCancels.splice(0)) this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {

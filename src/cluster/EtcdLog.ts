@@ -673,6 +673,7 @@ export class EtcdLog implements ReplicatedLog {
     // Name leases not released are left to expire (as a crashed node's would); their renewals stop.
     for (const lease of [...this.nameLeases]) lease.close();
     for (const stop of [...this.watches]) stop();
+    this.writers.close();
     this.janitor.close();
     this.pool.close();
   }

@@ -66,25 +66,56 @@ export class Later<T> implements PromiseLike<T> {
 
 /**
  * A Later a client waits on (acquire and wait, the loss notice): settled once, like any Later, or
- * cancelled by whoever asked when it no longer waits (its connection closed): then `onCancel`
- * runs once and nothing settles it any more.
+ * ended by whoever asked when it no longer waits. `cancel`: its connection is gone, nothing
+ * answers it any more. `abandon`: its client will not wait (it closed its sending side, or the
+ * server is going down), but an answer that comes without waiting (a grant at once, a refusal, "not
+ * the owner") is still given; once it waits, the wait ends, rejected. Either runs `onCancel` once,
+ * saying whether the waiting entry goes too.
  */
 export class Waiting<T> extends Later<T> {
   private cancelled = false;
-  private onCancel: (() => void) | undefined;
+  private onCancel: ((removeEntry: boolean) => void) | undefined;
+  /** Whoever answers it has begun to wait for the grant or loss (see began). */
+  private waitingNow = false;
+  /** An abandon that came before the wait began: applied when it begins. */
+  private abandonedBefore: { readonly keepEntry: boolean; readonly error: Error } | undefined;
 
-  /** What to do if it is cancelled before it settles (one hook; set by whoever answers it). */
-  whenCancelled(hook: () => void): void {
+  /** What to do if it ends before it settles (one hook; set by whoever answers it): `removeEntry` says whether its waiting entry goes. */
+  whenCancelled(hook: (removeEntry: boolean) => void): void {
     this.onCancel = hook;
   }
 
-  /** The client no longer waits: nothing answers it any more; the hook runs if it had not settled. */
+  /** Whoever answers it now waits for its grant or loss: an abandon that came first ends the wait now. */
+  began(): void {
+    this.waitingNow = true;
+    const abandoned = this.abandonedBefore;
+    if (abandoned !== undefined) this.abandon(abandoned.keepEntry, abandoned.error);
+  }
+
+  /** The client is gone: nothing answers it any more; the hook runs (the entry goes) if it had not settled. */
   cancel(): void {
     if (this.settled || this.cancelled) return;
     this.cancelled = true;
     const hook = this.onCancel;
     this.onCancel = undefined;
-    hook?.();
+    hook?.(true);
+  }
+
+  /**
+   * The client will not wait: once it waits (now, or when it begins), the wait ends, rejected with
+   * `error`, its waiting entry kept only if `keepEntry`. An answer that comes without waiting is given.
+   */
+  abandon(keepEntry: boolean, error: Error): void {
+    if (this.settled || this.cancelled) return;
+    if (!this.waitingNow) {
+      this.abandonedBefore ??= { keepEntry, error };
+      return;
+    }
+    const hook = this.onCancel;
+    this.onCancel = undefined;
+    hook?.(!keepEntry);
+    super.reject(error);
+    this.cancelled = true;
   }
 
   override resolve(value: T): void {

@@ -57,6 +57,8 @@ const LOSS_OF: Readonly<Record<EndReason, number>> = {
 };
 
 const NOT_GRANTED: FencedPosition = { position: 0, token: 0 };
+/** The longest delay a Node.js timer takes (2^31 - 1 ms); a longer one fires after 1 ms, with a warning. */
+const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
 
 /**
  * The clients waiting on entries of a lock table, told of every grant and end as the table makes
@@ -111,14 +113,15 @@ export class Waiters implements TableObserver {
   ): Waiting<FencedPosition> {
     const wait: GrantWait = { kind: 'grant', key, index, owner, entry, id: this.nextId++, answer };
     this.register(wait);
-    answer.whenCancelled(() => {
+    answer.whenCancelled((removeEntry) => {
       this.unregister(wait);
-      this.host.abandoned(wait);
+      if (removeEntry) this.host.abandoned(wait);
     });
     if (deadline !== NO_DEADLINE) {
       this.bounds.schedule(wait.id, deadline);
       this.armTimer();
     }
+    answer.began();
     return answer;
   }
 
@@ -127,6 +130,7 @@ export class Waiters implements TableObserver {
     const wait: LossWait = { kind: 'loss', key, index, owner, entry, id: this.nextId++, answer };
     this.register(wait);
     answer.whenCancelled(() => this.unregister(wait));
+    answer.began();
     return answer;
   }
 
@@ -236,7 +240,8 @@ export class Waiters implements TableObserver {
     this.cancelTimer = undefined;
     this.timerAt = next;
     if (next === NO_DEADLINE) return;
-    this.cancelTimer = this.timers.after(Math.max(0, next - this.clock.now()), () => {
+    // A bound beyond what a timer can wait (about 24.8 days) is reached in steps: the timer fires early, finds nothing due, and is set again.
+    this.cancelTimer = this.timers.after(Math.min(MAX_TIMER_DELAY_MS, Math.max(0, next - this.clock.now())), () => {
       this.cancelTimer = undefined;
       this.timerAt = NO_DEADLINE;
       this.boundsPassed();

@@ -187,6 +187,7 @@ class WaitEndedError extends Error {
     super('a wait that ended unanswered (the client closed its side, or the server is going down)');
   }
 }
+const WAIT_ENDED = new WaitEndedError();
 
 /** Commands that change the table, by command byte: only these are refused for their age. */
 const MUTATING: readonly boolean[] = (() => {
@@ -667,9 +668,11 @@ export class Connection {
   }
 
   /**
-   * The waits outstanding (0x0B, 0x0C) end unanswered: the replies before the first are written,
-   * then the connection closes; nothing after it was decoded (a wait holds decoding), and nothing
-   * more will be. `cancel`: a 0x0B entry still waiting leaves its queue, as when the socket closes.
+   * The waits outstanding (0x0B, 0x0C) end: each that waits for its grant or loss, now or once it
+   * begins to (a cluster node's 0x0B waits only once its command applied), fails, so the replies
+   * before it are written and then the connection closes; nothing after it was decoded (a wait holds
+   * decoding), and nothing more will be. An answer that comes without waiting (a grant at once, a
+   * refusal, "not the owner") is still given. `cancel`: a waiting 0x0B entry leaves its queue.
    *
    * A wait lasts only while the client's sending side is open. TCP does not tell a client that
    * half-closed (`nc -N`) from one that was killed, and a killed waiter must not be granted a lock
@@ -678,26 +681,7 @@ export class Connection {
    */
   private endWaits(cancel: boolean): void {
     if (this.phase >= Phase.Closing) return;
-    let first = this.pendingHead;
-    while (first < this.pending.length && (this.pending[first]?.waiting === undefined || this.pending[first]!.state !== WAITING)) first++;
-    if (first === this.pending.length) return;
-    for (let i = first; i < this.pending.length; i++) {
-      const pending = this.pending[i]!;
-      if (cancel) pending.waiting?.cancel();
-      pending.waiting = undefined;
-      if (HOLDS_DECODING[pending.command]) this.holdingDecoding--;
-    }
-    this.pending.length = first;
-    this.advance(Phase.Halted);
-    if (this.outstanding === 0) {
-      this.flush();
-      this.hangUp();
-      return;
-    }
-    const ended = new PendingReply(NO_COMMAND, () => {}, undefined);
-    ended.state = FAILED;
-    ended.error = new WaitEndedError();
-    this.pending.push(ended);
+    for (let i = this.pendingHead; i < this.pending.length; i++) this.pending[i]?.waiting?.abandon(!cancel, WAIT_ENDED);
   }
 
   /** Logs why (naming the command whose answer failed, if any) and hangs up. */

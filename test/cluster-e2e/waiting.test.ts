@@ -112,3 +112,30 @@ etcdTest.serial(
     t.is(await readReply(waiter, Command.FindOwner), 'bob');
   },
 );
+
+etcdTest.serial(
+  'half-closing right after sending (nc -N): a 0x0B granted at once is answered, one that would wait leaves no entry, a 0x0C from a non-owner gets 00',
+  async (t) => {
+    t.timeout(120_000);
+    const { nodes } = await startCluster(t, { nodes: 2 });
+    const [n1, n2] = nodes as [ServerProcess, ServerProcess];
+    const granted = await n1.connect();
+    granted.sendAndEnd(frames(acquireWait('free', '1', 'alice')));
+    const reply = await granted.readUntilClose();
+    t.is(reply.subarray(0, 3).toString('hex'), '010001', 'greeting, then position 1');
+    t.is(reply.length, 1 + 10, 'and the token');
+
+    const owner = await n2.accepted();
+    t.is(await ask.request(owner, 'k', '1', 'carol'), 1);
+    const waiter = await n1.connect();
+    waiter.sendAndEnd(frames(acquireWait('k', '1', 'bob')));
+    t.is((await waiter.readUntilClose()).toString('hex'), '01', 'the greeting, no reply: the wait ended');
+    await pollUntil('bob to be gone', async () => ((await ask.location(owner, 'k', '1', 'bob')) === 0 ? true : undefined), WAIT_MS);
+    t.is(await ask.release(owner, 'k', '1', 'carol'), 1);
+    t.is(await ask.findOwner(owner, 'k', '1'), '', 'nobody was granted it');
+
+    const notice = await n1.connect();
+    notice.sendAndEnd(frames(awaitLoss('k', '1', 'nobody')));
+    t.is((await notice.readUntilClose()).toString('hex'), '0100');
+  },
+);

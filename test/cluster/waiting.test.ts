@@ -140,3 +140,27 @@ test('a lock-delay begun by the leader holds the lock back on every node, and is
   t.true(vt.now() - expiredAt >= held!.heldForMs, `granted ${vt.now() - expiredAt} ms after the expiry, held ${held!.heldForMs} ms`);
   t.true(nodes.some((n) => n !== leader && n.isLeader));
 });
+
+test('a client that stops sending before its 0x0B applies (half-closed) still hears a grant made at once; one that would wait is not queued, on every node', async (t) => {
+  const { vt, nodes } = await memoryCluster(t, ['a', 'b']);
+  const [a, b] = nodes as [ClusterLockService, ClusterLockService];
+  const gone = new Error('the client half-closed');
+  const free = b.acquire(lock('alice', { index: 'free' }), true, NO_WAIT_BOUND);
+  free.abandon(false, gone);
+  const [granted] = await settle<[FencedPosition]>(vt, free);
+  t.is(granted.position, 1, 'granted at once: told, not dropped');
+  t.true(granted.token > 0);
+
+  await settle(vt, a.request(lock('carol'), true));
+  const taken = watch(b.acquire(lock('dave'), true, NO_WAIT_BOUND));
+  const daveWait = b.acquire(lock('erin'), true, NO_WAIT_BOUND);
+  daveWait.abandon(false, gone);
+  const erin = watch(daveWait);
+  t.true(await vt.until(5_000, () => erin.error !== undefined), 'the wait that began is ended');
+  t.is(erin.error, gone);
+  t.true(await vt.until(5_000, () => a.replica.table.location('k', 'i', 'erin') === 0 && b.replica.table.location('k', 'i', 'erin') === 0));
+  t.is(a.replica.table.location('k', 'i', 'dave'), 2, 'dave, who did not close, still waits');
+  await settle(vt, a.release('k', 'i', 'carol'));
+  t.true(await vt.until(2_000, () => taken.value !== undefined));
+  t.is(taken.value!.position, 1, 'the lock goes to dave, never to erin, who left');
+});

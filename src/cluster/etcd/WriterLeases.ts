@@ -20,6 +20,15 @@ const BACKGROUND_SEAL_MS = 2_000;
 /** A lease with less than this left is not chosen for a send: the batch could arrive after it. */
 const WRITER_LEASE_MIN_LEFT_MS = 1_000;
 /**
+ * After its last send a node keeps a fresh lease ready this long (a grant and its announcement
+ * every WRITER_LEASE_ROTATE_MS), so its next write after a pause costs one commit rather than three
+ * (grant, announcement, then the write): the release that hands a lock to a waiter, say. A node
+ * that does not write makes no grant: an idle cluster stays quiet.
+ */
+export const WRITER_LEASE_WARM_MS = 5_000;
+/** Time a grant made to keep a lease ready may take. */
+const WARM_GRANT_TIMEOUT_MS = 2_000;
+/**
  * After a lease's TTL runs out, etcd's leader notices within its lessor's 500 ms check and then
  * commits a revoke through Raft (milliseconds on a healthy cluster); until that revoke is applied
  * a txn naming the lease still passes. The rest is margin for a busy machine.
@@ -74,6 +83,11 @@ export class WriterLeases {
   private granting: Promise<WriterLease> | undefined;
   /** The longest TTL etcd granted us (ms); the requested one until the first grant. */
   private ttlMs = WRITER_LEASE_TTL_SECONDS * 1000;
+  /** When this node last took a lease for a send (performance.now()). */
+  private lastSendAt = Number.NEGATIVE_INFINITY;
+  /** The timer that keeps a lease ready after a send (see WRITER_LEASE_WARM_MS). */
+  private warmTimer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     private readonly pool: EndpointPool,
@@ -103,11 +117,34 @@ export class WriterLeases {
   forSend(timeoutMs: number): WriterLease | Promise<WriterLease> {
     const lease = this.current;
     const now = performance.now();
+    this.lastSendAt = now;
+    this.keepWarm();
     if (lease !== undefined && lease.endsAt - now >= WRITER_LEASE_MIN_LEFT_MS) {
       if (now - lease.grantedAt >= WRITER_LEASE_ROTATE_MS) void this.grant(timeoutMs).catch(() => {});
       return lease;
     }
     return this.grant(timeoutMs);
+  }
+
+  /** No more grants to keep a lease ready (the log closes). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.warmTimer);
+    this.warmTimer = undefined;
+  }
+
+  /** Until WRITER_LEASE_WARM_MS after the last send, a lease as old as WRITER_LEASE_ROTATE_MS is replaced in the background. */
+  private keepWarm(): void {
+    if (this.warmTimer !== undefined || this.closed) return;
+    this.warmTimer = setTimeout(() => {
+      this.warmTimer = undefined;
+      const now = performance.now();
+      if (this.closed || now - this.lastSendAt > WRITER_LEASE_WARM_MS) return;
+      const lease = this.current;
+      if (lease === undefined || now - lease.grantedAt >= WRITER_LEASE_ROTATE_MS) void this.grant(WARM_GRANT_TIMEOUT_MS).catch(() => {});
+      this.keepWarm();
+    }, WRITER_LEASE_ROTATE_MS);
+    this.warmTimer.unref();
   }
 
   /** etcd said the lease is gone (it outlived its TTL on the way): never choose it again. */

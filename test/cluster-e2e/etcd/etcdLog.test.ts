@@ -4,6 +4,7 @@ import test, { type ExecutionContext } from 'ava';
 import { Etcd3 } from 'etcd3';
 import { EtcdLog, NodeTooOldError, SNAPSHOT_CHUNK_BYTES } from '../../../src/cluster/EtcdLog.js';
 import { KEEPALIVE_MS, KEEPALIVE_TIMEOUT_MS } from '../../../src/cluster/etcd/EndpointPool.js';
+import { WRITER_LEASE_WARM_MS } from '../../../src/cluster/etcd/WriterLeases.js';
 import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
@@ -39,6 +40,26 @@ async function singleMember(t: ExecutionContext): Promise<{ etcd: EtcdCluster; c
   const cluster = clusterName();
   return { etcd, cluster, log: openLog(t, etcd, cluster), raw: rawClient(t, etcd) };
 }
+
+etcdTest(
+  'after an append, a fresh writer lease is granted and announced with no further send, so the next write after a pause waits for no grant',
+  async (t) => {
+    t.timeout(60_000);
+    const { cluster, log, raw } = await singleMember(t);
+    await log.append(Buffer.from('one write'), CALL_MS);
+    const announced = async (): Promise<string[]> => (await raw.getAll().prefix(`/${cluster}/writers/`).keys()).sort();
+    const first = await announced();
+    t.true(first.length >= 1, 'the lease of the append was announced');
+    // No send now: a lease not seen before is announced all the same, within the warm time.
+    for (const deadline = Date.now() + WRITER_LEASE_WARM_MS; ;) {
+      const now = await announced();
+      if (now.some((key) => !first.includes(key))) break;
+      if (Date.now() >= deadline) return t.fail(`no fresh writer lease announced within ${WRITER_LEASE_WARM_MS} ms of the append`);
+      await delay(100);
+    }
+    t.pass();
+  },
+);
 
 etcdTest('a fenced append whose writer lease expired before it reached etcd is refused whole; the next append succeeds', async (t) => {
   t.timeout(60_000);

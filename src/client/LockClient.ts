@@ -82,7 +82,11 @@ export interface ListedEntry {
   readonly ttl: number;
   readonly ttw: number;
   readonly isOwner: boolean;
-  /** 1 for the owner, 2 for first in line, … (counted within the entry's index). */
+  /**
+   * 1 for the owner, 2 for first in line, … (counted within the entry's index), as location (0x03)
+   * answers it: first in line is 2 also while nobody owns the lock (held back after its owner's
+   * TTL ran out, --lock-delay).
+   */
   readonly position: number;
 }
 
@@ -156,6 +160,20 @@ function checkRequest(request: Request): void {
     checkInteger('priority', request.priority, MAX_PRIORITY);
   }
   if (request.command === Command.AcquireWait) checkInteger('waitMs', request.waitMs, MAX_U32);
+}
+
+/**
+ * Each entry's place in its queue, as location (0x03) answers it, from a reply that gives every
+ * queue's entries in order: the owner 1, its waiters 2, 3, … (a held-back lock has waiters only).
+ */
+function positionsOf(entries: readonly Contender[]): number[] {
+  const waitersSeen = new Map<ByteString, number>();
+  return entries.map((e) => {
+    if (e.isOwner) return 1;
+    const ahead = waitersSeen.get(e.index) ?? 0;
+    waitersSeen.set(e.index, ahead + 1);
+    return 2 + ahead;
+  });
 }
 
 /** An entry of a list (0x07) reply as the caller sees it: raw bytes, and its place in its queue. */
@@ -416,12 +434,8 @@ export class LockClient {
   /** List contenders (0x07): every entry under the key, each index's queue in order. */
   async list(key: LockName): Promise<ListedEntry[]> {
     const contenders = await this.send({ command: Command.List, key: this.bytes(key, 'key') });
-    const positions = new Map<ByteString, number>();
-    return contenders.map((c) => {
-      const position = (positions.get(c.index) ?? 0) + 1;
-      positions.set(c.index, position);
-      return listedEntry(c, position);
-    });
+    const positions = positionsOf(contenders);
+    return contenders.map((c, i) => listedEntry(c, positions[i]!));
   }
 
   /**
@@ -433,7 +447,10 @@ export class LockClient {
    */
   async queues(key: LockName): Promise<DetailedQueue[]> {
     const views = await this.send({ command: Command.ListDetailed, key: this.bytes(key, 'key') });
-    return views.map((q) => ({ index: bytesOf(q.index), heldForMs: q.heldForMs, entries: q.entries.map((e, i) => detailedEntry(e, i + 1)) }));
+    return views.map((q) => {
+      const positions = positionsOf(q.entries);
+      return { index: bytesOf(q.index), heldForMs: q.heldForMs, entries: q.entries.map((e, i) => detailedEntry(e, positions[i]!)) };
+    });
   }
 
   /** Retrieve stats (0x08). */

@@ -64,7 +64,8 @@ test("queues: each queue with its lock-delay left, each entry with its time left
   const owner = await client.requestFenced('k', '\x00\xff', 'alice', { ttl: 0, ttw: 0 });
   t.is(await client.request('k', '\x00\xff', 'bob', { ttl: 5, ttw: 0, priority: 3 }), 2);
   t.is(await client.request('k', 'gone', 'carol', { ttl: 1 }), 1);
-  await pollUntil('carol to expire', async () => ((await client.findOwner('k', 'gone')).length === 0 ? true : undefined));
+  t.is(await client.request('k', 'gone', 'dave', { ttl: 0, ttw: 0 }), 2);
+  await pollUntil('carol to expire', async () => ((await client.location('k', 'gone', 'carol')) === 0 ? true : undefined));
   const [held, ...rest] = (await client.queues('k')).reverse();
   t.deepEqual(rest.reverse(), [
     {
@@ -86,10 +87,13 @@ test("queues: each queue with its lock-delay left, each entry with its time left
       ],
     },
   ]);
-  // carol's lock expired: held back, with nobody in it, for most of the 30 s lock-delay.
+  // carol's lock expired: held back for most of the 30 s lock-delay, dave first in line (2, as location answers) with nobody owning it.
   t.deepEqual(held!.index, Buffer.from('gone'));
-  t.deepEqual(held!.entries, []);
   t.true(held!.heldForMs > 0 && held!.heldForMs <= 30_000, `held for ${held!.heldForMs} ms`);
+  t.like(held!.entries, [{ owner: Buffer.from('dave'), isOwner: false, position: 2, token: 0 }]);
+  t.is(held!.entries.length, 1);
+  t.is(await client.location('k', 'gone', 'dave'), 2);
+  t.like((await client.list('k')).at(-1), { owner: Buffer.from('dave'), isOwner: false, position: 2 }, 'list (0x07) counts places alike');
   t.deepEqual(await client.queues('nothing'), []);
 });
 

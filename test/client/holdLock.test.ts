@@ -1,6 +1,8 @@
 import test from 'ava';
-import { LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
+import { readFile } from 'node:fs/promises';
+import { LockClientError, LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
 import { holdLock, withLock, type HeldLock } from '../../src/client/holdLock.js';
+import { parseLockFile } from '../../src/files/lockFile.js';
 import type { LockClient } from '../../src/client/LockClient.js';
 import { LossReason } from '../../src/protocol/constants.js';
 import { bounded } from '../helpers/bounded.js';
@@ -278,4 +280,24 @@ test('a LockServer 0.9b (closes the connection on 0x0A): holdLock carries on wit
   t.is(second.client, plain);
   t.is(await second.release(), 1);
   t.true(plain.isOpen);
+});
+
+test('a single server stopping (SIGTERM) while holdLock waits: it rejects with a connection error, and the server has saved the waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('k', 'i', 'owner'), 1);
+  const acquiring = holdLock(client, 'k', 'i', 'waiter', { ttl: 30 });
+  await pollUntil('the waiter to queue', async () => ((await client.location('k', 'i', 'waiter')) === 2 ? true : undefined));
+  server.signal('SIGTERM');
+  const error = await bounded(t.throwsAsync(acquiring), WAIT_MS, 'holdLock to give up');
+  t.true(error instanceof LockClientError, String(error));
+  t.deepEqual(await server.waitForExit(), { code: 0, signal: null });
+  const saved = parseLockFile(await readFile(server.lockFile, 'latin1'), server.lockFile);
+  t.deepEqual(
+    saved.map((e) => [e.owner, e.isOwner, e.ttw]),
+    [
+      ['owner', true, 30],
+      ['waiter', false, 0],
+    ],
+  );
 });

@@ -11,7 +11,8 @@ import { PACKAGE_VERSION } from '../packageVersion.js';
 import { ExitCode, exitCodeFor } from './lockctl/exitCodes.js';
 import { holdOwner, runHold } from './lockctl/hold.js';
 import { parseName } from './lockctl/nameArgument.js';
-import { describePosition, jsonBytes, listJson, listTable, shown, tokenField, withToken } from './lockctl/render.js';
+import { KeyLister } from './lockctl/listing.js';
+import { describePosition, jsonBytes, listingJson, listingTable, shown, tokenField, withToken } from './lockctl/render.js';
 import { runWatch } from './lockctl/watch.js';
 import { integerIn } from './options.js';
 
@@ -151,10 +152,10 @@ const program = new LockctlProgram()
   .exitOverride()
   .configureOutput({ outputError: (text, write) => write(text.replace(/\n+$/, '') + '\n') });
 
-function requestOptions(command: Command): Command {
+function requestOptions(command: Command, ttwHelp = 'how long a waiter stays queued without renewal (0 = forever)'): Command {
   return command
     .option('--ttl <seconds>', 'how long the owner keeps the lock without renewal (0 = forever)', parseTtl, DEFAULT_TTL_SECONDS)
-    .option('--ttw <seconds>', 'how long a waiter stays queued without renewal (0 = forever)', parseTtl, DEFAULT_TTW_SECONDS)
+    .option('--ttw <seconds>', ttwHelp, parseTtl, DEFAULT_TTW_SECONDS)
     .option('--priority <n>', 'waiters with higher priority go first (0-255)', parsePriority, DEFAULT_PRIORITY);
 }
 
@@ -293,20 +294,31 @@ function reportReleased(released: number, { json: asJson }: GlobalOptions): numb
 
 program
   .command('list')
-  .description('every entry under KEY, each queue in order (0x07), as a table')
+  .description(
+    "every entry under KEY, each queue in order, as a table: each entry's time left (LEFT) and token, and a lock held back " +
+      "after its owner's TTL ran out (--lock-delay) with the delay left (0x0D; 0x07, without those, from a LockServer 0.9b)",
+  )
+  .summary("every entry under KEY, each queue in order, with each one's time left and token (0x0D), as a table")
   .argument('<key>', 'lock key', parseName)
   .action((key: ByteString, _options, command: Command) =>
     execute(command, async (client, { json: asJson }) => {
-      const entries = await client.list(key);
-      if (asJson) json(listJson(key, entries));
-      else out(entries.length > 0 ? listTable(entries) : `no entries under ${shown(key)}\n`);
+      const lister = new KeyLister(client);
+      try {
+        const listing = await lister.list(key);
+        const table = listingTable(listing);
+        if (asJson) json(listingJson(key, listing));
+        else out(table !== '' ? table : `no entries under ${shown(key)}\n`);
+      } finally {
+        await lister.close();
+      }
       return ExitCode.Ok;
     }),
   );
 
 program
   .command('watch')
-  .description('list KEY again every interval, until --count refreshes or Ctrl-C')
+  .description('list KEY again every interval, until --count refreshes or Ctrl-C; it asks anew each time, as the protocol has no notice of changes to a key')
+  .summary('list KEY again every interval, until --count refreshes or Ctrl-C')
   .argument('<key>', 'lock key', parseName)
   .option('-i, --interval <seconds>', 'pause between refreshes', seconds(0.01), DEFAULT_WATCH_INTERVAL_SECONDS)
   .option('-n, --count <n>', 'stop after this many refreshes (0 = until Ctrl-C)', integerIn(0, 1_000_000_000), 0)
@@ -330,7 +342,8 @@ requestOptions(
   lockSubcommand(
     'hold',
     "wait until the lock is ours, run COMMAND while renewing it, release it after; exits with the command's status. " +
-      'The owner is made unique to this lockctl: OWNER@PID.HOSTNAME. Without a command: say which lock is held, hold it until SIGINT, SIGTERM or SIGHUP, release it, exit 0',
+      'The owner is made unique to this lockctl: OWNER@PID.HOSTNAME. Without a command: say which lock is held, hold it until SIGINT, SIGTERM or SIGHUP, release it, exit 0. ' +
+      'It waits without polling (0x0B) and is told of a loss at once (0x0C), where the server has them; from a LockServer 0.9b it polls',
     'who holds it (hold adds @PID.HOSTNAME)',
   )
     .summary("run COMMAND under the lock (or hold it until a signal); exits with the command's status")
@@ -342,6 +355,7 @@ requestOptions(
         .argParser(integerIn(0, 255))
         .default(ExitCode.No),
     ),
+  'how long the waiting entry stays queued between polls, which renew it (0 = forever): only where hold polls (LockServer 0.9b); a wait without polling lasts as long as its connection',
 ).action(
   (
     key: ByteString,

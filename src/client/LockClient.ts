@@ -3,15 +3,16 @@ import { performance } from 'node:perf_hooks';
 import { bytesOf, MAX_STRING_LENGTH, type ByteString } from '../bytes.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
-import { Command, COMMAND_NAMES, GREETING_ACCEPTED, GREETING_REFUSED, MAX_U16 } from '../protocol/constants.js';
+import { Command, COMMAND_NAMES, GREETING_ACCEPTED, GREETING_REFUSED, MAX_U16, MAX_U32, NO_WAIT_BOUND, type LossReason } from '../protocol/constants.js';
 import { NOT_YET, ReplyDecoder, type ReplyOf } from '../protocol/decodeReply.js';
 import { encodeRequest } from '../protocol/encodeRequest.js';
-import type { FencedPosition, Request, StatsReply } from '../protocol/messages.js';
+import type { Contender, EntryView, FencedPosition, Request, StatsReply } from '../protocol/messages.js';
 import {
   AllHostsFailedError,
   ConnectError,
   ConnectionClosedError,
   ConnectTimeoutError,
+  ExtensionUnsupportedError,
   FencingUnsupportedError,
   LockClientError,
   ProtocolError,
@@ -57,11 +58,20 @@ export interface LockClientOptions {
   readonly stringEncoding?: StringEncoding;
 }
 
-/** TTL, TTW (seconds, 0–65535, 0 = never expires) and priority (0–255, higher first) of a request (0x02 or 0x0A). */
+/** TTL, TTW (seconds, 0–65535, 0 = never expires) and priority (0–255, higher first) of a request (0x02, 0x0A or 0x0B). */
 export interface LockRequestOptions {
   readonly ttl?: number;
   readonly ttw?: number;
   readonly priority?: number;
+}
+
+/** An acquire-and-wait (0x0B): a request's options, and how long to wait for the lock. */
+export interface AcquireOptions extends LockRequestOptions {
+  /**
+   * Milliseconds to wait for the lock at most (0 answers at once, as 0x0A does); undefined,
+   * Infinity or NO_WAIT_BOUND wait without a bound: until the lock is granted or the entry ends.
+   */
+  readonly waitMs?: number;
 }
 
 /** One entry of a list (0x07) reply, with its raw bytes and its place in its (key, index) queue. */
@@ -72,16 +82,57 @@ export interface ListedEntry {
   readonly ttl: number;
   readonly ttw: number;
   readonly isOwner: boolean;
-  /** 1 for the owner, 2 for first in line, … (counted within the entry's index). */
+  /**
+   * 1 for the owner, 2 for first in line, … (counted within the entry's index), as location (0x03)
+   * answers it: first in line is 2 also while nobody owns the lock (held back after its owner's
+   * TTL ran out, --lock-delay).
+   */
   readonly position: number;
+}
+
+/** One entry of a detailed list (0x0D) reply: what list() gives, and the time its phase has left and its token. */
+export interface DetailedEntry extends ListedEntry {
+  /** Milliseconds left in its current phase (TTL while it owns, TTW while it waits) by the server's clock; null = never expires. */
+  readonly remainingMs: number | null;
+  /** Its grant's fencing token while it owns; 0 while it waits. */
+  readonly token: number;
+}
+
+/** One (key, index) queue of a detailed list (0x0D) reply, with its raw bytes. */
+export interface DetailedQueue {
+  readonly index: Buffer;
+  /** Milliseconds its lock is still held back after its owner's TTL ran out (the server's --lock-delay); 0 when it is not. */
+  readonly heldForMs: number;
+  /** Owner first (none while held back), then the waiters in queue order. */
+  readonly entries: readonly DetailedEntry[];
 }
 
 interface PendingReply {
   readonly command: Command;
-  /** performance.now() after which the reply is late; Infinity without a request timeout. */
-  readonly deadline: number;
+  /** performance.now() when it was issued. */
+  readonly sentAt: number;
+  /**
+   * How long its reply may take, counted from when it was issued or, behind a wait, from when
+   * that wait was answered (see deadlineOf); Infinity: no limit.
+   */
+  readonly limitMs: number;
   readonly resolve: (reply: never) => void;
   readonly reject: (error: Error) => void;
+}
+
+/** Commands the server may take long to answer, holding back the connection's later replies until it does. */
+function isWait(command: Command): boolean {
+  return command === Command.AcquireWait || command === Command.AwaitLoss;
+}
+
+/** Extension commands (bytes 0.9b never used), which a server without them closes the connection on. */
+const FENCING_COMMANDS: ReadonlySet<Command> = new Set([Command.Fence, Command.RequestFenced]);
+const OTHER_EXTENSION_COMMANDS: ReadonlySet<Command> = new Set([Command.AcquireWait, Command.AwaitLoss, Command.ListDetailed]);
+
+/** The wire's wait bound (0x0B) for `waitMs`: NO_WAIT_BOUND when there is none. */
+function waitBound(waitMs: number | undefined): number {
+  if (waitMs === undefined || waitMs === Infinity) return NO_WAIT_BOUND;
+  return checkInteger('waitMs', waitMs, MAX_U32);
 }
 
 function checkInteger(name: string, value: number, max: number): number {
@@ -103,11 +154,44 @@ function checkRequest(request: Request): void {
   if ('key' in request) checkWireString('key', request.key);
   if ('index' in request) checkWireString('index', request.index);
   if ('owner' in request) checkWireString('owner', request.owner);
-  if (request.command === Command.Request || request.command === Command.RequestFenced) {
+  if (request.command === Command.Request || request.command === Command.RequestFenced || request.command === Command.AcquireWait) {
     checkInteger('ttl', request.ttl, MAX_U16);
     checkInteger('ttw', request.ttw, MAX_U16);
     checkInteger('priority', request.priority, MAX_PRIORITY);
   }
+  if (request.command === Command.AcquireWait) checkInteger('waitMs', request.waitMs, MAX_U32);
+}
+
+/**
+ * Each entry's place in its queue, as location (0x03) answers it, from a reply that gives every
+ * queue's entries in order: the owner 1, its waiters 2, 3, … (a held-back lock has waiters only).
+ */
+function positionsOf(entries: readonly Contender[]): number[] {
+  const waitersSeen = new Map<ByteString, number>();
+  return entries.map((e) => {
+    if (e.isOwner) return 1;
+    const ahead = waitersSeen.get(e.index) ?? 0;
+    waitersSeen.set(e.index, ahead + 1);
+    return 2 + ahead;
+  });
+}
+
+/** An entry of a list (0x07) reply as the caller sees it: raw bytes, and its place in its queue. */
+function listedEntry(c: Contender, position: number): ListedEntry {
+  return {
+    index: bytesOf(c.index),
+    owner: bytesOf(c.owner),
+    priority: c.priority,
+    ttl: c.ttl,
+    ttw: c.ttw,
+    isOwner: c.isOwner,
+    position,
+  };
+}
+
+/** An entry of a detailed list (0x0D) reply as the caller sees it. */
+function detailedEntry(e: EntryView, position: number): DetailedEntry {
+  return { ...listedEntry(e, position), remainingMs: e.remainingMs, token: e.token };
 }
 
 /**
@@ -126,7 +210,13 @@ export class LockClient {
   private head = 0;
   private flushQueued = false;
   private open = true;
+  /** Set by close(): the server ends any wait when we half-close, and answers it no more. */
+  private halfClosed = false;
   private timer: NodeJS.Timeout | undefined;
+  /** The deadline the timer is set for (Infinity when it is not set). */
+  private timerDeadline = Infinity;
+  /** performance.now() when the last reply to a wait (0x0B, 0x0C) arrived: the requests behind it were held until then. */
+  private waitAnsweredAt = -Infinity;
   private readonly requestTimeoutMs: number;
   private readonly maxInFlight: number;
   private readonly encoding: StringEncoding;
@@ -177,6 +267,16 @@ export class LockClient {
   reconnect(withinMs = Infinity): Promise<LockClient> {
     const next = (this.endpointIndex + 1) % this.endpoints.length;
     return LockClient.connectFrom(this.endpoints, next, this.options, performance.now() + withinMs);
+  }
+
+  /**
+   * A new connection with the same options, to this connection's host first (then on around the
+   * list): for a command that holds its connection while it waits (acquire(), awaitLoss()), which
+   * needs a connection of its own. This connection is left as it is. `withinMs` bounds the whole
+   * attempt (each host still gets at most connectTimeoutMs).
+   */
+  another(withinMs = Infinity): Promise<LockClient> {
+    return LockClient.connectFrom(this.endpoints, this.endpointIndex, this.options, performance.now() + withinMs);
   }
 
   /** The addresses this client may connect to (one unless connected with `hosts`), in list order. */
@@ -279,6 +379,38 @@ export class LockClient {
     return this.sendChecked(() => ({ command: Command.Fence, ...this.triple(key, index, owner) }));
   }
 
+  /**
+   * Acquire and wait (0x0B, an extension of 0.9b): request with fence (0x0A) that waits for the
+   * lock up to `waitMs` (no bound by default). Resolves to `{ position: 1, token }` once `owner`
+   * owns the lock (at once if it is free); `{ position: 0, token: 0 }` if the server refused the
+   * entry (draining, table full) or the entry ended while it waited (its TTW ran out, someone's
+   * release-all or release with `*`); `{ position: N ≥ 2, token: 0 }` when the bound passed — the
+   * entry stays queued, to be waited on again or released.
+   *
+   * A wait holds the connection, as a Redis blocking command does: the server runs the requests
+   * issued after it only once it is answered, and their requestTimeoutMs counts from then. Its
+   * own reply may take waitMs + requestTimeoutMs (no limit without a bound). Closing the
+   * connection (close() or destroy()) ends the wait and the server removes the waiting entry; so
+   * wait on a connection of its own (another()). A grant after a wait starts its TTL somewhere
+   * between the send and the reply: renew (0x04) at once and count the TTL from that renewal's
+   * send. A server without the extension (LockServer 0.9b, or a lockserver before it) closes the
+   * connection instead: ExtensionUnsupportedError.
+   */
+  acquire(key: LockName, index: LockName, owner: LockName, options: AcquireOptions = {}): Promise<FencedPosition> {
+    return this.sendChecked(() => ({ ...this.lockRequest(Command.AcquireWait, key, index, owner, options), waitMs: waitBound(options.waitMs) }));
+  }
+
+  /**
+   * The loss notice (0x0C, an extension of 0.9b): resolves, with a LossReason, when `owner`'s grant
+   * of the lock ends — Released (0x05 by name), ReleasedKey (0x05 with index `*`), ReleasedAll
+   * (0x06), Expired (its TTL ran out) — or at once with NotOwner when it does not own the lock.
+   * It holds the connection like acquire() and has no reply limit. A server without the extension
+   * closes the connection instead: ExtensionUnsupportedError.
+   */
+  awaitLoss(key: LockName, index: LockName, owner: LockName): Promise<LossReason> {
+    return this.sendChecked(() => ({ command: Command.AwaitLoss, ...this.triple(key, index, owner) })) as Promise<LossReason>;
+  }
+
   /** Find contender location (0x03): the position, or 0 when the owner is not queued. */
   location(key: LockName, index: LockName, owner: LockName): Promise<number> {
     return this.sendChecked(() => ({ command: Command.FindLocation, ...this.triple(key, index, owner) }));
@@ -302,19 +434,22 @@ export class LockClient {
   /** List contenders (0x07): every entry under the key, each index's queue in order. */
   async list(key: LockName): Promise<ListedEntry[]> {
     const contenders = await this.send({ command: Command.List, key: this.bytes(key, 'key') });
-    const positions = new Map<ByteString, number>();
-    return contenders.map((c) => {
-      const position = (positions.get(c.index) ?? 0) + 1;
-      positions.set(c.index, position);
-      return {
-        index: bytesOf(c.index),
-        owner: bytesOf(c.owner),
-        priority: c.priority,
-        ttl: c.ttl,
-        ttw: c.ttw,
-        isOwner: c.isOwner,
-        position,
-      };
+    const positions = positionsOf(contenders);
+    return contenders.map((c, i) => listedEntry(c, positions[i]!));
+  }
+
+  /**
+   * The detailed list (0x0D, an extension of 0.9b): every (key, index) queue under the key, in the
+   * order list() gives them, with its lock-delay left (`heldForMs`; a lock held back after its
+   * owner's TTL ran out may have no entries at all), and each entry with its time left and token.
+   * A server without the extension closes the connection instead: ExtensionUnsupportedError (then
+   * list() through a new connection tells what 0.9b can).
+   */
+  async queues(key: LockName): Promise<DetailedQueue[]> {
+    const views = await this.send({ command: Command.ListDetailed, key: this.bytes(key, 'key') });
+    return views.map((q) => {
+      const positions = positionsOf(q.entries);
+      return { index: bytesOf(q.index), heldForMs: q.heldForMs, entries: q.entries.map((e, i) => detailedEntry(e, positions[i]!)) };
     });
   }
 
@@ -333,11 +468,14 @@ export class LockClient {
 
   /**
    * Half-closes the connection: requests already issued are still answered, then the server
-   * closes and this resolves. New requests are rejected from now on.
+   * closes and this resolves. New requests are rejected from now on. A wait outstanding
+   * (acquire(), awaitLoss()) is ended by the server instead, unanswered: it rejects with
+   * ConnectionClosedError.
    */
   async close(): Promise<void> {
     if (this.open) {
       this.open = false;
+      this.halfClosed = true;
       this.flush();
       this.socket.end();
       const limitMs = this.requestTimeoutMs > 0 ? this.requestTimeoutMs : DEFAULT_REQUEST_TIMEOUT_MS;
@@ -361,7 +499,7 @@ export class LockClient {
     return { key: this.bytes(key, 'key'), index: this.bytes(index, 'index'), owner: this.bytes(owner, 'owner') };
   }
 
-  private lockRequest<C extends typeof Command.Request | typeof Command.RequestFenced>(
+  private lockRequest<C extends typeof Command.Request | typeof Command.RequestFenced | typeof Command.AcquireWait>(
     command: C,
     key: LockName,
     index: LockName,
@@ -401,10 +539,26 @@ export class LockClient {
       queueMicrotask(() => this.flush());
     }
     return new Promise((resolve, reject) => {
-      const deadline = this.requestTimeoutMs > 0 ? performance.now() + this.requestTimeoutMs : Infinity;
-      this.pending.push({ command: request.command, deadline, resolve, reject });
-      if (this.timer === undefined && deadline !== Infinity) this.armTimer(deadline);
+      this.pending.push({ command: request.command, sentAt: performance.now(), limitMs: this.limitOf(request), resolve, reject });
+      if (this.inFlight === 1) this.watchOldest();
     });
+  }
+
+  /** How long the reply to `request` may take: requestTimeoutMs, and for a bounded wait its bound too; a wait without a bound has none. */
+  private limitOf(request: Request): number {
+    if (this.requestTimeoutMs <= 0) return Infinity;
+    if (request.command === Command.AwaitLoss) return Infinity;
+    if (request.command === Command.AcquireWait) return request.waitMs === NO_WAIT_BOUND ? Infinity : request.waitMs + this.requestTimeoutMs;
+    return this.requestTimeoutMs;
+  }
+
+  /**
+   * When the reply to `pending` is late. Replies come in order, so a request issued behind a wait
+   * was held by the server until that wait was answered: its time counts from then. Called only
+   * for the oldest request, when every wait before it has been answered.
+   */
+  private deadlineOf(pending: PendingReply): number {
+    return Math.max(pending.sentAt, this.waitAnsweredAt) + pending.limitMs;
   }
 
   private flush(): void {
@@ -416,25 +570,30 @@ export class LockClient {
   /**
    * One timer watches the oldest request only: replies come in order, so it is always the first
    * to be late. When it fires early (that request was answered), it re-arms for the new oldest.
+   * It is set anew only when the oldest is due sooner than the timer (after a wait, whose bound
+   * is longer than the requests behind it), so a stream of plain requests costs no timer churn.
    */
-  private armTimer(deadline: number): void {
+  private watchOldest(): void {
+    const oldest = this.pending[this.head];
+    const deadline = oldest === undefined ? Infinity : this.deadlineOf(oldest);
+    if (deadline >= this.timerDeadline || deadline === Infinity) return;
+    clearTimeout(this.timer);
+    this.timerDeadline = deadline;
     this.timer = setTimeout(() => this.checkDeadline(), Math.max(0, deadline - performance.now()));
     this.timer.unref();
   }
 
   private checkDeadline(): void {
     this.timer = undefined;
+    this.timerDeadline = Infinity;
     const oldest = this.pending[this.head];
     if (oldest === undefined) return;
-    if (performance.now() < oldest.deadline) {
-      this.armTimer(oldest.deadline);
+    if (performance.now() < this.deadlineOf(oldest)) {
+      this.watchOldest();
       return;
     }
     const name = COMMAND_NAMES[oldest.command] ?? 'request';
-    this.fail(
-      new ConnectionClosedError(`connection to ${this.address} closed: an earlier reply timed out`),
-      new RequestTimeoutError(name, this.requestTimeoutMs),
-    );
+    this.fail(new ConnectionClosedError(`connection to ${this.address} closed: an earlier reply timed out`), new RequestTimeoutError(name, oldest.limitMs));
   }
 
   private onData(chunk: Buffer): void {
@@ -450,8 +609,10 @@ export class LockClient {
       }
       if (reply === NOT_YET) break;
       this.pending[this.head++] = undefined;
+      if (isWait(waiting.command)) this.waitAnsweredAt = performance.now();
       waiting.resolve(reply as never);
     }
+    this.watchOldest();
     if (this.head === this.pending.length) {
       this.pending.length = 0;
       this.head = 0;
@@ -463,14 +624,20 @@ export class LockClient {
   }
 
   /**
-   * The connection ended from the server's side or the network's. A server without the fencing
-   * extension closes it on 0x09 or 0x0A without a reply, so an extension request that was next
-   * to be answered is rejected with FencingUnsupportedError.
+   * The connection ended from the server's side or the network's. A server without an extension
+   * closes it on the extension's command without a reply, so an extension request that was next
+   * to be answered is rejected with FencingUnsupportedError (0x09, 0x0A) or
+   * ExtensionUnsupportedError (0x0B, 0x0C, 0x0D) — unless we had half-closed the connection
+   * meanwhile, which is what ended a wait.
    */
   private peerClosed(error: ConnectionClosedError): void {
     const oldest = this.pending[this.head]?.command;
-    if (oldest === Command.Fence || oldest === Command.RequestFenced) {
+    if (oldest === undefined) {
+      this.fail(error);
+    } else if (FENCING_COMMANDS.has(oldest)) {
       this.fail(error, new FencingUnsupportedError(this.address, COMMAND_NAMES[oldest]!, error));
+    } else if (OTHER_EXTENSION_COMMANDS.has(oldest) && !(this.halfClosed && isWait(oldest))) {
+      this.fail(error, new ExtensionUnsupportedError(this.address, COMMAND_NAMES[oldest]!, error));
     } else {
       this.fail(error);
     }
@@ -481,6 +648,7 @@ export class LockClient {
     this.open = false;
     clearTimeout(this.timer);
     this.timer = undefined;
+    this.timerDeadline = Infinity;
     const waiting = this.pending.slice(this.head);
     this.pending.length = 0;
     this.head = 0;

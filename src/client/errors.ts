@@ -1,3 +1,5 @@
+import type { LossReason } from '../protocol/constants.js';
+
 /**
  * Errors of the client library. Every one extends LockClientError, so callers can tell "the lock
  * service said something" (a resolved reply, even a negative one) from "we could not ask".
@@ -67,17 +69,43 @@ export class ConnectionClosedError extends LockClientError {
 }
 
 /**
+ * The server closed the connection instead of answering an extension command (a command byte
+ * LockServer 0.9b never used): what a server without that extension does with a byte it does
+ * not know. (A connection that broke just then for another reason looks the same, and so does
+ * a server that stopped while the command waited: acquire-and-wait, 0x0B, and the loss notice,
+ * 0x0C, may wait long.) Requests sent after it on that connection fail with ConnectionClosedError.
+ * Callers that can do without the extension catch this and ask again the 0.9b way, through a
+ * new connection.
+ */
+export class ExtensionUnsupportedError extends ConnectionClosedError {
+  override name = 'ExtensionUnsupportedError';
+  constructor(
+    address: string,
+    /** The command's name, as COMMAND_NAMES has it (acquire-wait, await-loss, list-detailed, fence, request-fenced). */
+    readonly command: string,
+    cause: Error,
+    message = `${address} closed the connection instead of answering ${command}: a server without it (LockServer 0.9b, or a lockserver older than the command) does that, and so does one that ended while the command was outstanding`,
+  ) {
+    super(message, { cause });
+  }
+}
+
+/**
  * The server closed the connection instead of answering a fencing command, fence (0x09) or
  * request with fence (0x0A): what a server without fencing tokens (LockServer 0.9b) does with a
  * command byte it does not know. (A connection that broke just then for another reason looks the
- * same.) Requests sent after it on that connection fail with ConnectionClosedError.
+ * same.) Requests sent after it on that connection fail with ConnectionClosedError. Kept as it
+ * was before the other extensions, whose ExtensionUnsupportedError it now is a kind of.
  */
-export class FencingUnsupportedError extends ConnectionClosedError {
+export class FencingUnsupportedError extends ExtensionUnsupportedError {
   override name = 'FencingUnsupportedError';
   constructor(address: string, command: string, cause: Error) {
-    super(`${address} closed the connection instead of answering ${command}: a server without fencing tokens (LockServer 0.9b) does that`, {
+    super(
+      address,
+      command,
       cause,
-    });
+      `${address} closed the connection instead of answering ${command}: a server without fencing tokens (LockServer 0.9b) does that`,
+    );
   }
 }
 
@@ -102,9 +130,18 @@ export class LockWaitTimeoutError extends LockTimeoutError {
   }
 }
 
-/** A held lock is gone: renewal found no entry (it expired) or the connection failed. */
+/**
+ * A held lock is gone: the server's loss notice said how (`lossReason`), renewal found no entry,
+ * no renewal was confirmed within the TTL, or (with a single host) the connection failed.
+ */
 export class LockLostError extends LockClientError {
   override name = 'LockLostError';
+  /** How the lock ended, when the server's loss notice (0x0C) told it (a LossReason); undefined otherwise. */
+  readonly lossReason: LossReason | undefined;
+  constructor(message: string, options?: ErrorOptions & { readonly lossReason?: LossReason }) {
+    super(message, options);
+    this.lossReason = options?.lossReason;
+  }
 }
 
 /**

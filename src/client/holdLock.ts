@@ -1,8 +1,10 @@
 import { performance } from 'node:perf_hooks';
+import { LossReason } from '../protocol/constants.js';
 import { ConnectionClosedError, FencingUnsupportedError, LockLostError, LockRefusedError, LockWaitTimeoutError } from './errors.js';
 import { DEFAULT_TTL_SECONDS, DEFAULT_TTW_SECONDS, type LockClient, type LockRequestOptions } from './LockClient.js';
 import type { LockName } from './lockName.js';
 import { pause } from './pause.js';
+import { waitForGrant } from './waitForGrant.js';
 
 export const DEFAULT_POLL_INITIAL_MS = 50;
 export const DEFAULT_POLL_MAX_MS = 1_000;
@@ -11,29 +13,36 @@ const BEATS_PER_PERIOD = 3;
 const MS_PER_SECOND = 1000;
 
 export interface HoldLockOptions extends LockRequestOptions {
+  /**
+   * Seconds a waiting entry stays queued without renewal: polling only (a server without
+   * acquire-and-wait). A wait (0x0B) asks with TTW 0: its entry lasts as long as its connection.
+   */
+  readonly ttw?: number;
   /** Aborting gives up waiting (the waiting entry is released) or, once held, releases the lock. */
   readonly signal?: AbortSignal;
   /** Give up waiting after this long (LockWaitTimeoutError); default: wait until the signal aborts. */
   readonly waitTimeoutMs?: number;
-  /** First pause between polls; doubles up to pollMaxMs (and never beyond a third of TTW/TTL). */
+  /** Polling only: first pause between polls; doubles up to pollMaxMs (and never beyond a third of TTW/TTL). */
   readonly pollInitialMs?: number;
   readonly pollMaxMs?: number;
   /** How often a held lock is renewed; default a third of the TTL (no renewal when TTL is 0). */
   readonly renewIntervalMs?: number;
   /**
-   * Called once if the lock is lost while held: renewal found no entry, or no renewal was
-   * confirmed within the TTL (with a single host: the connection failed).
+   * Called once if the lock is lost while held: the server's loss notice said it ended, renewal
+   * found no entry, or no renewal was confirmed within the TTL (with a single host: the
+   * connection failed).
    */
   readonly onLost?: (error: LockLostError) => void;
-  /** Called when the lock moved to another node's connection (several `hosts`): from and to, host:port. */
+  /** Called when the lock, or the wait for it, moved to another node's connection (several `hosts`): from and to, host:port. */
   readonly onFailover?: (from: string, to: string) => void;
-  /** Source of jitter for the poll pauses, in [0, 1); default Math.random. */
+  /** Polling only: source of jitter for the poll pauses, in [0, 1); default Math.random. */
   readonly random?: () => number;
   /**
-   * Poll with request with fence (0x0A), so the lock comes with its fencing token (default true).
-   * false polls with 0x02 and leaves `token` undefined: for a LockServer 0.9b, which closes the
-   * connection on 0x0A (holdLock would notice and carry on without a token through a new
-   * connection, but the connection passed in would be closed).
+   * Use the extensions (default true): wait with acquire-and-wait (0x0B) and keep a loss notice
+   * (0x0C) while held, or where the server has neither, poll with request with fence (0x0A); the
+   * lock comes with its fencing token. false polls with 0x02 and leaves `token` undefined: for a
+   * LockServer 0.9b, which closes the connection on 0x0A (holdLock would notice and carry on
+   * without a token through a new connection, but the connection passed in would be closed).
    */
   readonly fencing?: boolean;
 }
@@ -63,6 +72,32 @@ interface HeldLockInit {
   readonly onLost: ((error: LockLostError) => void) | undefined;
   readonly onFailover: ((from: string, to: string) => void) | undefined;
   readonly releaseSignal: AbortSignal | undefined;
+  /** Whether the server has the loss notice (0x0C), to keep one outstanding while held. */
+  readonly lossNotices: boolean;
+  /** A connection of the lock's own with the loss notice (`notice`) outstanding on it; without it one is opened. */
+  readonly noticeConnection: LockClient | undefined;
+  readonly notice: Promise<LossReason> | undefined;
+}
+
+/** New connections for the loss notice, at most, between two confirmed renewals (its failures never lose the lock). */
+const NOTICE_CONNECTIONS_PER_RENEWAL = 2;
+
+/** What the loss notice (0x0C) says, as the reason a held lock was lost. */
+function lossMessage(reason: number, ttlMs: number): string {
+  switch (reason) {
+    case LossReason.Expired:
+      return `the server expired the lock: its TTL (${ttlMs / MS_PER_SECOND} s) ran out before a renewal reached it`;
+    case LossReason.Released:
+      return 'the lock was released (0x05) by someone else';
+    case LossReason.ReleasedKey:
+      return 'the lock was released with index * (0x05 of every index under its key) by someone else';
+    case LossReason.ReleasedAll:
+      return "the lock was released by someone else's release-all (0x06) of its owner";
+    case LossReason.NotOwner:
+      return 'the server says the owner does not own the lock (it ended in a way the server could not tell)';
+    default:
+      return `the server's loss notice says the lock ended (reason ${reason}, unknown to this client)`;
+  }
 }
 
 /**
@@ -101,6 +136,12 @@ export class HeldLock {
   private failingOver = false;
   private released: Promise<number> | undefined;
   private readonly releaseOnAbort = (): void => void this.release().catch(() => {});
+  private readonly lossNotices: boolean;
+  /** The connection whose loss notice (0x0C) is outstanding, or is being opened (`openingNotice`). */
+  private notices: LockClient | undefined;
+  private openingNotice = false;
+  /** Notice connections opened since the last confirmed renewal. */
+  private noticeConnections = 0;
 
   /** @internal created by holdLock() */
   constructor(init: HeldLockInit) {
@@ -113,10 +154,13 @@ export class HeldLock {
     this.onLost = init.onLost;
     this.onFailover = init.onFailover;
     this.releaseSignal = init.releaseSignal;
+    this.lossNotices = init.lossNotices;
     this.armExpiry();
     this.watch(this.current);
     this.scheduleRenewal();
     this.releaseSignal?.addEventListener('abort', this.releaseOnAbort, { once: true });
+    if (init.noticeConnection !== undefined) this.awaitLoss(init.noticeConnection, init.notice);
+    else this.openNoticeConnection();
   }
 
   /** Aborts (reason: LockLostError) if the lock is lost while held. */
@@ -143,6 +187,8 @@ export class HeldLock {
     if (this.released === undefined) {
       clearTimeout(this.renewTimer);
       clearTimeout(this.expiryTimer);
+      // Closed first, so that the notice of our own release never comes.
+      this.stopNotices();
       this.releaseSignal?.removeEventListener('abort', this.releaseOnAbort);
       this.released = this.releaseThroughAnyNode().finally(() => void this.owned?.close().catch(() => {}));
     }
@@ -187,6 +233,66 @@ export class HeldLock {
   private confirm(sentAt: number): void {
     this.confirmedAt = Math.max(this.confirmedAt, sentAt);
     this.armExpiry();
+    this.noticeConnections = 0;
+    this.openNoticeConnection();
+  }
+
+  /**
+   * Keeps a loss notice (0x0C) outstanding on `connection`, a connection of the lock's own (sent
+   * already, `outstanding`, or now): the server answers it when the lock ends, and the lock is
+   * lost at that moment, not at the next renewal. Its answer is the server's word; its
+   * connection failing says nothing about the lock.
+   */
+  private awaitLoss(connection: LockClient, outstanding?: Promise<LossReason>): void {
+    if (this.done) {
+      connection.destroy();
+      return;
+    }
+    this.notices = connection;
+    (outstanding ?? connection.awaitLoss(this.key, this.index, this.owner)).then(
+      (reason) => {
+        this.noticeEnded(connection);
+        if (!this.done) this.lose(new LockLostError(lossMessage(reason, this.ttlMs), { lossReason: reason }));
+      },
+      () => {
+        this.noticeEnded(connection);
+        this.openNoticeConnection();
+      },
+    );
+  }
+
+  private noticeEnded(connection: LockClient): void {
+    if (this.notices === connection) this.notices = undefined;
+    connection.destroy();
+  }
+
+  /**
+   * A new connection for the loss notice, when there is none, to the node renewals go to; at most
+   * NOTICE_CONNECTIONS_PER_RENEWAL between two confirmed renewals, and not during a failover
+   * (which calls this once it is through). When that node does not give one (it failed: the
+   * renewals' failover will tell), it waits for the next confirmed renewal: the renewals and the
+   * TTL still tell a loss, later. Only that node is asked, so that what the notice says of the
+   * lock is said by the node that confirms it.
+   */
+  private openNoticeConnection(): void {
+    if (!this.lossNotices || this.done || this.failingOver || this.notices !== undefined || this.openingNotice) return;
+    if (this.noticeConnections >= NOTICE_CONNECTIONS_PER_RENEWAL) return;
+    this.noticeConnections++;
+    this.openingNotice = true;
+    this.current.another().then(
+      (connection) => {
+        this.openingNotice = false;
+        if (connection.address === this.current.address) this.awaitLoss(connection);
+        else connection.destroy();
+      },
+      () => (this.openingNotice = false),
+    );
+  }
+
+  private stopNotices(): void {
+    const connection = this.notices;
+    this.notices = undefined;
+    connection?.destroy();
   }
 
   /** A dropped connection is noticed at once, not at the next renewal. */
@@ -287,6 +393,7 @@ export class HeldLock {
       this.owned?.destroy();
       this.owned = next;
       this.current = next;
+      this.failingOver = false;
       this.confirm(sentAt);
       this.watch(next);
       this.onFailover?.(from.address, next.address);
@@ -299,35 +406,92 @@ export class HeldLock {
     if (this.done) return;
     clearTimeout(this.renewTimer);
     clearTimeout(this.expiryTimer);
+    this.stopNotices();
     this.lostController.abort(error);
     this.onLost?.(error);
   }
 }
 
 /**
- * Waits until `owner` owns (key, index), then keeps it renewed. Polls with request with fence
- * (0x0A), so the grant comes with its fencing token (`lock.token`) — each poll also keeps the
- * waiting entry alive — pausing with bounded, jittered exponential backoff. A single server that
- * closes the connection on the first 0x0A without answering (LockServer 0.9b) is asked again
- * through a new connection with request (0x02), and the lock has no token; `fencing: false` asks
- * with 0x02 from the start.
+ * Waits until `owner` owns (key, index), then keeps it renewed; `lock.token` is the grant's
+ * fencing token.
+ *
+ * Where the server has acquire-and-wait (0x0B), it waits without polling, on a connection of its
+ * own (another()), so the caller's stays free: one 0x0B with TTW 0 (the waiting entry lasts as
+ * long as that connection: nothing is sent while waiting) and waitTimeoutMs as its bound. At the
+ * grant it renews at once (0x04) and counts the TTL from that renewal's send (a grant after a
+ * wait starts its TTL somewhere between the 0x0B's send and its reply). Once held, a loss notice
+ * (0x0C) stays outstanding on a connection of the lock's own, so that `lock.signal` aborts the
+ * moment the lock ends, with a LockLostError saying how; renewals go through the caller's
+ * connection (through the waiting one when the wait moved to another node).
+ *
+ * Where it has not — the connection of its own closed on the 0x0B without an answer (LockServer
+ * 0.9b, a lockserver before waiting), no second connection could be had (a server at its
+ * --max-connections), or `fencing: false` — it polls through the caller's connection with
+ * request with fence (0x0A) — each poll also keeps the waiting entry alive, for TTW — pausing with
+ * bounded, jittered exponential backoff. A single server that closes the connection on the first
+ * 0x0A without answering (LockServer 0.9b) is asked again through a new connection with request
+ * (0x02), and the lock has no token; `fencing: false` asks with 0x02 from the start.
+ *
  * Rejects with LockRefusedError (server draining or full), LockWaitTimeoutError, the signal's
  * reason, or a connection error; in each case no waiting entry is left behind where the
  * connection still allows removing it. With a client connected to several `hosts`, a
  * connection that fails while waiting is replaced by one to the next node that answers, where
- * the waiting goes on (the entry, and its place, are the cluster's).
+ * the waiting goes on (the entry, and its place, are the cluster's: a 0x0B sent again renews it
+ * in place).
  *
  *   const lock = await holdLock(client, 'users', '42', 'worker-7', { ttl: 30 });
  *   try { await work(lock.signal); } finally { await lock.release(); }
  */
 export async function holdLock(client: LockClient, key: LockName, index: LockName, owner: LockName, options: HoldLockOptions = {}): Promise<HeldLock> {
-  const { signal } = options;
+  options.signal?.throwIfAborted();
   const ttl = options.ttl ?? DEFAULT_TTL_SECONDS;
+  const deadline = options.waitTimeoutMs === undefined ? Infinity : performance.now() + options.waitTimeoutMs;
+  const lockOptions = { ...options, key, index, owner, ttl, deadline };
+  if (options.fencing ?? true) {
+    const granted = await waitForGrant(client, lockOptions);
+    if (granted !== undefined && options.signal?.aborted) {
+      await granted.client.release(key, index, owner).catch(() => {});
+      granted.owned?.destroy();
+      granted.noticeConnection?.destroy();
+      throw options.signal.reason;
+    }
+    if (granted !== undefined) return new HeldLock(heldLockInit(options, { ...granted, key, index, owner, ttl, lossNotices: true }));
+  }
+  return pollForLock(client, lockOptions);
+}
+
+/** What HeldLock needs, from the caller's options and what acquiring gave. */
+function heldLockInit(
+  options: HoldLockOptions,
+  acquired: Omit<HeldLockInit, 'ttlMs' | 'renewIntervalMs' | 'onLost' | 'onFailover' | 'releaseSignal'> & { readonly ttl: number },
+): HeldLockInit {
+  return {
+    ...acquired,
+    ttlMs: acquired.ttl * MS_PER_SECOND,
+    renewIntervalMs: options.renewIntervalMs ?? beatWithin(acquired.ttl),
+    onLost: options.onLost,
+    onFailover: options.onFailover,
+    releaseSignal: options.signal,
+  };
+}
+
+/** holdLock's options with the lock's name, its TTL and the wait's deadline (performance.now(); Infinity: none) settled. */
+export interface LockWanted extends HoldLockOptions {
+  readonly key: LockName;
+  readonly index: LockName;
+  readonly owner: LockName;
+  readonly ttl: number;
+  readonly deadline: number;
+}
+
+/** holdLock by polling: for servers without acquire-and-wait (0x0B), and with `fencing: false`. */
+async function pollForLock(client: LockClient, options: LockWanted): Promise<HeldLock> {
+  const { signal, key, index, owner, ttl, deadline } = options;
   const ttw = options.ttw ?? DEFAULT_TTW_SECONDS;
   const random = options.random ?? Math.random;
   const pollMax = Math.min(options.pollMaxMs ?? DEFAULT_POLL_MAX_MS, beatWithin(ttw), beatWithin(ttl));
   let pollDelay = Math.min(options.pollInitialMs ?? DEFAULT_POLL_INITIAL_MS, pollMax);
-  const deadline = options.waitTimeoutMs === undefined ? Infinity : performance.now() + options.waitTimeoutMs;
   signal?.throwIfAborted();
   let current = client;
   let owned: LockClient | undefined;
@@ -379,20 +543,21 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
     owned?.destroy();
     throw signal.reason;
   }
-  return new HeldLock({
-    client: current,
-    owned,
-    key,
-    index,
-    owner,
-    token,
-    ttlMs: ttl * MS_PER_SECOND,
-    confirmedAt,
-    renewIntervalMs: options.renewIntervalMs ?? beatWithin(ttl),
-    onLost: options.onLost,
-    onFailover: options.onFailover,
-    releaseSignal: signal,
-  });
+  return new HeldLock(
+    heldLockInit(options, {
+      client: current,
+      owned,
+      key,
+      index,
+      owner,
+      token,
+      ttl,
+      confirmedAt,
+      lossNotices: false,
+      noticeConnection: undefined,
+      notice: undefined,
+    }),
+  );
 }
 
 /**

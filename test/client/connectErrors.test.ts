@@ -1,5 +1,5 @@
-import { createServer, type Server, type Socket } from 'node:net';
-import test, { type ExecutionContext } from 'ava';
+import { createServer, type Socket } from 'node:net';
+import test from 'ava';
 import {
   ConnectError,
   ConnectionClosedError,
@@ -11,28 +11,9 @@ import {
   ServerRefusedError,
 } from '../../src/client/errors.js';
 import { LockClient } from '../../src/client/LockClient.js';
-import { connectClient } from '../helpers/lockClient.js';
+import { connectClient, fakeServer } from '../helpers/lockClient.js';
 import { startServer } from '../helpers/serverProcess.js';
 import { stalledPort } from '../helpers/stalledListener.js';
-
-/**
- * A stand-in server on 127.0.0.1 that does whatever `onConnection` says (usually: too little).
- * Sockets it accepted are destroyed when the test ends.
- */
-async function fakeServer(t: ExecutionContext, onConnection: (socket: Socket) => void): Promise<number> {
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('error', () => {});
-    onConnection(socket);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => {
-    for (const socket of sockets) socket.destroy();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return (server.address() as { port: number }).port;
-}
 
 test('a server that accepts the TCP connection but never greets: connect times out', async (t) => {
   const port = await fakeServer(t, () => {});

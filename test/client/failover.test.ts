@@ -220,6 +220,48 @@ test('waiting for a lock goes on through the next node when the node waited on d
   t.is(await lock.release(), 1);
 });
 
+test('waiting without polling goes on through the next node when the node waited on dies: the 0x0B is sent again there, and answered at its grant', async (t) => {
+  const a = await startServer(t);
+  const b = await startServer(t);
+  const onA = await connectClient(t, a.port);
+  const onB = await connectClient(t, b.port);
+  // Both nodes have the lock taken, as a cluster's nodes would.
+  t.is(await onA.request('k', 'i', 'first'), 1);
+  t.is(await onB.request('k', 'i', 'first'), 1);
+  const client = await connectHosts(t, [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
+  const failover = failedOver();
+  // Polls, were there any, too far apart to come within the test.
+  const acquiring = holdLock(client, 'k', 'i', 'me', { ttl: 30, pollInitialMs: 600_000, pollMaxMs: 600_000, onFailover: failover.onFailover });
+  await pollUntil('the waiter to queue on a', async () => ((await onA.location('k', 'i', 'me')) === 2 ? true : undefined));
+  await killed(a);
+  t.deepEqual(await bounded(failover.seen, WAIT_MS, 'the wait to move'), [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
+  await pollUntil('the waiter to queue on b', async () => ((await onB.location('k', 'i', 'me')) === 2 ? true : undefined));
+  t.is(await onB.release('k', 'i', 'first'), 1);
+  const lock = await bounded(acquiring, WAIT_MS, 'the lock through b');
+  t.is(lock.client.address, `127.0.0.1:${b.port}`, 'renewed through the node that granted it');
+  t.is(await onB.fence('k', 'i', 'me'), lock.token!);
+  t.is((await onB.stats()).lockRequests, 2, "first's request and one 0x0B: no polls");
+  t.is(await lock.release(), 1);
+});
+
+test("a held lock's loss notice on a node that dies says nothing: renewals move to the next node, and the notice follows them there", async (t) => {
+  const a = await startServer(t);
+  const b = await startInProcessServer(t);
+  const onB = await connectClient(t, b.port);
+  const client = await connectHosts(t, [`127.0.0.1:${a.port}`, `127.0.0.1:${b.port}`]);
+  const failover = failedOver();
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30, onFailover: failover.onFailover });
+  await b.service.restore([heldEntry(lock.token!)]);
+  await killed(a);
+  await bounded(failover.seen, WAIT_MS, 'the failover');
+  // The notice is back, on b: a release there is told at once, with how.
+  await pollUntil('the notice on b', async () => ((await onB.stats()).contenderLookups >= 2 ? true : undefined));
+  const loss = lost(lock);
+  t.is(await onB.release('k', 'i', 'me'), 1);
+  const error = await bounded(loss, WAIT_MS, 'the loss');
+  t.is(error.message, 'the lock was released (0x05) by someone else');
+});
+
 test('with a single host, a dropped connection loses the lock at once, as before (no other node to ask)', async (t) => {
   const a = await startServer(t);
   const client = await connectClient(t, a.port);

@@ -1,12 +1,38 @@
 import test from 'ava';
-import { LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
-import { holdLock, withLock } from '../../src/client/holdLock.js';
+import { readFile } from 'node:fs/promises';
+import { LockClientError, LockLostError, LockRefusedError, LockWaitTimeoutError } from '../../src/client/errors.js';
+import { holdLock, withLock, type HeldLock } from '../../src/client/holdLock.js';
+import { parseLockFile } from '../../src/files/lockFile.js';
+import type { LockClient } from '../../src/client/LockClient.js';
+import { LossReason } from '../../src/protocol/constants.js';
 import { bounded } from '../helpers/bounded.js';
-import { connectClient, oldServerInFrontOf, startCountingServer } from '../helpers/lockClient.js';
+import { connectClient, oldServerInFrontOf, serverBeforeWaitingInFrontOf, startCountingServer } from '../helpers/lockClient.js';
 import { pollUntil } from '../helpers/poll.js';
 import { startServer } from '../helpers/serverProcess.js';
 
 const WAIT_MS = 10_000;
+/** Polls, if there were any, so far apart that a test would time out before the second one. */
+const NO_POLLS = { pollInitialMs: 600_000, pollMaxMs: 600_000 };
+/** Renewals so far apart that none comes within a test. */
+const NO_RENEWALS = { renewIntervalMs: 600_000 };
+
+/**
+ * Resolves once the server has read `count` loss notices (0x0C), which its stats count with the
+ * lookups (0x03) they extend (the tests that use this send no 0x03): an end before that would be
+ * told as NotOwner.
+ */
+function noticesRead(observer: LockClient, count = 1): Promise<true> {
+  return pollUntil('the loss notice to be read', async () => ((await observer.stats()).contenderLookups >= count ? true : undefined));
+}
+
+/** The lock's loss, once its signal aborts (bounded). */
+function lost(lock: HeldLock): Promise<LockLostError> {
+  const aborted = new Promise<LockLostError>((resolve) => {
+    if (lock.lostError !== undefined) resolve(lock.lostError);
+    lock.signal.addEventListener('abort', () => resolve(lock.lostError!), { once: true });
+  });
+  return bounded(aborted, WAIT_MS, 'the loss to be noticed');
+}
 
 test('a free lock is taken at once, and release() gives it back', async (t) => {
   const server = await startServer(t);
@@ -22,10 +48,34 @@ test('a free lock is taken at once, and release() gives it back', async (t) => {
   t.is(lock.lostError, undefined);
 });
 
-test('waits in line by polling with request with fence (0x0A), and owns the lock once the owner lets go', async (t) => {
+test('waits in line without polling: one acquire-and-wait (0x0B), answered at the release, then a renewal', async (t) => {
   const { server, received } = await startCountingServer(t);
   const other = await connectClient(t, server.port);
   const client = await connectClient(t, server.port);
+  t.is(await other.request('k', 'i', 'first'), 1);
+  // Were it polling, its second poll would come long after the bounded wait below gives up.
+  const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, ...NO_POLLS });
+  await pollUntil('the waiter to queue', async () => ((await other.location('k', 'i', 'second')) === 2 ? true : undefined));
+  const [queue] = await other.queues('k');
+  t.like(queue!.entries[1], { owner: Buffer.from('second'), ttw: 0, remainingMs: null }, 'asked with TTW 0: it lasts as long as its connection');
+  const renewalsBefore = (await other.stats()).renewals;
+  t.is(await other.release('k', 'i', 'first'), 1);
+  const lock = await bounded(acquiring, WAIT_MS, 'the lock at the release');
+  t.deepEqual(await other.findOwner('k', 'i'), Buffer.from('second'));
+  t.is(await received('acquire-wait'), 1);
+  t.is(await received('request-fenced'), 0);
+  t.is(await received('request'), 1, "the other's request only");
+  t.is((await other.stats()).renewals, renewalsBefore + 1, 'renewed once at the grant: its TTL counts from then');
+  t.is(await other.fence('k', 'i', 'second'), lock.token!, 'the token came with the grant');
+  t.is(lock.client, client, "renewals go through the caller's connection");
+  t.is(client.inFlight, 0, "the caller's connection stayed free");
+  await lock.release();
+});
+
+test('where the server has no acquire-and-wait, waits in line by polling with request with fence (0x0A)', async (t) => {
+  const { server, received } = await startCountingServer(t);
+  const other = await connectClient(t, server.port);
+  const client = await connectClient(t, await serverBeforeWaitingInFrontOf(t, server.port));
   t.is(await other.request('k', 'i', 'first'), 1);
   const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, ttw: 30, pollMaxMs: 100 });
   await pollUntil('the waiter to queue', async () => ((await other.location('k', 'i', 'second')) === 2 ? true : undefined));
@@ -33,7 +83,10 @@ test('waits in line by polling with request with fence (0x0A), and owns the lock
   const lock = await bounded(acquiring, WAIT_MS, 'the lock');
   t.deepEqual(await other.findOwner('k', 'i'), Buffer.from('second'));
   t.true((await received('request-fenced')) >= 2, 'the waiter polled with request with fence');
+  t.is(await received('acquire-wait'), 0);
   t.is(await other.fence('k', 'i', 'second'), lock.token!, 'the token came with the grant');
+  t.is(lock.client, client);
+  t.true(client.isOpen, "the caller's connection is untouched: the 0x0B went on a connection of its own");
   await lock.release();
 });
 
@@ -50,10 +103,14 @@ test('while held, the lock is renewed, so it outlives its TTL', async (t) => {
 });
 
 test('waitTimeoutMs: gives up with LockWaitTimeoutError and leaves no waiting entry', async (t) => {
-  const server = await startServer(t);
+  const { server, received } = await startCountingServer(t);
   const client = await connectClient(t, server.port);
   t.is(await client.request('k', 'i', 'owner'), 1);
-  await t.throwsAsync(holdLock(client, 'k', 'i', 'waiter', { waitTimeoutMs: 100 }), { instanceOf: LockWaitTimeoutError });
+  await t.throwsAsync(holdLock(client, 'k', 'i', 'waiter', { waitTimeoutMs: 100, ...NO_POLLS }), { instanceOf: LockWaitTimeoutError });
+  t.is(await client.location('k', 'i', 'waiter'), 0);
+  t.is(await received('acquire-wait'), 1, 'one wait, bounded by the server');
+  // 0: the server answers at once where the lock is taken.
+  await t.throwsAsync(holdLock(client, 'k', 'i', 'waiter', { waitTimeoutMs: 0 }), { instanceOf: LockWaitTimeoutError, message: /not free/ });
   t.is(await client.location('k', 'i', 'waiter'), 0);
 });
 
@@ -91,18 +148,70 @@ test('a draining server refuses the new entry: LockRefusedError', async (t) => {
   await t.throwsAsync(holdLock(client, 'k', 'i', 'me'), { instanceOf: LockRefusedError });
 });
 
-test('a lock removed behind our back is reported lost: signal aborts, onLost is called', async (t) => {
+test('a lock removed behind our back is reported lost at once by the loss notice, not at a renewal: signal aborts, onLost is called', async (t) => {
   const server = await startServer(t);
   const client = await connectClient(t, server.port);
   const other = await connectClient(t, server.port);
   let reported: LockLostError | undefined;
-  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30, renewIntervalMs: 20, onLost: (error) => (reported = error) });
-  const lost = new Promise<void>((resolve) => lock.signal.addEventListener('abort', () => resolve()));
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30, ...NO_RENEWALS, onLost: (error) => (reported = error) });
+  const loss = lost(lock);
+  await noticesRead(other);
   t.is(await other.release('k', 'i', 'me'), 1);
-  await bounded(lost, WAIT_MS, 'the loss to be noticed');
-  t.true(lock.lostError instanceof LockLostError);
-  t.is(reported, lock.lostError);
-  t.regex(lock.lostError!.message, /no entry/);
+  const error = await loss;
+  t.true(error instanceof LockLostError);
+  t.is(reported, error);
+  t.is(error.message, 'the lock was released (0x05) by someone else');
+  t.is(error.lossReason, LossReason.Released);
+  t.is(await lock.release(), 0);
+});
+
+test('the loss notice tells how: expired (a TTL shortened behind our back), released with *, released by release-all', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const other = await connectClient(t, server.port);
+  let notices = 0;
+  for (const [index, end, reason, message] of [
+    // Re-requested with TTL 1 by someone else: the server expires it a second later, long before our own reckoning (30 s) or a renewal.
+    [
+      'expiry',
+      async () => t.is(await other.request('k', 'expiry', 'me', { ttl: 1 }), 1),
+      LossReason.Expired,
+      /^the server expired the lock: its TTL \(30 s\) ran out/,
+    ],
+    ['star', async () => t.is(await other.release('k', '*', 'me'), 1), LossReason.ReleasedKey, /^the lock was released with index \* /],
+    ['all', async () => t.is(await other.releaseAll('me'), 1), LossReason.ReleasedAll, /^the lock was released by someone else's release-all/],
+  ] as const) {
+    const lock = await holdLock(client, 'k', index, 'me', { ttl: 30, ...NO_RENEWALS });
+    const loss = lost(lock);
+    await noticesRead(other, ++notices);
+    await end();
+    const error = await loss;
+    t.is(error.lossReason, reason, index);
+    t.regex(error.message, message, index);
+    t.is(await lock.release(), 0);
+  }
+});
+
+test("our own release is no loss: the notice's connection closes with the lock, and the signal never aborts", async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30 });
+  await pollUntil('the notice to be outstanding', async () => ((await client.stats()).activeConnections === 2 ? true : undefined));
+  t.is(await lock.release(), 1);
+  await pollUntil('the notice connection to close', async () => ((await client.stats()).activeConnections === 1 ? true : undefined));
+  t.false(lock.signal.aborted);
+  t.is(lock.lostError, undefined);
+});
+
+test('where the server has no loss notice, a lock removed behind our back is noticed by the next renewal', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, await serverBeforeWaitingInFrontOf(t, server.port));
+  const other = await connectClient(t, server.port);
+  const lock = await holdLock(client, 'k', 'i', 'me', { ttl: 30, renewIntervalMs: 20 });
+  const loss = lost(lock);
+  t.is(await other.release('k', 'i', 'me'), 1);
+  t.regex((await loss).message, /no entry/);
+  t.is((await loss).lossReason, undefined);
   t.is(await lock.release(), 0);
 });
 
@@ -171,4 +280,24 @@ test('a LockServer 0.9b (closes the connection on 0x0A): holdLock carries on wit
   t.is(second.client, plain);
   t.is(await second.release(), 1);
   t.true(plain.isOpen);
+});
+
+test('a single server stopping (SIGTERM) while holdLock waits: it rejects with a connection error, and the server has saved the waiting entry', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('k', 'i', 'owner'), 1);
+  const acquiring = holdLock(client, 'k', 'i', 'waiter', { ttl: 30 });
+  await pollUntil('the waiter to queue', async () => ((await client.location('k', 'i', 'waiter')) === 2 ? true : undefined));
+  server.signal('SIGTERM');
+  const error = await bounded(t.throwsAsync(acquiring), WAIT_MS, 'holdLock to give up');
+  t.true(error instanceof LockClientError, String(error));
+  t.deepEqual(await server.waitForExit(), { code: 0, signal: null });
+  const saved = parseLockFile(await readFile(server.lockFile, 'latin1'), server.lockFile);
+  t.deepEqual(
+    saved.map((e) => [e.owner, e.isOwner, e.ttw]),
+    [
+      ['owner', true, 30],
+      ['waiter', false, 0],
+    ],
+  );
 });

@@ -1,5 +1,5 @@
 import type { ExecutionContext } from 'ava';
-import { connect, createServer, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { LockClient, type LockClientOptions } from '../../src/client/LockClient.js';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
 import type { LockService } from '../../src/locks/LockService.js';
@@ -18,6 +18,25 @@ export async function connectClient(t: ExecutionContext, port: number, options: 
   const client = await LockClient.connect({ host: '127.0.0.1', ...options, port });
   t.teardown(() => client.destroy());
   return client;
+}
+
+/**
+ * A stand-in server on 127.0.0.1 that does whatever `onConnection` says (usually: too little).
+ * Sockets it accepted are destroyed when the test ends. Resolves to its port.
+ */
+export async function fakeServer(t: ExecutionContext, onConnection: (socket: Socket) => void): Promise<number> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    onConnection(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return (server.address() as { port: number }).port;
 }
 
 /**
@@ -42,7 +61,21 @@ export async function startCountingServer(t: ExecutionContext): Promise<{ server
  * commands go through; at any other command byte the connection is closed without an answer to
  * it (the replies to the requests before it still arrive), as 0.9b does. Resolves to its port.
  */
-export async function oldServerInFrontOf(t: ExecutionContext, port: number): Promise<number> {
+export function oldServerInFrontOf(t: ExecutionContext, port: number): Promise<number> {
+  return olderServerInFrontOf(t, port, Command.Stats);
+}
+
+/**
+ * A lockserver from before waiting without polling, in front of the real server on `port`: the
+ * 0.9b commands and the fencing ones (0x09, 0x0A) go through; acquire-and-wait, the loss notice
+ * and the detailed list (0x0B–0x0D) close the connection, as any unknown byte does.
+ */
+export function serverBeforeWaitingInFrontOf(t: ExecutionContext, port: number): Promise<number> {
+  return olderServerInFrontOf(t, port, Command.RequestFenced);
+}
+
+/** A server that knows the commands up to `lastKnown`, in front of the real server on `port`; resolves to its port. */
+async function olderServerInFrontOf(t: ExecutionContext, port: number, lastKnown: Command): Promise<number> {
   const sockets = new Set<Socket>();
   const listener = createServer((client) => {
     const upstream = connect({ host: '127.0.0.1', port });
@@ -59,7 +92,7 @@ export async function oldServerInFrontOf(t: ExecutionContext, port: number): Pro
       let whole = 0;
       while (whole < unsent.length) {
         const command = unsent[whole]!;
-        if (command < Command.FindOwner || command > Command.Stats) {
+        if (command < Command.FindOwner || command > lastKnown) {
           closing = true;
           break;
         }

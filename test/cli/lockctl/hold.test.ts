@@ -133,18 +133,46 @@ test('a command that cannot be found exits 127, and the lock is released', async
   t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
 });
 
-test('losing the lock while the command runs sends it SIGTERM', async (t) => {
+test("losing the lock while the command runs sends it SIGTERM at once, at the server's loss notice, saying how", async (t) => {
   const server = await startServer(t);
   const client = await connectClient(t, server.port);
-  // The command would run forever; with --ttl 3 the lock is renewed every second, which notices the loss.
-  const args = ['-p', String(server.port), 'hold', '--ttl', '3', 'jobs', 'n', 'me', '--', node, '-e', 'setInterval(() => {}, 1000)'];
+  // --ttl 300: a renewal every 100 s, none within the test; only the loss notice can tell.
+  const args = ['-p', String(server.port), 'hold', '--ttl', '300', 'jobs', 'n', 'me', '--', node, '-e', 'setInterval(() => {}, 1000)'];
   const hold = startLockctl(args);
   const owner = ownerOf('me', hold.child);
-  await pollUntil('hold to own the lock', async () => ((await client.location('jobs', 'n', owner)) === 1 ? true : undefined));
-  await client.release('jobs', 'n', owner);
+  let locations = 0;
+  await pollUntil('hold to own the lock', async () => (locations++, (await client.location('jobs', 'n', owner)) === 1 ? true : undefined));
+  // The notice is counted with the lookups (0x03) it extends: our location calls, then the notice.
+  await pollUntil('the loss notice to be read', async () => ((await client.stats()).contenderLookups > locations ? true : undefined));
+  t.is(await client.releaseAll(owner), 1);
   const run = await hold.result;
   t.is(run.code, 128 + 15);
-  t.regex(run.stderr, /lost the lock on jobs\/n .*sending SIGTERM/);
+  t.regex(run.stderr, /lost the lock on jobs\/n \(the lock was released by someone else's release-all \(0x06\) of its owner\); sending SIGTERM/);
+});
+
+test('hold waits without polling: one acquire-and-wait (0x0B) while the lock is taken, however long', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  // Held for at least its 1 s TTL: polls from 50 ms, doubling, would be five or more by then.
+  t.is(await client.request('jobs', 'n', 'first', { ttl: 1 }), 1);
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', 'process.exit(0)']);
+  t.like(await hold.result, { code: 0 });
+  t.is((await client.stats()).lockRequests, 2, "first's request and hold's 0x0B");
+});
+
+test('kill -9 of lockctl while it waits: the server takes its waiting entry out of the queue (it asked with TTW 0, for as long as its connection)', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  // --ttw 0: were it polling, its entry would stay queued for ever.
+  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttw', '0', 'jobs', 'n', 'second', '--', node, '-e', '']);
+  const owner = ownerOf('second', hold.child);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  hold.child.kill('SIGKILL');
+  t.is((await hold.result).signal, 'SIGKILL');
+  await pollUntil('the waiting entry to leave', async () => ((await client.location('jobs', 'n', owner)) === 0 ? true : undefined));
+  t.is(await client.release('jobs', 'n', 'first'), 1);
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
 });
 
 test('SIGTERM to lockctl is passed on to the command, and the lock is released after', async (t) => {

@@ -15,9 +15,10 @@ test('watch --count N lists the key N times, then exits 0', async (t) => {
   for (const refresh of refreshes) {
     const lines = refresh.trimEnd().split('\n');
     t.regex(lines[0]!, /^\S+Z {2}127\.0\.0\.1:\d+ {2}key users: 1 entry$/);
-    t.regex(lines[1]!, /^INDEX +POS +ROLE +OWNER/);
-    t.regex(lines[2]!, /^42 +1 +owner +alice /);
+    t.regex(lines[1]!, /^INDEX +POS +ROLE +OWNER +PRIORITY +TTL +TTW +LEFT +TOKEN$/);
+    t.regex(lines[2]!, /^42 +1 +owner +alice +0 +30 +30 +\d+\.\ds +\d+$/);
   }
+  // The detailed list (0x0D), counted as the list (0x07) it extends: asked anew at each refresh.
   t.is((await client.stats()).listRequests, 2);
 });
 

@@ -14,7 +14,7 @@ export {
   DEFAULT_TTL_SECONDS,
   DEFAULT_TTW_SECONDS,
 } from './client/LockClient.js';
-export type { ListedEntry, LockClientOptions, LockRequestOptions } from './client/LockClient.js';
+export type { AcquireOptions, DetailedEntry, DetailedQueue, ListedEntry, LockClientOptions, LockRequestOptions } from './client/LockClient.js';
 export type { HostAndPort, HostOrder } from './client/hosts.js';
 export { holdLock, withLock, HeldLock, DEFAULT_POLL_INITIAL_MS, DEFAULT_POLL_MAX_MS } from './client/holdLock.js';
 export type { HoldLockOptions } from './client/holdLock.js';

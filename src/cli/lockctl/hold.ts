@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { byteString, MAX_STRING_LENGTH, type ByteString } from '../../bytes.js';
@@ -125,9 +125,12 @@ async function hold(client: LockClient, spec: HoldSpec, output: HoldOutput, sign
   const name = `${shown(spec.key)}/${shown(spec.index)}`;
   let lock: HeldLock | number;
   const onFailover = (from: string, to: string): void => warn(`lost the connection to ${from}; carrying on through ${to}`);
+  // Started while we wait, so that the command starts the moment the lock is ours (starting Node takes tens of ms).
+  const watchdog = spec.command.length === 0 ? undefined : startWatchdog(spec);
   try {
     lock = await waitForLock(client, spec, onFailover, signals);
   } catch (error) {
+    watchdog?.dismiss();
     if (error instanceof LockWaitTimeoutError) {
       json?.({ acquired: false, reason: 'timeout' });
       warn(spec.waitSeconds === 0 ? `${name} is taken (--wait 0: no waiting)` : `${name} was not ours within --wait ${spec.waitSeconds} s`);
@@ -141,12 +144,13 @@ async function hold(client: LockClient, spec: HoldSpec, output: HoldOutput, sign
     throw error;
   }
   if (typeof lock === 'number') {
+    watchdog?.dismiss();
     json?.({ acquired: false, reason: 'interrupted' });
     return lock;
   }
   json?.({ acquired: true, ...tokenField(lock.token), ...jsonBytes('owner', spec.owner) });
   try {
-    const exitCode = spec.command.length === 0 ? await holdUntilSignal(lock, spec, output, signals) : await runWhileHeld(lock, spec, warn, signals);
+    const exitCode = watchdog === undefined ? await holdUntilSignal(lock, spec, output, signals) : await runWhileHeld(lock, spec, watchdog, warn, signals);
     json?.({ exitCode, lockLost: lock.signal.aborted });
     return exitCode;
   } finally {
@@ -220,18 +224,45 @@ function killGraceMs(ttlSeconds: number): number {
   return ttlSeconds > 0 ? Math.min(MAX_KILL_GRACE_MS, (ttlSeconds * MS_PER_SECOND) / 3) : MAX_KILL_GRACE_MS;
 }
 
+/** The watchdog process, started before the lock is ours; told to run the command, or dismissed. */
+interface StartedWatchdog {
+  readonly process: ChildProcess;
+  /** Why it could not be started, if it could not (reported once the lock is ours). */
+  readonly startError: () => Error | undefined;
+  /** How it ended, if it ended already (killed while lockctl waited). */
+  readonly ended: () => { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
+  /** The lock was not had: the watchdog ends without running anything. */
+  dismiss(): void;
+}
+
+function startWatchdog(spec: HoldSpec): StartedWatchdog {
+  const [file, ...args] = spec.command;
+  const child = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+  });
+  let startError: Error | undefined;
+  let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+  child.once('error', (error) => (startError = error));
+  child.once('close', (code, signal) => (ended = { code, signal }));
+  return {
+    process: child,
+    startError: () => startError,
+    ended: () => ended,
+    dismiss: () => {
+      if (child.connected) child.disconnect();
+    },
+  };
+}
+
 /**
  * Runs the command under the watchdog (watchdog.ts), which stops it should lockctl die, and
  * returns its exit status: the command's, 128 + N if a signal N ended it, 127 / 126 if it could
  * not be run, 70 if the watchdog itself died first.
  */
-function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) => void, signals: HoldSignals): Promise<number> {
+function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, warn: (message: string) => void, signals: HoldSignals): Promise<number> {
   return new Promise((resolve) => {
-    const [file, ...args] = spec.command;
-    const watchdog = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
-      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-      env: commandEnvironment(lock, spec),
-    });
+    const [file] = spec.command;
+    const watchdog = started.process;
     let commandPid: number | undefined;
     let result: number | undefined;
     const order = (signal: NodeJS.Signals): void => {
@@ -263,12 +294,16 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) =>
       lock.signal.removeEventListener('abort', onLost);
       resolve(code);
     };
-    watchdog.once('error', (error) => {
+    const failedToStart = (error: Error): void => {
       warn(`cannot start the watchdog for ${file}: ${error.message}`);
       finish(ExitCode.Internal);
-    });
+    };
+    const startError = started.startError();
+    if (startError !== undefined) return failedToStart(startError);
+    watchdog.once('error', failedToStart);
+    if (watchdog.connected) watchdog.send({ run: { env: commandEnvironment(lock, spec) } } satisfies WatchdogOrder);
     // 'close' comes after the exit and after the channel has delivered every report.
-    watchdog.once('close', (code, signal) => {
+    const closed = (code: number | null, signal: NodeJS.Signals | null): void => {
       if (result !== undefined) return finish(result);
       // The watchdog died before the command ended: stop the command as it would have.
       if (commandPid !== undefined) {
@@ -281,6 +316,9 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, warn: (message: string) =>
       const end = signal === null ? `exit ${code}` : signal;
       warn(`the watchdog running ${file} ended (${end}) before reporting on it${commandPid === undefined ? '' : `; sent SIGTERM to pid ${commandPid}`}`);
       finish(ExitCode.Internal);
-    });
+    };
+    const endedEarly = started.ended();
+    if (endedEarly !== undefined) return closed(endedEarly.code, endedEarly.signal);
+    watchdog.once('close', closed);
   });
 }

@@ -1,10 +1,12 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { setTimeout as delay } from 'node:timers/promises';
 import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './processTree.js';
 
 /**
  * hold's watchdog: `node watchdog.js GRACE_MS FILE [ARGS…]`, started by lockctl with an IPC
- * channel, runs the command and tells lockctl how it went. It exists for the case lockctl cannot
+ * channel while it waits for the lock (so that starting Node is not on the way from the grant to
+ * the command), runs the command once lockctl says so, with the environment it sends, and tells
+ * lockctl how it went. Told nothing before lockctl goes, it exits without running anything. It exists for the case lockctl cannot
  * handle itself: lockctl killed (kill -9, the OOM killer) while the command runs. Nobody renews
  * the lock then, and it expires after its TTL while the command would run on, unlocked. The
  * channel closes when lockctl dies, however it dies; the watchdog then sends SIGTERM to the
@@ -19,10 +21,8 @@ export type WatchdogReport =
   | { readonly failed: { readonly code: string | undefined; readonly message: string } }
   | { readonly exited: { readonly code: number | null; readonly signal: NodeJS.Signals | null } };
 
-/** From lockctl to the watchdog: a signal to pass on to the command. */
-export interface WatchdogOrder {
-  readonly signal: NodeJS.Signals;
-}
+/** From lockctl to the watchdog: run the command now, with this environment (the lock's); or a signal to pass on to it. */
+export type WatchdogOrder = { readonly run: { readonly env: NodeJS.ProcessEnv } } | { readonly signal: NodeJS.Signals };
 
 /** While the grace runs, how often the watchdog looks whether everything has ended. */
 const GRACE_CHECK_MS = 100;
@@ -45,7 +45,7 @@ async function main(): Promise<void> {
   }
   for (const signal of IGNORED) process.on(signal, () => {});
 
-  const child = spawn(file, args, { stdio: 'inherit' });
+  let child: ChildProcess | undefined;
   let exited = false;
   let stopping: Promise<void> | undefined;
 
@@ -60,8 +60,8 @@ async function main(): Promise<void> {
 
   /** lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace. */
   const stopCommand = async (): Promise<void> => {
-    const pid = child.pid;
-    if (pid === undefined || exited) return;
+    const pid = child?.pid;
+    if (child === undefined || pid === undefined || exited) return;
     const deadline = performance.now() + graceMs;
     const tree = await processTree(pid);
     if (tree === undefined) {
@@ -81,19 +81,27 @@ async function main(): Promise<void> {
   process.on('disconnect', () => {
     stopping ??= stopCommand().finally(() => process.exit(0));
   });
+  /** Runs the command (once): the lock is lockctl's now. */
+  const run = (env: NodeJS.ProcessEnv): void => {
+    if (child !== undefined || stopping !== undefined) return;
+    const started = spawn(file, args, { stdio: 'inherit', env });
+    child = started;
+    started.once('spawn', () => void report({ started: started.pid! }));
+    started.once('error', (error: NodeJS.ErrnoException) => {
+      exited = true;
+      void report({ failed: { code: error.code, message: error.message } }).finally(() => process.exit(0));
+    });
+    started.once('exit', (code, signal) => {
+      exited = true;
+      // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
+      if (stopping !== undefined) return;
+      void report({ exited: { code, signal } }).finally(() => process.exit(0));
+    });
+  };
+
   process.on('message', (order: WatchdogOrder) => {
-    if (!exited) child.kill(order.signal);
-  });
-  child.once('spawn', () => void report({ started: child.pid! }));
-  child.once('error', (error: NodeJS.ErrnoException) => {
-    exited = true;
-    void report({ failed: { code: error.code, message: error.message } }).finally(() => process.exit(0));
-  });
-  child.once('exit', (code, signal) => {
-    exited = true;
-    // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
-    if (stopping !== undefined) return;
-    void report({ exited: { code, signal } }).finally(() => process.exit(0));
+    if ('run' in order) run(order.run.env);
+    else if (child !== undefined && !exited) child.kill(order.signal);
   });
 }
 

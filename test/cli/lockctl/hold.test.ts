@@ -8,6 +8,7 @@ import { connectClient } from '../../helpers/lockClient.js';
 import { LOCKCTL_PATH, lockctl, startLockctl } from '../../helpers/lockctl.js';
 import { pollUntil } from '../../helpers/poll.js';
 import { startServer } from '../../helpers/serverProcess.js';
+import { processTree } from '../../../src/cli/lockctl/processTree.js';
 
 const node = process.execPath;
 
@@ -121,6 +122,33 @@ test('Ctrl-C while waiting exits 130 and leaves no waiting entry', async (t) => 
   await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
   hold.child.kill('SIGINT');
   t.like(await hold.result, { code: 130 });
+  t.is(await client.location('jobs', 'n', owner), 0);
+});
+
+test('the watchdog is started while hold waits, so the command starts at the grant without starting Node; it goes when hold gives up', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', '']);
+  const owner = ownerOf('second', hold.child);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const watchdogs = async (): Promise<number[]> => {
+    const tree = await processTree(hold.child.pid!);
+    const pids = [...(tree?.keys() ?? [])].filter((pid) => pid !== hold.child.pid);
+    const named = await Promise.all(
+      pids.map(async (pid) => ((await readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '')).includes('watchdog.js') ? pid : 0)),
+    );
+    return named.filter((pid) => pid !== 0);
+  };
+  const [watchdog] = await pollUntil('the watchdog to run while hold waits', async () => {
+    const found = await watchdogs();
+    return found.length === 1 ? found : undefined;
+  });
+  hold.child.kill('SIGINT');
+  t.like(await hold.result, { code: 130 });
+  await pollUntil('the watchdog to end with hold', async () =>
+    (await processTree(watchdog!)) === undefined || (await processTree(watchdog!))!.size === 0 ? true : undefined,
+  );
   t.is(await client.location('jobs', 'n', owner), 0);
 });
 

@@ -77,6 +77,8 @@ interface HeldLockInit {
   /** A connection of the lock's own with the loss notice (`notice`) outstanding on it; without it one is opened. */
   readonly noticeConnection: LockClient | undefined;
   readonly notice: Promise<LossReason> | undefined;
+  /** The renewal sent at a waited grant, not awaited before the lock was handed over (see Granted.firstRenewal). */
+  readonly firstRenewal?: { readonly renewed: Promise<boolean>; readonly sentAt: number };
 }
 
 /** New connections for the loss notice, at most, between two confirmed renewals (its failures never lose the lock). */
@@ -161,6 +163,15 @@ export class HeldLock {
     this.releaseSignal?.addEventListener('abort', this.releaseOnAbort, { once: true });
     if (init.noticeConnection !== undefined) this.awaitLoss(init.noticeConnection, init.notice);
     else this.openNoticeConnection();
+    init.firstRenewal?.renewed.then(
+      (renewed) => {
+        if (this.done) return;
+        if (renewed) this.confirm(init.firstRenewal!.sentAt);
+        else this.lose(new LockLostError('the renewal at the grant found no entry: released just then, before it reached the server'));
+      },
+      // A failed connection is for the renewals and the expiry timer to find out.
+      () => {},
+    );
   }
 
   /** Aborts (reason: LockLostError) if the lock is lost while held. */

@@ -42,9 +42,22 @@ export interface Granted {
   /** That loss notice, sent right behind the renewal at the grant, so the server has it before the lock is handed over. */
   readonly notice: Promise<LossReason> | undefined;
   readonly token: number;
-  /** performance.now() when the renewal that followed the grant was sent: the TTL counts from there. */
+  /**
+   * performance.now() from which the TTL counts: the renewal's send after the grant, or, when the
+   * wait was short (firstRenewal), the 0x0B's own send.
+   */
   readonly confirmedAt: number;
+  /**
+   * The renewal sent at the grant, not awaited: the grant's TTL began after the 0x0B was sent, so
+   * counting from that send is safe, and leaves most of the TTL when the wait was short (under a
+   * third of it). The lock is handed over without a round trip (a commit, in a cluster); the
+   * renewal moves the count on when it answers, or says the lock was released just then.
+   */
+  readonly firstRenewal?: { readonly renewed: Promise<boolean>; readonly sentAt: number };
 }
+
+/** A waited grant is handed over before its first renewal answers when the wait took under this share of the TTL. */
+const SHORT_WAIT_SHARE_OF_TTL = 1 / 3;
 
 /**
  * Answers in a row that leave the waiter without a granted entry it can renew before it gives
@@ -91,6 +104,7 @@ export async function waitForGrant(client: LockClient, wanted: GrantWanted): Pro
     for (;;) {
       signal?.throwIfAborted();
       try {
+        const askedAt = performance.now();
         const { position, token } = await waiting.acquire(key, index, owner, {
           ttl: wanted.ttl,
           ttw: 0,
@@ -106,6 +120,13 @@ export async function waitForGrant(client: LockClient, wanted: GrantWanted): Pro
           // Pipelined behind the renewal: a loss right after the grant is told with its reason. (Not ours after all, it answers NotOwner at once.)
           const notice = renewingThroughCaller ? waiting.awaitLoss(key, index, owner) : undefined;
           notice?.catch(() => {});
+          if (wanted.ttl === 0 || sentAt - askedAt < wanted.ttl * 1000 * SHORT_WAIT_SHARE_OF_TTL) {
+            const firstRenewal = { renewed, sentAt };
+            renewed.catch(() => {});
+            if (notice === undefined)
+              return { client: waiting, owned: waiting, noticeConnection: undefined, notice, token, confirmedAt: askedAt, firstRenewal };
+            return { client, owned: undefined, noticeConnection: waiting, notice, token, confirmedAt: askedAt, firstRenewal };
+          }
           if (await renewed) {
             if (notice === undefined) return { client: waiting, owned: waiting, noticeConnection: undefined, notice, token, confirmedAt: sentAt };
             return { client, owned: undefined, noticeConnection: waiting, notice, token, confirmedAt: sentAt };

@@ -126,6 +126,11 @@ export interface ConnectionHost {
   readonly adoptLink: ((socket: Socket, buffered: Buffer) => void) | undefined;
   /** The connection was handed over (adoptLink): it is no longer this server's. */
   handedOff(connection: Connection): void;
+  /**
+   * The bytes this connection's socket holds unwritten changed by `delta` (replies its client has
+   * not read yet): the server bounds their sum over every connection (see LockServer).
+   */
+  outputBuffered(connection: Connection, delta: number): void;
 }
 
 /**
@@ -283,7 +288,10 @@ export class Connection {
     });
     socket.on('error', (error) => this.host.logger.debug?.(`${this.peer} went away badly: ${error.message}`));
     socket.on('close', () => {
-      if (this.advance(Phase.Closed)) this.host.onClosed(this);
+      if (this.advance(Phase.Closed)) {
+        this.reportBuffered();
+        this.host.onClosed(this);
+      }
     });
   }
 
@@ -486,13 +494,34 @@ export class Connection {
     if (this.replies.length === 0 || this.phase === Phase.Closed) return;
     this.bytesOut += this.replies.length;
     this.stirred = true;
-    if (this.socket.write(this.replies.flush()) || this.writeBlocked) return;
+    const taken = this.socket.write(this.replies.flush());
+    this.reportBuffered();
+    if (taken || this.writeBlocked) return;
     this.writeBlocked = true;
     this.pauseInput();
     this.socket.once('drain', this.onDrain);
   }
 
+  /** Bytes the socket holds unwritten, as last told to the host. */
+  private bufferedOut = 0;
+
+  /** Tells the host how much of this connection's output waits in its socket now (unread replies). */
+  private reportBuffered(): void {
+    // A connection closing or closed holds nothing more for the count: dropped, its buffers go with its socket.
+    const now = this.phase >= Phase.Closing ? 0 : (this.socket.writableLength ?? 0);
+    if (now === this.bufferedOut) return;
+    const delta = now - this.bufferedOut;
+    this.bufferedOut = now;
+    this.host.outputBuffered(this, delta);
+  }
+
+  /** Replies written to the socket that its client has not taken yet, in bytes (as last seen). */
+  get unreadOutput(): number {
+    return this.bufferedOut;
+  }
+
   private readonly onDrain = (): void => {
+    this.reportBuffered();
     this.writeBlocked = false;
     this.stirred = true;
     this.pump();
@@ -730,6 +759,7 @@ export class Connection {
   drop(): void {
     this.advance(Phase.Closing);
     this.socket.destroy();
+    this.reportBuffered();
   }
 
   /**

@@ -49,7 +49,18 @@ export interface LockServerOptions {
    * server's count and timeouts; the cluster proves and bounds it.
    */
   readonly adoptLink?: (socket: Socket, buffered: Buffer) => void;
+  /** Unread replies every connection together may hold, in bytes (DEFAULT_MAX_UNREAD_OUTPUT_BYTES). */
+  readonly maxUnreadOutputBytes?: number;
 }
+
+/**
+ * Unread replies all connections together may hold before the connection holding the most is
+ * closed. Each connection holds at most one list answer at a time, but one list of a busy key is
+ * up to ~35 MB (65,535 entries of 255-byte names), and --max-connections of them would be
+ * gigabytes: a client that asks for big lists and does not read them must not take the server's
+ * memory, nor force the long garbage collections that make a cluster node refuse input as stalled.
+ */
+export const DEFAULT_MAX_UNREAD_OUTPUT_BYTES = 256 * 1024 * 1024;
 
 /** How often the event loop's progress is noted, for staleInputMs. */
 const LOOP_WATCH_MS = 100;
@@ -88,6 +99,8 @@ export class LockServer implements ConnectionHost {
   private readonly timers: Timers;
   /** Times each command when set (metrics); undefined keeps the command path free of timing. */
   commandObserver: CommandObserver | undefined;
+  /** Replies written to sockets and not yet taken by their clients, over every connection. */
+  private unreadOutput = 0;
 
   constructor(private readonly options: LockServerOptions) {
     this.service = options.service;
@@ -272,6 +285,19 @@ export class LockServer implements ConnectionHost {
 
   handedOff(connection: Connection): void {
     this.onClosed(connection);
+  }
+
+  outputBuffered(_connection: Connection, delta: number): void {
+    this.unreadOutput += delta;
+    const limit = this.options.maxUnreadOutputBytes ?? DEFAULT_MAX_UNREAD_OUTPUT_BYTES;
+    // Over the bound: the connections holding the most go first, until under it (each drop frees its share at once).
+    while (delta > 0 && this.unreadOutput > limit) {
+      let largest: Connection | undefined;
+      for (const c of this.connections) if (largest === undefined || c.unreadOutput > largest.unreadOutput) largest = c;
+      if (largest === undefined || largest.unreadOutput === 0) break;
+      this.logThrottled('unread-output-dropped', 'unread-output-dropped', { peer: largest.peer, bytes: largest.unreadOutput });
+      largest.drop();
+    }
   }
 
   onClosed(connection: Connection): void {

@@ -89,6 +89,7 @@ export function standInHost(
     onClosed,
     adoptLink: undefined,
     handedOff: onClosed,
+    outputBuffered: () => {},
   };
 }
 

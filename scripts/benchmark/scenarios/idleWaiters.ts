@@ -11,6 +11,7 @@
 import { performance } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { asciiBytes, type ByteString } from '../../../src/bytes.js';
+import { WRITER_LEASE_WARM_MS } from '../../../src/cluster/etcd/WriterLeases.js';
 import { Command, NO_WAIT_BOUND } from '../../../src/protocol/constants.js';
 import type { Request } from '../../../src/protocol/messages.js';
 import { BenchClient } from '../BenchClient.js';
@@ -20,8 +21,12 @@ import type { BenchConfig } from '../config.js';
 import { cpuBetween, readCpu } from '../processes.js';
 import { seededRandom } from '../random.js';
 
-/** Quiet time before each window: the commits of whatever the previous step changed are done. */
-const SETTLE_MS = 2_000;
+/**
+ * Quiet time before each window: the commits of whatever the previous step changed are done, and
+ * the nodes that wrote have stopped keeping a writer lease ready (they do for WRITER_LEASE_WARM_MS
+ * after their last write): each window sees the steady state of its case, not the tail of setting it up.
+ */
+const SETTLE_MS = WRITER_LEASE_WARM_MS + 2_000;
 /** Longest wait for every waiter to be queued, or for every waiter to be gone. */
 const QUEUE_LIMIT_MS = 60_000;
 const QUEUE_POLL_MS = 100;

@@ -87,19 +87,33 @@ test('a node that does not come back within the gather time is not waited for lo
   t.is(appender.calls.length, 1);
   await vt.advance(1);
   t.deepEqual(appender.nodes(1), ['b'], 'b waited the gather time for a, no more');
-  appender.calls[1]!.resolve(at(2));
-  await turn();
   submit('b', { seq: 2 });
+  appender.calls[1]!.resolve(at(2));
   await vt.advance(GATHER_MS - 1);
   t.is(appender.calls.length, 2);
   await vt.advance(1);
   t.is(appender.calls.length, 3);
   t.deepEqual(appender.nodes(2), ['b']);
   // Once a has been silent for ACTIVE_MS it is no longer waited for at all.
-  appender.calls[2]!.resolve(at(3));
   await vt.advance(ACTIVE_MS);
   submit('b', { seq: 3 });
+  appender.calls[2]!.resolve(at(3));
+  await turn();
   t.is(appender.calls.length, 4, 'no wait for a node silent this long');
+});
+
+test('a batch that finds the sequencer idle goes at once: there is nothing to gather, only latency to add', async (t) => {
+  const { vt, appender, submit } = setup();
+  submit('a');
+  appender.calls[0]!.resolve(at(1));
+  await turn();
+  submit('b');
+  t.is(appender.calls.length, 2, 'a is active, yet b does not wait for it');
+  appender.calls[1]!.resolve(at(2));
+  await turn();
+  await vt.advance(1);
+  submit('a', { seq: 2 });
+  t.is(appender.calls.length, 3);
 });
 
 test('every part of a bundle gets its outcome: the position, the refusal, or the unknown outcome, the same for all', async (t) => {
@@ -109,14 +123,16 @@ test('every part of a bundle gets its outcome: the position, the refusal, or the
   appender.calls[0]!.resolve(at(1));
   await vt.advance(GATHER_MS);
   t.deepEqual(first.position, at(1));
+  // Submitted while b and c's append is out: they gather after it.
+  const [d, e] = [submit('b', { seq: 2 }), submit('c', { seq: 2 })];
   // b and c share an append that etcd refuses for a gone lease: neither committed.
   appender.calls[1]!.reject(new AppendRefusedError('requested lease not found', true));
   await turn();
   t.true(b.error instanceof AppendRefusedError && c.error instanceof AppendRefusedError);
   t.is(b.error, c.error);
-  const [d, e] = [submit('b', { seq: 2 }), submit('c', { seq: 2 })];
   await vt.advance(GATHER_MS);
   t.is(appender.calls.length, 3);
+  t.deepEqual(appender.nodes(2), ['b', 'c']);
   const unknown = new Error('deadline exceeded');
   appender.calls.at(-1)!.reject(unknown);
   await turn();

@@ -212,10 +212,10 @@ function holdUntilSignal(lock: HeldLock, spec: HoldSpec, { out, warn, json }: Ho
  * token — removed when the lock has none, so that the token of an outer `lockctl hold` never
  * passes for this lock's.
  */
-function commandEnvironment(lock: HeldLock, spec: HoldSpec): NodeJS.ProcessEnv {
+function commandEnvironment(spec: HoldSpec): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, LOCKCTL_KEY: shown(spec.key), LOCKCTL_INDEX: shown(spec.index), LOCKCTL_OWNER: shown(spec.owner) };
-  if (lock.token === undefined) delete env.LOCKCTL_TOKEN;
-  else env.LOCKCTL_TOKEN = String(lock.token);
+  // The token comes with the order to run (see watchdog.ts): the command is started before the lock is ours.
+  delete env.LOCKCTL_TOKEN;
   return env;
 }
 
@@ -239,6 +239,7 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
   const [file, ...args] = spec.command;
   const child = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    env: commandEnvironment(spec),
   });
   let startError: Error | undefined;
   let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined;
@@ -301,7 +302,7 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
     const startError = started.startError();
     if (startError !== undefined) return failedToStart(startError);
     watchdog.once('error', failedToStart);
-    if (watchdog.connected) watchdog.send({ run: { env: commandEnvironment(lock, spec) } } satisfies WatchdogOrder);
+    if (watchdog.connected) watchdog.send({ run: { token: lock.token === undefined ? null : String(lock.token) } } satisfies WatchdogOrder);
     // 'close' comes after the exit and after the channel has delivered every report.
     const closed = (code: number | null, signal: NodeJS.Signals | null): void => {
       if (result !== undefined) return finish(result);

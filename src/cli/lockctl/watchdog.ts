@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './processTree.js';
 
@@ -21,8 +22,27 @@ export type WatchdogReport =
   | { readonly failed: { readonly code: string | undefined; readonly message: string } }
   | { readonly exited: { readonly code: number | null; readonly signal: NodeJS.Signals | null } };
 
-/** From lockctl to the watchdog: run the command now, with this environment (the lock's); or a signal to pass on to it. */
-export type WatchdogOrder = { readonly run: { readonly env: NodeJS.ProcessEnv } } | { readonly signal: NodeJS.Signals };
+/**
+ * From lockctl to the watchdog: run the command now, with the lock's fencing token (null: the lock
+ * has none, LOCKCTL_TOKEN unset); or a signal to pass on to it.
+ */
+export type WatchdogOrder = { readonly run: { readonly token: string | null } } | { readonly signal: NodeJS.Signals };
+
+/**
+ * The command waits, already started, behind a shell that blocks on fd 3 until the lock is ours:
+ * starting a process (a fork of a Node.js process, some milliseconds) is off the way from the
+ * grant to the command, which is then one pipe wake-up and an exec. The token arrives on that pipe
+ * (LOCKCTL_TOKEN). A command that is not found is said on fd 4 before the shell exits 127, so it is
+ * told apart from a command that exits 127 itself. End of fd 3 without a token: nothing runs.
+ */
+const TRAMPOLINE = [
+  'IFS= read -r token <&3 || exit 0',
+  'exec 3<&-',
+  'if [ "$token" = - ]; then unset LOCKCTL_TOKEN; else LOCKCTL_TOKEN=$token; export LOCKCTL_TOKEN; fi',
+  'command -v -- "$1" >/dev/null 2>&1 || { echo not-found >&4; exit 127; }',
+  'exec 4>&-',
+  'exec "$@"',
+].join('\n');
 
 /** While the grace runs, how often the watchdog looks whether everything has ended. */
 const GRACE_CHECK_MS = 100;
@@ -45,7 +65,13 @@ async function main(): Promise<void> {
   }
   for (const signal of IGNORED) process.on(signal, () => {});
 
-  let child: ChildProcess | undefined;
+  // Started now, held by the trampoline until the run order; its environment is lockctl's (LOCKCTL_KEY, …).
+  const child: ChildProcess = spawn('/bin/sh', ['-c', TRAMPOLINE, 'lockctl-hold', file, ...args], { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'] });
+  const gate = child.stdio[3] as Writable;
+  gate.on('error', () => {});
+  let notFound = false;
+  (child.stdio[4] as Readable).on('data', () => (notFound = true)).on('error', () => {});
+  let running = false;
   let exited = false;
   let stopping: Promise<void> | undefined;
 
@@ -60,8 +86,13 @@ async function main(): Promise<void> {
 
   /** lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace. */
   const stopCommand = async (): Promise<void> => {
-    const pid = child?.pid;
-    if (child === undefined || pid === undefined || exited) return;
+    const pid = child.pid;
+    if (pid === undefined || exited) return;
+    if (!running) {
+      // Never told to run: the trampoline ends at the end of its pipe, and nothing runs.
+      gate.end();
+      return;
+    }
     const deadline = performance.now() + graceMs;
     const tree = await processTree(pid);
     if (tree === undefined) {
@@ -78,30 +109,35 @@ async function main(): Promise<void> {
     signalAll(new Map([...left, ...(started ?? [])]), 'SIGKILL');
   };
 
-  process.on('disconnect', () => {
+  const lockctlGone = (): void => {
     stopping ??= stopCommand().finally(() => process.exit(0));
-  });
-  /** Runs the command (once): the lock is lockctl's now. */
-  const run = (env: NodeJS.ProcessEnv): void => {
-    if (child !== undefined || stopping !== undefined) return;
-    const started = spawn(file, args, { stdio: 'inherit', env });
-    child = started;
-    started.once('spawn', () => void report({ started: started.pid! }));
-    started.once('error', (error: NodeJS.ErrnoException) => {
-      exited = true;
-      void report({ failed: { code: error.code, message: error.message } }).finally(() => process.exit(0));
-    });
-    started.once('exit', (code, signal) => {
-      exited = true;
-      // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
-      if (stopping !== undefined) return;
-      void report({ exited: { code, signal } }).finally(() => process.exit(0));
-    });
   };
+  process.on('disconnect', lockctlGone);
+  // lockctl may have given up (--wait 0, a signal) before this process got this far: no 'disconnect' comes then.
+  if (!process.connected) lockctlGone();
+  /** Runs the command (once): the lock is lockctl's now. */
+  const run = (token: string | null): void => {
+    if (running || stopping !== undefined || exited) return;
+    running = true;
+    gate.end(`${token ?? '-'}\n`);
+    if (child.pid !== undefined) void report({ started: child.pid });
+  };
+  child.once('error', (error: NodeJS.ErrnoException) => {
+    exited = true;
+    void report({ failed: { code: error.code, message: error.message } }).finally(() => process.exit(0));
+  });
+  // 'close', not 'exit': the trampoline's word on fd 4 is read by then.
+  child.once('close', (code, signal) => {
+    exited = true;
+    // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
+    if (stopping !== undefined) return;
+    const ended: WatchdogReport = notFound ? { failed: { code: 'ENOENT', message: 'not found' } } : { exited: { code, signal } };
+    void report(ended).finally(() => process.exit(0));
+  });
 
   process.on('message', (order: WatchdogOrder) => {
-    if ('run' in order) run(order.run.env);
-    else if (child !== undefined && !exited) child.kill(order.signal);
+    if ('run' in order) run(order.run.token);
+    else if (running && !exited) child.kill(order.signal);
   });
 }
 

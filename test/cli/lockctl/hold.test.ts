@@ -161,6 +161,13 @@ test('a command that cannot be found exits 127, and the lock is released', async
   t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
 });
 
+test('a command that exits 127 itself is its exit code, not "cannot run"', async (t) => {
+  const server = await startServer(t);
+  const run = await lockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'me', '--', 'sh', '-c', 'exit 127']);
+  t.is(run.code, 127);
+  t.notRegex(run.stderr, /cannot run/);
+});
+
 test("losing the lock while the command runs sends it SIGTERM at once, at the server's loss notice, saying how", async (t) => {
   const server = await startServer(t);
   const client = await connectClient(t, server.port);

@@ -45,6 +45,13 @@ export interface HoldLockOptions extends LockRequestOptions {
    * without a token through a new connection, but the connection passed in would be closed).
    */
   readonly fencing?: boolean;
+  /**
+   * Called once, synchronously, the moment the lock is known to be the caller's, before holdLock
+   * resolves (and before its own bookkeeping): for work that must start without a turn of the
+   * event loop in between (`lockctl hold` lets its already started command go here). Gets the
+   * fencing token (undefined without one). Not called when holdLock rejects; must not throw.
+   */
+  readonly onOwned?: (token: number | undefined) => void;
 }
 
 /** The longest pause that still beats `seconds` (0 = no expiry, no bound) several times. */
@@ -467,7 +474,10 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
       granted.noticeConnection?.destroy();
       throw options.signal.reason;
     }
-    if (granted !== undefined) return new HeldLock(heldLockInit(options, { ...granted, key, index, owner, ttl, lossNotices: true }));
+    if (granted !== undefined) {
+      options.onOwned?.(granted.token);
+      return new HeldLock(heldLockInit(options, { ...granted, key, index, owner, ttl, lossNotices: true }));
+    }
   }
   return pollForLock(client, lockOptions);
 }
@@ -554,6 +564,7 @@ async function pollForLock(client: LockClient, options: LockWanted): Promise<Hel
     owned?.destroy();
     throw signal.reason;
   }
+  options.onOwned?.(token);
   return new HeldLock(
     heldLockInit(options, {
       client: current,

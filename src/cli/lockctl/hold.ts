@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, hostname } from 'node:os';
+import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { byteString, MAX_STRING_LENGTH, type ByteString } from '../../bytes.js';
 import { holdLock, type HeldLock } from '../../client/holdLock.js';
@@ -8,6 +9,7 @@ import type { LockClient } from '../../client/LockClient.js';
 import type { LockRequest } from '../../locks/LockService.js';
 import { ExitCode } from './exitCodes.js';
 import { jsonBytes, shown, tokenField } from './render.js';
+import { GATE_FD, gateLine } from './gate.js';
 import type { WatchdogOrder, WatchdogReport } from './watchdog.js';
 
 export interface HoldSpec extends LockRequest {
@@ -128,7 +130,7 @@ async function hold(client: LockClient, spec: HoldSpec, output: HoldOutput, sign
   // Started while we wait, so that the command starts the moment the lock is ours (starting Node takes tens of ms).
   const watchdog = spec.command.length === 0 ? undefined : startWatchdog(spec);
   try {
-    lock = await waitForLock(client, spec, onFailover, signals);
+    lock = await waitForLock(client, spec, onFailover, signals, (token) => watchdog?.letGo(token));
   } catch (error) {
     watchdog?.dismiss();
     if (error instanceof LockWaitTimeoutError) {
@@ -166,6 +168,7 @@ async function waitForLock(
   spec: HoldSpec,
   onFailover: (from: string, to: string) => void,
   signals: HoldSignals,
+  onOwned: (token: number | undefined) => void,
 ): Promise<HeldLock | number> {
   const interrupt = new AbortController();
   signals.handle((signal) => interrupt.abort(new Interrupted(signalExitCode(signal))));
@@ -178,6 +181,7 @@ async function waitForLock(
       waitTimeoutMs: spec.waitSeconds === undefined ? undefined : spec.waitSeconds * MS_PER_SECOND,
       signal: interrupt.signal,
       onFailover,
+      onOwned,
     });
   } catch (error) {
     if (error instanceof Interrupted) return error.exitCode;
@@ -231,16 +235,24 @@ interface StartedWatchdog {
   readonly startError: () => Error | undefined;
   /** How it ended, if it ended already (killed while lockctl waited). */
   readonly ended: () => { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
-  /** The lock was not had: the watchdog ends without running anything. */
+  /**
+   * The lock is ours: the token goes down the gate, straight to the command's trampoline (see
+   * watchdog.ts), which then execs the command; no other process is woken on the way.
+   */
+  letGo(token: number | undefined): void;
+  /** The lock was not had: the gate closes unwritten and the watchdog ends without running anything. */
   dismiss(): void;
 }
 
 function startWatchdog(spec: HoldSpec): StartedWatchdog {
   const [file, ...args] = spec.command;
   const child = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
-    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
     env: commandEnvironment(spec),
   });
+  const gate = child.stdio[GATE_FD] as Writable;
+  // A watchdog that died meanwhile: its 'close' says so (runWhileHeld).
+  gate.on('error', () => {});
   let startError: Error | undefined;
   let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   child.once('error', (error) => (startError = error));
@@ -249,7 +261,11 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
     process: child,
     startError: () => startError,
     ended: () => ended,
+    letGo: (token) => {
+      gate.end(gateLine(token));
+    },
     dismiss: () => {
+      gate.destroy();
       if (child.connected) child.disconnect();
     },
   };
@@ -302,7 +318,8 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
     const startError = started.startError();
     if (startError !== undefined) return failedToStart(startError);
     watchdog.once('error', failedToStart);
-    if (watchdog.connected) watchdog.send({ run: { token: lock.token === undefined ? null : String(lock.token) } } satisfies WatchdogOrder);
+    // The command was let go at the grant (letGo); the watchdog now has it to watch.
+    if (watchdog.connected) watchdog.send({ running: true } satisfies WatchdogOrder);
     // 'close' comes after the exit and after the channel has delivered every report.
     const closed = (code: number | null, signal: NodeJS.Signals | null): void => {
       if (result !== undefined) return finish(result);

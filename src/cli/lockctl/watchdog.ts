@@ -1,13 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
+import { GATE_FD, TRAMPOLINE } from './gate.js';
 import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './processTree.js';
 
 /**
  * hold's watchdog: `node watchdog.js GRACE_MS FILE [ARGS…]`, started by lockctl with an IPC
- * channel while it waits for the lock (so that starting Node is not on the way from the grant to
- * the command), runs the command once lockctl says so, with the environment it sends, and tells
- * lockctl how it went. Told nothing before lockctl goes, it exits without running anything. It exists for the case lockctl cannot
+ * channel and the gate (gate.ts) while it waits for the lock, starts the command behind the gate at
+ * once (so that starting processes is not on the way from the grant to the command), and tells
+ * lockctl how it went. lockctl gone before it let the command go, nothing runs. It exists for the case lockctl cannot
  * handle itself: lockctl killed (kill -9, the OOM killer) while the command runs. Nobody renews
  * the lock then, and it expires after its TTL while the command would run on, unlocked. The
  * channel closes when lockctl dies, however it dies; the watchdog then sends SIGTERM to the
@@ -23,26 +24,10 @@ export type WatchdogReport =
   | { readonly exited: { readonly code: number | null; readonly signal: NodeJS.Signals | null } };
 
 /**
- * From lockctl to the watchdog: run the command now, with the lock's fencing token (null: the lock
- * has none, LOCKCTL_TOKEN unset); or a signal to pass on to it.
+ * From lockctl to the watchdog: the command was let go (lockctl wrote the token down the gate,
+ * gate.ts), so it runs and is the watchdog's to watch; or a signal to pass on to it.
  */
-export type WatchdogOrder = { readonly run: { readonly token: string | null } } | { readonly signal: NodeJS.Signals };
-
-/**
- * The command waits, already started, behind a shell that blocks on fd 3 until the lock is ours:
- * starting a process (a fork of a Node.js process, some milliseconds) is off the way from the
- * grant to the command, which is then one pipe wake-up and an exec. The token arrives on that pipe
- * (LOCKCTL_TOKEN). A command that is not found is said on fd 4 before the shell exits 127, so it is
- * told apart from a command that exits 127 itself. End of fd 3 without a token: nothing runs.
- */
-const TRAMPOLINE = [
-  'IFS= read -r token <&3 || exit 0',
-  'exec 3<&-',
-  'if [ "$token" = - ]; then unset LOCKCTL_TOKEN; else LOCKCTL_TOKEN=$token; export LOCKCTL_TOKEN; fi',
-  'command -v -- "$1" >/dev/null 2>&1 || { echo not-found >&4; exit 127; }',
-  'exec 4>&-',
-  'exec "$@"',
-].join('\n');
+export type WatchdogOrder = { readonly running: true } | { readonly signal: NodeJS.Signals };
 
 /** While the grace runs, how often the watchdog looks whether everything has ended. */
 const GRACE_CHECK_MS = 100;
@@ -65,10 +50,10 @@ async function main(): Promise<void> {
   }
   for (const signal of IGNORED) process.on(signal, () => {});
 
-  // Started now, held by the trampoline until the run order; its environment is lockctl's (LOCKCTL_KEY, …).
-  const child: ChildProcess = spawn('/bin/sh', ['-c', TRAMPOLINE, 'lockctl-hold', file, ...args], { stdio: ['inherit', 'inherit', 'inherit', 'pipe', 'pipe'] });
-  const gate = child.stdio[3] as Writable;
-  gate.on('error', () => {});
+  // Started now, held by the trampoline until lockctl writes down the gate; its environment is lockctl's (LOCKCTL_KEY, …).
+  const child: ChildProcess = spawn('/bin/sh', ['-c', TRAMPOLINE, 'lockctl-hold', file, ...args], {
+    stdio: ['inherit', 'inherit', 'inherit', GATE_FD, 'pipe'],
+  });
   let notFound = false;
   (child.stdio[4] as Readable).on('data', () => (notFound = true)).on('error', () => {});
   let running = false;
@@ -84,15 +69,14 @@ async function main(): Promise<void> {
     }
   };
 
-  /** lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace. */
+  /**
+   * lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace.
+   * Whether or not the command was let go: lockctl may have written down the gate and died before
+   * saying so; a trampoline still at the gate just ends the sooner.
+   */
   const stopCommand = async (): Promise<void> => {
     const pid = child.pid;
     if (pid === undefined || exited) return;
-    if (!running) {
-      // Never told to run: the trampoline ends at the end of its pipe, and nothing runs.
-      gate.end();
-      return;
-    }
     const deadline = performance.now() + graceMs;
     const tree = await processTree(pid);
     if (tree === undefined) {
@@ -115,11 +99,10 @@ async function main(): Promise<void> {
   process.on('disconnect', lockctlGone);
   // lockctl may have given up (--wait 0, a signal) before this process got this far: no 'disconnect' comes then.
   if (!process.connected) lockctlGone();
-  /** Runs the command (once): the lock is lockctl's now. */
-  const run = (token: string | null): void => {
+  /** The command was let go: the lock is lockctl's now. */
+  const letGo = (): void => {
     if (running || stopping !== undefined || exited) return;
     running = true;
-    gate.end(`${token ?? '-'}\n`);
     if (child.pid !== undefined) void report({ started: child.pid });
   };
   child.once('error', (error: NodeJS.ErrnoException) => {
@@ -136,7 +119,7 @@ async function main(): Promise<void> {
   });
 
   process.on('message', (order: WatchdogOrder) => {
-    if ('run' in order) run(order.run.token);
+    if ('running' in order) letGo();
     else if (running && !exited) child.kill(order.signal);
   });
 }

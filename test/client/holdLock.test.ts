@@ -72,6 +72,31 @@ test('waits in line without polling: one acquire-and-wait (0x0B), answered at th
   await lock.release();
 });
 
+test('onOwned is called once with the token before holdLock resolves, waiting or polling; never when it rejects', async (t) => {
+  const { server } = await startCountingServer(t);
+  const other = await connectClient(t, server.port);
+  for (const port of [server.port, await serverBeforeWaitingInFrontOf(t, server.port)]) {
+    const client = await connectClient(t, port);
+    t.is(await other.request('k', 'i', 'first'), 1);
+    const owned: [number | undefined, boolean][] = [];
+    let resolved = false;
+    const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, pollMaxMs: 100, onOwned: (token) => owned.push([token, resolved]) });
+    void acquiring.then(() => (resolved = true));
+    await pollUntil('the waiter to queue', async () => ((await other.location('k', 'i', 'second')) === 2 ? true : undefined));
+    t.deepEqual(owned, [], 'not before the grant');
+    t.is(await other.release('k', 'i', 'first'), 1);
+    await pollUntil('onOwned', async () => (owned.length > 0 ? true : undefined));
+    const lock = await bounded(acquiring, WAIT_MS, 'the lock');
+    t.deepEqual(owned, [[lock.token, false]], "once, with the grant's token, before holdLock resolved");
+    await lock.release();
+  }
+  const client = await connectClient(t, server.port);
+  t.is(await other.request('k', 'i', 'first'), 1);
+  let called = false;
+  await t.throwsAsync(holdLock(client, 'k', 'i', 'second', { waitTimeoutMs: 100, onOwned: () => (called = true) }), { instanceOf: LockWaitTimeoutError });
+  t.false(called);
+});
+
 test('where the server has no acquire-and-wait, waits in line by polling with request with fence (0x0A)', async (t) => {
   const { server, received } = await startCountingServer(t);
   const other = await connectClient(t, server.port);

@@ -716,7 +716,7 @@ function renderHandoff(h: HandoffResult): string[] {
         `(the same delay for every row in a try: ${h.delaysMs.map((d) => num(d)).join(', ')} ms) the owner lets go: ours with a release (0x05) on its connection, ` +
         "etcdctl's owner (`etcdctl lock NAME`) with SIGTERM (it then unlocks), the Go owner with `Unlock`; the clock is read right before. " +
         '**told**: until the waiter knew it owns (lockctl hold --json printed `{"acquired":true}`, the 0x0B reply was read, the Go `Lock` returned); ' +
-        "**ran**: until the command the waiter then ran, `sh -c 'date +%s%N'`, read the clock (lockctl: under its watchdog, a Node process; the raw waiter: spawned by the bench; " +
+        "**ran**: until the command the waiter then ran, `sh -c 'date +%s%N'`, read the clock (lockctl: started while it waits, behind a shell its grant lets go; the raw waiter: spawned by the bench; " +
         'etcdctl and Go: exec from Go). Median (min–max) of the tries, ms. ' +
         '`lockctl hold` is the built CLI of this checkout, however it waits: **requests while queued** counts the lock requests its node saw from the ' +
         'waiter between queued and the release (stats, 0x08): its polls (0 for a waiter by 0x0B). ' +

@@ -8,7 +8,8 @@
  *
  * The pipe is the watchdog's fd GATE_FD (lockctl spawns it with that extra pipe), passed on to the
  * shell as its fd 3; the shell's fd 4 is a pipe to the watchdog, which hears there that the
- * command was not found, so that this is told apart from a command that itself exits 127.
+ * command was not found (127) or found on the PATH but not executable (126), so that these are
+ * told apart from a command that itself exits 127 or 126.
  */
 
 /** The gate in the watchdog: after stdin, stdout, stderr and the IPC channel. */
@@ -27,7 +28,8 @@ export const TRAMPOLINE = [
   'IFS= read -r token <&3 || exit 0',
   'exec 3<&-',
   `if [ "$token" = ${GATE_NO_TOKEN} ]; then unset LOCKCTL_TOKEN; else LOCKCTL_TOKEN=$token; export LOCKCTL_TOKEN; fi`,
-  'command -v -- "$1" >/dev/null 2>&1 || { echo not-found >&4; exit 127; }',
+  // Not found by PATH search, but there, not executable: 126, as execvp's EACCES (spawn's, flock's).
+  'command -v -- "$1" >/dev/null 2>&1 || { case $1 in */*) false;; *) (IFS=:; for d in ${PATH-}; do [ -e "${d:-.}/$1" ] && exit 0; done; exit 1);; esac && { echo not-executable >&4; exit 126; }; echo not-found >&4; exit 127; }',
   'exec 4>&-',
   'exec "$@"',
 ].join('\n');

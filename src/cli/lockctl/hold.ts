@@ -233,6 +233,8 @@ interface StartedWatchdog {
   readonly process: ChildProcess;
   /** Why it could not be started, if it could not (reported once the lock is ours). */
   readonly startError: () => Error | undefined;
+  /** The trampoline's pid (the command's, once let go), as the watchdog reported it. */
+  readonly shellPid: () => number | undefined;
   /** How it ended, if it ended already (killed while lockctl waited). */
   readonly ended: () => { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
   /**
@@ -257,11 +259,21 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
   let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   child.once('error', (error) => (startError = error));
   child.once('close', (code, signal) => (ended = { code, signal }));
+  let shellPid: number | undefined;
+  child.on('message', (report: WatchdogReport) => {
+    if ('started' in report) shellPid = report.started;
+  });
   return {
     process: child,
     startError: () => startError,
+    shellPid: () => shellPid,
     ended: () => ended,
     letGo: (token) => {
+      // Without its watchdog the command would outlive lockctl unwatched (and runWhileHeld would release the lock under it): not let go.
+      if (ended !== undefined || child.exitCode !== null || child.signalCode !== null || !child.connected) {
+        gate.destroy();
+        return;
+      }
       gate.end(gateLine(token));
     },
     dismiss: () => {
@@ -280,7 +292,7 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
   return new Promise((resolve) => {
     const [file] = spec.command;
     const watchdog = started.process;
-    let commandPid: number | undefined;
+    let commandPid: number | undefined = started.shellPid();
     let result: number | undefined;
     const order = (signal: NodeJS.Signals): void => {
       if (watchdog.connected) watchdog.send({ signal } satisfies WatchdogOrder);

@@ -19,6 +19,7 @@ import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './pr
 
 /** From the watchdog to lockctl. */
 export type WatchdogReport =
+  // The trampoline's pid, as soon as it is spawned: the command's once let go (exec keeps it).
   | { readonly started: number }
   | { readonly failed: { readonly code: string | undefined; readonly message: string } }
   | { readonly exited: { readonly code: number | null; readonly signal: NodeJS.Signals | null } };
@@ -54,8 +55,13 @@ async function main(): Promise<void> {
   const child: ChildProcess = spawn('/bin/sh', ['-c', TRAMPOLINE, 'lockctl-hold', file, ...args], {
     stdio: ['inherit', 'inherit', 'inherit', GATE_FD, 'pipe'],
   });
-  let notFound = false;
-  (child.stdio[4] as Readable).on('data', () => (notFound = true)).on('error', () => {});
+  // lockctl learns the trampoline's pid at once: should this process die, lockctl stops it, let go or not.
+  if (child.pid !== undefined) void report({ started: child.pid });
+  let cannotRun = '';
+  (child.stdio[4] as Readable)
+    .setEncoding('utf8')
+    .on('data', (word: string) => (cannotRun += word))
+    .on('error', () => {});
   let running = false;
   let exited = false;
   let stopping: Promise<void> | undefined;
@@ -103,7 +109,6 @@ async function main(): Promise<void> {
   const letGo = (): void => {
     if (running || stopping !== undefined || exited) return;
     running = true;
-    if (child.pid !== undefined) void report({ started: child.pid });
   };
   child.once('error', (error: NodeJS.ErrnoException) => {
     exited = true;
@@ -114,7 +119,11 @@ async function main(): Promise<void> {
     exited = true;
     // Ending while the command is being stopped: that is done first; lockctl is gone anyway.
     if (stopping !== undefined) return;
-    const ended: WatchdogReport = notFound ? { failed: { code: 'ENOENT', message: 'not found' } } : { exited: { code, signal } };
+    const ended: WatchdogReport = cannotRun.startsWith('not-executable')
+      ? { failed: { code: 'EACCES', message: 'not executable' } }
+      : cannotRun !== ''
+        ? { failed: { code: 'ENOENT', message: 'not found' } }
+        : { exited: { code, signal } };
     void report(ended).finally(() => process.exit(0));
   });
 

@@ -1,11 +1,12 @@
 import test from 'ava';
 import type { ChildProcess } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { bounded } from '../../helpers/bounded.js';
 import { connectClient } from '../../helpers/lockClient.js';
 import { LOCKCTL_PATH, lockctl, startLockctl } from '../../helpers/lockctl.js';
+import { lockctlWithEnv } from '../../helpers/lockctlProcess.js';
 import { pollUntil } from '../../helpers/poll.js';
 import { startServer } from '../../helpers/serverProcess.js';
 import { processTree } from '../../../src/cli/lockctl/processTree.js';
@@ -14,6 +15,27 @@ const node = process.execPath;
 
 /** The owner a `lockctl hold` process uses for the owner it was given: unique to that process. */
 const ownerOf = (given: string, hold: ChildProcess): string => `${given}@${hold.pid}.${hostname()}`;
+
+/** The processes under `hold` whose command line has `part` in it. */
+async function processesUnder(hold: ChildProcess, part: string): Promise<number[]> {
+  const tree = await processTree(hold.pid!);
+  const pids = [...(tree?.keys() ?? [])].filter((pid) => pid !== hold.pid);
+  const named = await Promise.all(pids.map(async (pid) => ((await readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '')).includes(part) ? pid : 0)));
+  return named.filter((pid) => pid !== 0);
+}
+
+/** The pid of `hold`'s watchdog, once it runs (bounded). */
+function watchdogOf(hold: ChildProcess): Promise<number> {
+  return pollUntil('the watchdog to run while hold waits', async () => {
+    const found = await processesUnder(hold, 'watchdog.js');
+    return found.length === 1 ? found[0] : undefined;
+  });
+}
+
+/** Whether process `pid` is gone (reaped: not even a zombie). */
+async function gone(pid: number): Promise<boolean> {
+  return (await readFile(`/proc/${pid}/stat`, 'latin1').catch(() => undefined)) === undefined;
+}
 
 /** Resolves with the first line of the process's stdout that matches `pattern` (bounded). */
 function stdoutLine(child: ChildProcess, pattern: RegExp): Promise<string> {
@@ -132,22 +154,11 @@ test('the watchdog is started while hold waits, so the command starts at the gra
   const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', '']);
   const owner = ownerOf('second', hold.child);
   await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
-  const watchdogs = async (): Promise<number[]> => {
-    const tree = await processTree(hold.child.pid!);
-    const pids = [...(tree?.keys() ?? [])].filter((pid) => pid !== hold.child.pid);
-    const named = await Promise.all(
-      pids.map(async (pid) => ((await readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '')).includes('watchdog.js') ? pid : 0)),
-    );
-    return named.filter((pid) => pid !== 0);
-  };
-  const [watchdog] = await pollUntil('the watchdog to run while hold waits', async () => {
-    const found = await watchdogs();
-    return found.length === 1 ? found : undefined;
-  });
+  const watchdog = await watchdogOf(hold.child);
   hold.child.kill('SIGINT');
   t.like(await hold.result, { code: 130 });
   await pollUntil('the watchdog to end with hold', async () =>
-    (await processTree(watchdog!)) === undefined || (await processTree(watchdog!))!.size === 0 ? true : undefined,
+    (await processTree(watchdog)) === undefined || (await processTree(watchdog))!.size === 0 ? true : undefined,
   );
   t.is(await client.location('jobs', 'n', owner), 0);
 });
@@ -159,6 +170,42 @@ test('a command that cannot be found exits 127, and the lock is released', async
   t.regex(run.stderr, /cannot run no-such-command-for-lockctl-tests/);
   const client = await connectClient(t, server.port);
   t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
+});
+
+test('a watchdog killed while hold waits: at the grant the command does not run (it would be unwatched); exit 70, the lock released', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const marker = join(server.dir, 'ran');
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', 'sh', '-c', `echo ran > ${marker}`]);
+  const owner = ownerOf('second', hold.child);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const watchdog = await watchdogOf(hold.child);
+  const [trampoline] = await pollUntil('the command to wait at its gate', async () => {
+    const found = await processesUnder(hold.child, 'lockctl-hold');
+    return found.length === 1 ? found : undefined;
+  });
+  process.kill(watchdog, 'SIGKILL');
+  await pollUntil('hold to reap its watchdog', async () => ((await gone(watchdog)) ? true : undefined));
+  t.is(await client.release('jobs', 'n', 'first'), 1);
+  const run = await hold.result;
+  t.is(run.code, 70);
+  t.regex(run.stderr, /watchdog running sh ended \(SIGKILL\)/);
+  await pollUntil('the command at its gate to end without running', async () => ((await gone(trampoline!)) ? true : undefined));
+  await t.throwsAsync(readFile(marker), { code: 'ENOENT' }, 'the command never ran');
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0), 'released');
+});
+
+test('a command found on the PATH but not executable exits 126, saying so', async (t) => {
+  const server = await startServer(t);
+  const bin = join(server.dir, 'bin');
+  await mkdir(bin);
+  await writeFile(join(bin, 'not-executable-for-lockctl-tests'), 'echo ran\n', { mode: 0o644 });
+  const run = await lockctlWithEnv(['-p', String(server.port), 'hold', 'jobs', 'n', 'me', '--', 'not-executable-for-lockctl-tests'], {
+    PATH: `${bin}:${process.env.PATH ?? ''}`,
+  });
+  t.is(run.code, 126);
+  t.regex(run.stderr, /cannot run not-executable-for-lockctl-tests: not executable/);
 });
 
 test('a command that exits 127 itself is its exit code, not "cannot run"', async (t) => {

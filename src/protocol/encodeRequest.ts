@@ -32,14 +32,6 @@ export function encodeRequest(out: BufferWriter, request: Request): void {
       return;
     case Command.Request:
     case Command.RequestFenced:
-      out
-        .string(request.key)
-        .string(request.index)
-        .string(request.owner)
-        .u16(checkU16('ttl', request.ttl))
-        .u16(checkU16('ttw', request.ttw))
-        .u8(checkU8('priority', request.priority));
-      return;
     case Command.AcquireWait:
       out
         .string(request.key)
@@ -47,8 +39,9 @@ export function encodeRequest(out: BufferWriter, request: Request): void {
         .string(request.owner)
         .u16(checkU16('ttl', request.ttl))
         .u16(checkU16('ttw', request.ttw))
-        .u8(checkU8('priority', request.priority))
-        .u32(checkU32('waitMs', request.waitMs));
+        .u8(checkU8('priority', request.priority));
+      // Acquire and wait is a request with fence followed by its wait bound.
+      if (request.command === Command.AcquireWait) out.u32(checkU32('waitMs', request.waitMs));
       return;
     case Command.FindLocation:
     case Command.Renew:

@@ -1,38 +1,34 @@
 import type { ByteString } from '../bytes.js';
 import { Command } from './constants.js';
 
+/** The fields of a lock request (0x02, 0x0A, and 0x0B before its wait bound). */
+interface RequestedLock {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  /** Seconds an owner keeps the lock without renewal; 0 = no expiry. */
+  readonly ttl: number;
+  /** Seconds a waiter stays queued without renewal; 0 = no expiry. */
+  readonly ttw: number;
+  /** 0–255, higher first. */
+  readonly priority: number;
+}
+
 /** A decoded client request. Strings are byte strings (see bytes.ts). */
 export type Request =
   | { readonly command: typeof Command.FindOwner; readonly key: ByteString; readonly index: ByteString }
-  | {
-      readonly command: typeof Command.Request | typeof Command.RequestFenced;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
-      /** Seconds an owner keeps the lock without renewal; 0 = no expiry. */
-      readonly ttl: number;
-      /** Seconds a waiter stays queued without renewal; 0 = no expiry. */
-      readonly ttw: number;
-      /** 0–255, higher first. */
-      readonly priority: number;
-    }
+  | (RequestedLock & { readonly command: typeof Command.Request | typeof Command.RequestFenced })
   | {
       readonly command: typeof Command.FindLocation | typeof Command.Renew | typeof Command.Release | typeof Command.Fence;
       readonly key: ByteString;
       readonly index: ByteString;
       readonly owner: ByteString;
     }
-  | {
+  | (RequestedLock & {
       readonly command: typeof Command.AcquireWait;
-      readonly key: ByteString;
-      readonly index: ByteString;
-      readonly owner: ByteString;
-      readonly ttl: number;
-      readonly ttw: number;
-      readonly priority: number;
       /** Milliseconds to wait for the lock at most; 0 = answer at once, NO_WAIT_BOUND = no bound. */
       readonly waitMs: number;
-    }
+    })
   | { readonly command: typeof Command.AwaitLoss; readonly key: ByteString; readonly index: ByteString; readonly owner: ByteString }
   | { readonly command: typeof Command.ReleaseAll; readonly owner: ByteString }
   | { readonly command: typeof Command.List | typeof Command.ListDetailed; readonly key: ByteString }

@@ -1,4 +1,4 @@
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import type { ChildProcess } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
@@ -8,13 +8,27 @@ import { connectClient } from '../../helpers/lockClient.js';
 import { LOCKCTL_PATH, lockctl, startLockctl } from '../../helpers/lockctl.js';
 import { lockctlWithEnv } from '../../helpers/lockctlProcess.js';
 import { pollUntil } from '../../helpers/poll.js';
-import { startServer } from '../../helpers/serverProcess.js';
+import { startServer, tempDir } from '../../helpers/serverProcess.js';
 import { processTree } from '../../../src/cli/lockctl/processTree.js';
 
 const node = process.execPath;
 
 /** The owner a `lockctl hold` process uses for the owner it was given: unique to that process. */
 const ownerOf = (given: string, hold: ChildProcess): string => `${given}@${hold.pid}.${hostname()}`;
+
+/**
+ * A server where "first" owns jobs/n, and `lockctl hold [holdOptions] jobs n second -- command…`
+ * queued behind it (bounded).
+ */
+async function holdQueuedBehindFirst(t: ExecutionContext, holdOptions: readonly string[], command: readonly string[]) {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  t.is(await client.request('jobs', 'n', 'first'), 1);
+  const hold = startLockctl(['-p', String(server.port), 'hold', ...holdOptions, 'jobs', 'n', 'second', '--', ...command]);
+  const owner = ownerOf('second', hold.child);
+  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  return { server, client, hold, owner };
+}
 
 /** The processes under `hold` whose command line has `part` in it. */
 async function processesUnder(hold: ChildProcess, part: string): Promise<number[]> {
@@ -65,11 +79,7 @@ test('hold runs the command while owning the lock, releases it after, and exits 
 });
 
 test('hold waits for the current owner to let go before running the command', async (t) => {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
-  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', 'process.exit(0)']);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', ownerOf('second', hold.child))) === 2 ? true : undefined));
+  const { client, hold } = await holdQueuedBehindFirst(t, [], [node, '-e', 'process.exit(0)']);
   t.is(await client.release('jobs', 'n', 'first'), 1);
   t.like(await hold.result, { code: 0 });
   t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0));
@@ -136,24 +146,14 @@ test('hold --json says why the lock was not acquired', async (t) => {
 });
 
 test('Ctrl-C while waiting exits 130 and leaves no waiting entry', async (t) => {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
-  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', '']);
-  const owner = ownerOf('second', hold.child);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const { client, hold, owner } = await holdQueuedBehindFirst(t, [], [node, '-e', '']);
   hold.child.kill('SIGINT');
   t.like(await hold.result, { code: 130 });
   t.is(await client.location('jobs', 'n', owner), 0);
 });
 
 test('the watchdog is started while hold waits, so the command starts at the grant without starting Node; it goes when hold gives up', async (t) => {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
-  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', node, '-e', '']);
-  const owner = ownerOf('second', hold.child);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const { client, hold, owner } = await holdQueuedBehindFirst(t, [], [node, '-e', '']);
   const watchdog = await watchdogOf(hold.child);
   hold.child.kill('SIGINT');
   t.like(await hold.result, { code: 130 });
@@ -173,13 +173,8 @@ test('a command that cannot be found exits 127, and the lock is released', async
 });
 
 test('a watchdog killed while hold waits: at the grant the command does not run (it would be unwatched); exit 70, the lock released', async (t) => {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
-  const marker = join(server.dir, 'ran');
-  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'second', '--', 'sh', '-c', `echo ran > ${marker}`]);
-  const owner = ownerOf('second', hold.child);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const marker = join(await tempDir(t), 'ran');
+  const { client, hold } = await holdQueuedBehindFirst(t, [], ['sh', '-c', `echo ran > ${marker}`]);
   const watchdog = await watchdogOf(hold.child);
   const [trampoline] = await pollUntil('the command to wait at its gate', async () => {
     const found = await processesUnder(hold.child, 'lockctl-hold');
@@ -243,13 +238,8 @@ test('hold waits without polling: one acquire-and-wait (0x0B) while the lock is 
 });
 
 test('kill -9 of lockctl while it waits: the server takes its waiting entry out of the queue (it asked with TTW 0, for as long as its connection)', async (t) => {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
   // --ttw 0: were it polling, its entry would stay queued for ever.
-  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttw', '0', 'jobs', 'n', 'second', '--', node, '-e', '']);
-  const owner = ownerOf('second', hold.child);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
+  const { client, hold, owner } = await holdQueuedBehindFirst(t, ['--ttw', '0'], [node, '-e', '']);
   hold.child.kill('SIGKILL');
   t.is((await hold.result).signal, 'SIGKILL');
   await pollUntil('the waiting entry to leave', async () => ((await client.location('jobs', 'n', owner)) === 0 ? true : undefined));

@@ -21,6 +21,13 @@ export type { ClusterDeps, ClusterFigures, ClusterObserver, ClusterOptions } fro
 /** Cancels of abandoned waits kept until the log may carry them (see ClusterLockService.abandonEntry). */
 const MAX_DEFERRED_CANCELS = 10_000;
 
+/** The names of a waiting entry whose client stopped waiting. */
+interface WaitingEntry {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+}
+
 /** `--import-lock-file` into a cluster that already holds entries. */
 export class ImportRefusedError extends Error {
   override name = 'ImportRefusedError';
@@ -47,7 +54,7 @@ export class ClusterLockService implements LockService, WaitersHost {
   private closing: Promise<void> | undefined;
   private ready = false;
   /** Waits abandoned before format 4 could be written (see abandonEntry). */
-  private readonly deferredCancels: Array<{ readonly key: ByteString; readonly index: ByteString; readonly owner: ByteString }> = [];
+  private readonly deferredCancels: WaitingEntry[] = [];
 
   constructor(
     private readonly options: ClusterOptions,
@@ -238,7 +245,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     const answer = new Waiting<number>();
     const checked = this.read((state) => {
       const entry = state.table.entryOf(key, index, owner);
-      if (entry === NO_ID || state.table.positionOfEntry(entry) !== 1) return LossReason.NotOwner;
+      if (entry === NO_ID || !state.table.owns(entry)) return LossReason.NotOwner;
       this.waiters.waitForLoss(key, index, owner, entry, answer);
       return undefined;
     }, receivedAt);
@@ -283,14 +290,19 @@ export class ClusterLockService implements LockService, WaitersHost {
    */
   private abandonEntry(key: ByteString, index: ByteString, owner: ByteString): void {
     if (this.closed) return;
-    if (this.deps.log.mayWrite(OPS_FORMAT)) this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+    if (this.deps.log.mayWrite(OPS_FORMAT)) this.submitCancel({ key, index, owner });
     else if (this.deferredCancels.length < MAX_DEFERRED_CANCELS) this.deferredCancels.push({ key, index, owner });
   }
 
   /** The cancels deferred until format 4 may be written, sent once it may. */
   private sendDeferredCancels(): void {
     if (this.deferredCancels.length === 0 || !this.deps.log.mayWrite(OPS_FORMAT)) return;
-    for (const { key, index, owner } of this.deferredCancels.splice(0)) this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+    for (const cancel of this.deferredCancels.splice(0)) this.submitCancel(cancel);
+  }
+
+  /** Proposes that the waiting entry go (a CancelWait: a no-op where it owns by then); nobody waits on the outcome. */
+  private submitCancel({ key, index, owner }: WaitingEntry): void {
+    this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {

@@ -159,7 +159,7 @@ export class LocalLockService implements LockService {
   /** The loss notice (0x0C): answered when the owner's entry stops owning, with how; at once (NotOwner) if it does not own. */
   awaitLoss(key: ByteString, index: ByteString, owner: ByteString): Answer<number> {
     const entry = this.table.entryOf(key, index, owner);
-    if (entry === NO_ID || this.table.positionOfEntry(entry) !== 1) return LossReason.NotOwner;
+    if (entry === NO_ID || !this.table.owns(entry)) return LossReason.NotOwner;
     return this.waiters.waitForLoss(key, index, owner, entry);
   }
 

@@ -147,7 +147,7 @@ export class Waiters implements TableObserver {
     this.byEntry.clear();
     for (const wait of waits) {
       const entry = table.entryOf(wait.key, wait.index, wait.owner);
-      const owns = entry !== NO_ID && table.positionOfEntry(entry) === 1;
+      const owns = entry !== NO_ID && table.owns(entry);
       if (entry === NO_ID || (wait.kind === 'grant' && owns) || (wait.kind === 'loss' && !owns)) {
         this.unregister(wait);
         if (wait.kind === 'grant') wait.answer.resolve(owns ? { position: 1, token: table.tokenOf(entry) } : NOT_GRANTED);

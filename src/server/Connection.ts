@@ -76,17 +76,20 @@ class PendingReply {
   ) {}
 }
 
+/** A table by command byte, true for `commands`: looked up per command without hashing. */
+function byCommandByte(commands: readonly Command[]): readonly boolean[] {
+  const table = new Array<boolean>(256).fill(false);
+  for (const command of commands) table[command] = true;
+  return table;
+}
+
 /**
  * Commands whose reply holds the decoding of the commands behind it until it is written: a list
  * (0x07, 0x0D), which can be tens of megabytes, so a connection holds at most one list's answer at
  * a time; and a wait (0x0B, 0x0C), whose later replies wait behind it as a Redis blocking
  * command's do, and whose later commands, as there, run only after it is answered.
  */
-const HOLDS_DECODING: readonly boolean[] = (() => {
-  const holds = new Array<boolean>(256).fill(false);
-  for (const command of [Command.List, Command.ListDetailed, Command.AcquireWait, Command.AwaitLoss]) holds[command] = true;
-  return holds;
-})();
+const HOLDS_DECODING = byCommandByte([Command.List, Command.ListDetailed, Command.AcquireWait, Command.AwaitLoss]);
 
 /** Told how long each command took (metrics); absent unless someone asked. */
 export interface CommandObserver {
@@ -195,12 +198,7 @@ class WaitEndedError extends Error {
 const WAIT_ENDED = new WaitEndedError();
 
 /** Commands that change the table, by command byte: only these are refused for their age. */
-const MUTATING: readonly boolean[] = (() => {
-  const mutating = new Array<boolean>(256).fill(false);
-  for (const command of [Command.Request, Command.RequestFenced, Command.AcquireWait, Command.Renew, Command.Release, Command.ReleaseAll])
-    mutating[command] = true;
-  return mutating;
-})();
+const MUTATING = byCommandByte([Command.Request, Command.RequestFenced, Command.AcquireWait, Command.Renew, Command.Release, Command.ReleaseAll]);
 
 /**
  * One accepted client: decodes its byte stream, submits each request to the lock service in

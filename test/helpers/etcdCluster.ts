@@ -227,7 +227,9 @@ export class EtcdCluster {
       '--heartbeat-interval', '200',
       '--election-timeout', '2000',
       '--logger', 'zap',
-      '--log-level', 'warn',
+      // info, not warn: a member waiting for a leader logs nothing at warn, and a failing test
+      // shows each member's tail (elections, terms, who it voted for).
+      '--log-level', 'info',
       ...(options.fsync === true ? [] : ['--unsafe-no-fsync']),
     ];
     const cluster = new EtcdCluster(t, dir, members, args);
@@ -287,14 +289,11 @@ export class EtcdCluster {
         if (await healthy(member)) break;
         if (member.process === undefined) throw new Error(`etcd member ${member.name} is not running`);
         if (Date.now() >= deadline) {
-          const child = member.process;
-          const state =
-            child.exitCode !== null || child.signalCode !== null
-              ? `exited (code ${child.exitCode}, signal ${child.signalCode})`
-              : `running as pid ${child.pid}`;
-          throw new Error(
-            `etcd member ${member.name} not healthy within ${ms} ms, ${state}, ports ${member.clientPort}/${member.peerPort}\n${await this.logTail(member)}`,
-          );
+          // etcd serves no client request (not even /health) until its member has a leader and has
+          // published itself, and logs nothing at warn while it waits: the report says what each
+          // member's process is doing; the teardown logs every member's tail (raft's elections included).
+          const report = await Promise.all(this.members.map((m) => this.describe(m)));
+          throw new Error(`etcd member ${member.name} not healthy within ${ms} ms\n${report.join('\n')}`);
         }
         await delay(POLL_MS);
       }
@@ -358,7 +357,19 @@ export class EtcdCluster {
     if (wait) await this.waitHealthy([member]);
   }
 
-  async logTail(member: EtcdMember, lines = 15): Promise<string> {
+  /** One line on a member's process: exited (how), or running with its state as /proc says (T: stopped). */
+  private async describe(member: EtcdMember): Promise<string> {
+    const child = member.process;
+    const ports = `ports ${member.clientPort}/${member.peerPort}`;
+    if (child === undefined) return `etcd ${member.name}: not started, ${ports}`;
+    if (child.exitCode !== null || child.signalCode !== null)
+      return `etcd ${member.name}: exited (code ${child.exitCode}, signal ${child.signalCode}), ${ports}`;
+    const stat = await readFile(`/proc/${child.pid}/stat`, 'latin1').catch(() => '');
+    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] ?? '?';
+    return `etcd ${member.name}: running as pid ${child.pid}, process state ${state}${member.paused ? ' (paused by the test)' : ''}, ${ports}`;
+  }
+
+  async logTail(member: EtcdMember, lines = 25): Promise<string> {
     const text = await readFile(member.logFile, 'utf8').catch(() => '');
     return `--- etcd ${member.name} log (last ${lines} lines) ---\n${text
       .split('\n')

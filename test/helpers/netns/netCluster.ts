@@ -96,11 +96,11 @@ export class NetCluster {
       '--initial-cluster', this.members.map((m) => `${m.host.name}=${peer(m)}`).join(','),
       '--initial-cluster-token', this.name,
       '--initial-cluster-state', 'new',
-      // As test/helpers/etcdCluster.ts: looser than the defaults on a small shared machine.
+      // As test/helpers/etcdCluster.ts: looser than the defaults on a small shared machine, logs at info.
       '--heartbeat-interval', '200',
       '--election-timeout', '2000',
       '--logger', 'zap',
-      '--log-level', 'warn',
+      '--log-level', 'info',
       '--unsafe-no-fsync',
     ];
     const log = createWriteStream(member.logFile, { flags: 'a' });
@@ -118,7 +118,11 @@ export class NetCluster {
     const deadline = Date.now() + ms;
     for (const member of this.members) {
       while (!(await memberHealthy(member))) {
-        if (Date.now() >= deadline) throw new Error(`etcd member ${member.host.name} not healthy within ${ms} ms\n${await this.memberLog(member)}`);
+        if (Date.now() >= deadline) {
+          // Every member's log: a member without a leader answers nothing and logs nothing at warn.
+          const logs = await Promise.all(this.members.map((m) => this.memberLog(m, 25)));
+          throw new Error(`etcd member ${member.host.name} not healthy within ${ms} ms\n${logs.join('\n')}`);
+        }
         await delay(100);
       }
     }

@@ -11,6 +11,7 @@ import { ExitCode } from './exitCodes.js';
 import { jsonBytes, shown, tokenField } from './render.js';
 import { GATE_FD, gateLine } from './gate.js';
 import type { WatchdogOrder, WatchdogReport } from './watchdog.js';
+import { stopTree } from './processTree.js';
 
 export interface HoldSpec extends LockRequest {
   /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
@@ -335,17 +336,14 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
     // 'close' comes after the exit and after the channel has delivered every report.
     const closed = (code: number | null, signal: NodeJS.Signals | null): void => {
       if (result !== undefined) return finish(result);
-      // The watchdog died before the command ended: stop the command as it would have.
-      if (commandPid !== undefined) {
-        try {
-          process.kill(commandPid, 'SIGTERM');
-        } catch {
-          // Already gone.
-        }
-      }
+      // The watchdog died before the command ended: stop the command and what it started, as the
+      // watchdog would have, before the lock is released (the lock is still renewed meanwhile).
       const end = signal === null ? `exit ${code}` : signal;
-      warn(`the watchdog running ${file} ended (${end}) before reporting on it${commandPid === undefined ? '' : `; sent SIGTERM to pid ${commandPid}`}`);
-      finish(ExitCode.Internal);
+      warn(
+        `the watchdog running ${file} ended (${end}) before reporting on it${commandPid === undefined ? '' : `; stopping pid ${commandPid} and what it started`}`,
+      );
+      if (commandPid === undefined) return finish(ExitCode.Internal);
+      void stopTree(commandPid, killGraceMs(spec.ttl ?? 0)).finally(() => finish(ExitCode.Internal));
     };
     const endedEarly = started.ended();
     if (endedEarly !== undefined) return closed(endedEarly.code, endedEarly.signal);

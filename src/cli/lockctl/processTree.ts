@@ -1,4 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 
 /**
  * A process and everything it started, as /proc shows them (Linux), for hold's watchdog: it must
@@ -86,4 +87,44 @@ export function signalAll(snapshot: ProcessSnapshot, signal: NodeJS.Signals): vo
       // Ended since the snapshot (ESRCH): nothing to stop.
     }
   }
+}
+
+/** Whether process `pid` exists (a zombie counts: not yet reaped). */
+function exists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** While a stop's grace runs, how often it looks whether everything has ended. */
+const STOP_CHECK_MS = 100;
+
+/**
+ * Stops `root` and every process under it: SIGTERM to all, then, once `graceMs` has passed (looking
+ * every STOP_CHECK_MS whether all have ended), SIGKILL to what is left and to what they started
+ * meanwhile. Returns when all have ended or were sent SIGKILL (bounded by the grace and one look).
+ * Without /proc only `root` can be reached.
+ */
+export async function stopTree(root: number, graceMs: number): Promise<void> {
+  const deadline = performance.now() + graceMs;
+  const tree = await processTree(root);
+  if (tree === undefined) {
+    signalAll(new Map([[root, '']]), 'SIGTERM');
+    while (exists(root) && performance.now() < deadline) await delay(STOP_CHECK_MS);
+    signalAll(new Map([[root, '']]), 'SIGKILL');
+    return;
+  }
+  signalAll(tree, 'SIGTERM');
+  let left = await stillRunning(tree);
+  while (left.size > 0 && performance.now() < deadline) {
+    await delay(STOP_CHECK_MS);
+    left = await stillRunning(tree);
+  }
+  // What the tree started meanwhile, read again under the same root: same pid and same start time, not a reused pid.
+  const now = await processTree(root);
+  const started = now !== undefined && now.get(root) === tree.get(root) ? now : new Map<number, string>();
+  signalAll(new Map([...left, ...started]), 'SIGKILL');
 }

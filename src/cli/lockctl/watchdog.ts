@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
-import { setTimeout as delay } from 'node:timers/promises';
 import { GATE_FD, TRAMPOLINE } from './gate.js';
-import { processTree, signalAll, stillRunning, type ProcessSnapshot } from './processTree.js';
+import { stopTree } from './processTree.js';
 
 /**
  * hold's watchdog: `node watchdog.js GRACE_MS FILE [ARGS…]`, started by lockctl with an IPC
@@ -29,9 +28,6 @@ export type WatchdogReport =
  * gate.ts), so it runs and is the watchdog's to watch; or a signal to pass on to it.
  */
 export type WatchdogOrder = { readonly running: true } | { readonly signal: NodeJS.Signals };
-
-/** While the grace runs, how often the watchdog looks whether everything has ended. */
-const GRACE_CHECK_MS = 100;
 
 /** Signals meant for the command (a terminal's Ctrl-C reaches the whole group): lockctl decides what the command gets. */
 const IGNORED = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
@@ -66,37 +62,13 @@ async function main(): Promise<void> {
   let exited = false;
   let stopping: Promise<void> | undefined;
 
-  /** Waits, at most until `deadline`, until nothing of `tree` runs; returns what still does. */
-  const waitForEnd = async (tree: ProcessSnapshot, deadline: number): Promise<ProcessSnapshot> => {
-    for (;;) {
-      const left = await stillRunning(tree);
-      if (left.size === 0 || performance.now() >= deadline) return left;
-      await delay(GRACE_CHECK_MS);
-    }
-  };
-
   /**
    * lockctl is gone: SIGTERM to the command's tree, then SIGKILL to what is left after the grace.
    * Whether or not the command was let go: lockctl may have written down the gate and died before
    * saying so; a trampoline still at the gate just ends the sooner.
    */
   const stopCommand = async (): Promise<void> => {
-    const pid = child.pid;
-    if (pid === undefined || exited) return;
-    const deadline = performance.now() + graceMs;
-    const tree = await processTree(pid);
-    if (tree === undefined) {
-      // No /proc: the command alone can be reached.
-      child.kill('SIGTERM');
-      while (!exited && performance.now() < deadline) await delay(GRACE_CHECK_MS);
-      if (!exited) child.kill('SIGKILL');
-      return;
-    }
-    signalAll(tree, 'SIGTERM');
-    const left = await waitForEnd(tree, deadline);
-    // What survived the SIGTERM, and what the command started meanwhile.
-    const started = exited ? undefined : await processTree(pid);
-    signalAll(new Map([...left, ...(started ?? [])]), 'SIGKILL');
+    if (child.pid !== undefined && !exited) await stopTree(child.pid, graceMs);
   };
 
   const lockctlGone = (): void => {

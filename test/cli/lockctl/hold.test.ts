@@ -191,6 +191,24 @@ test('a watchdog killed while hold waits: at the grant the command does not run 
   t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0), 'released');
 });
 
+test('a watchdog killed while the command runs: lockctl stops the command and what it started, then releases the lock; exit 70', async (t) => {
+  const server = await startServer(t);
+  // The command is a shell; the node process under it is what a SIGTERM to the shell alone would miss.
+  const shellCommand = `${node} -e "${waitingCommand('exit').replaceAll('"', '\\"')}"`;
+  const hold = startLockctl(['-p', String(server.port), 'hold', 'jobs', 'n', 'me', '-c', shellCommand]);
+  const ready = await stdoutLine(hold.child, /^ready \d+$/);
+  const commandPid = Number(ready.slice('ready '.length));
+  t.teardown(() => killIfRunning(commandPid));
+  process.kill(await watchdogOf(hold.child), 'SIGKILL');
+  // lockctl's stdout closes once its last holder has ended: lockctl and the node process too.
+  const run = await hold.result;
+  t.is(run.code, 70);
+  t.regex(run.stderr, /watchdog running \S+ ended \(SIGKILL\) before reporting on it; stopping pid \d+ and what it started/);
+  t.true(run.stdout.includes(`SIGTERM ${commandPid}\n`), run.stdout);
+  const client = await connectClient(t, server.port);
+  t.deepEqual(await client.findOwner('jobs', 'n'), Buffer.alloc(0), 'released');
+});
+
 test('a command found on the PATH but not executable exits 126, saying so', async (t) => {
   const server = await startServer(t);
   const bin = join(server.dir, 'bin');

@@ -1,5 +1,5 @@
 import type { ByteString } from '../bytes.js';
-import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
+import type { Contender, FencedPosition, QueueView, RequestedLock } from '../protocol/messages.js';
 import type { Later } from './Later.js';
 
 /** One entry as written to and read from the lock file. */
@@ -37,14 +37,8 @@ export interface WaitingFigures {
 /** Nothing waiting, nothing held back (a service that has no waits, such as a test's stand-in). */
 export const NO_WAITING: WaitingFigures = { heldBack: 0, oldestWaitMs: 0, grantWaits: 0, lossWaits: 0 };
 
-export interface LockRequest {
-  readonly key: ByteString;
-  readonly index: ByteString;
-  readonly owner: ByteString;
-  readonly ttl: number;
-  readonly ttw: number;
-  readonly priority: number;
-}
+/** What a lock request asks the service: the fields the request's wire message carries. */
+export type LockRequest = RequestedLock;
 
 /**
  * A command's answer: the value itself when the service knows it at once (the local table), or,

@@ -1,8 +1,8 @@
 import type { ByteString } from '../bytes.js';
 import { Command } from './constants.js';
 
-/** The fields of a lock request (0x02, 0x0A, and 0x0B before its wait bound). */
-interface RequestedLock {
+/** The fields of a lock request (0x02, 0x0A, and 0x0B before its wait bound); LockService takes the same (LockRequest). */
+export interface RequestedLock {
   readonly key: ByteString;
   readonly index: ByteString;
   readonly owner: ByteString;

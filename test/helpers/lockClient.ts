@@ -9,7 +9,7 @@ import { INCOMPLETE } from '../../src/protocol/framing.js';
 import { systemClock, type Clock } from '../../src/runtime/Clock.js';
 import { silentLogger } from '../../src/runtime/Logger.js';
 import { AllowList } from '../../src/server/AllowList.js';
-import { LockServer } from '../../src/server/LockServer.js';
+import { LockServer, type LockServerOptions } from '../../src/server/LockServer.js';
 import { get, sample } from './metrics.js';
 import { startServer, type ServerProcess } from './serverProcess.js';
 
@@ -129,7 +129,12 @@ export async function startInProcessServer(t: ExecutionContext): Promise<{ port:
  * A LockServer in this process on a loopback port, around `service` (any LockService: a stand-in
  * that answers later, say); at the test's end it stops serving, closes its connections and the service.
  */
-export async function listenInProcess(t: ExecutionContext, service: LockService, clock: Clock): Promise<{ port: number; server: LockServer }> {
+export async function listenInProcess(
+  t: ExecutionContext,
+  service: LockService,
+  clock: Clock,
+  overrides: Partial<LockServerOptions> = {},
+): Promise<{ port: number; server: LockServer }> {
   const server = new LockServer({
     service,
     allowList: AllowList.parse('127.0.0.1\n', 'test hosts'),
@@ -137,6 +142,7 @@ export async function listenInProcess(t: ExecutionContext, service: LockService,
     frameTimeoutMs: 10_000,
     clock,
     logger: silentLogger,
+    ...overrides,
   });
   const { port } = await server.listen(0, '127.0.0.1');
   t.teardown(async () => {

@@ -2,12 +2,11 @@ import test from 'ava';
 import { connect, type Socket } from 'node:net';
 import { once } from 'node:events';
 import { LocalLockService } from '../../src/locks/LocalLockService.js';
-import { AllowList } from '../../src/server/AllowList.js';
-import { LockServer } from '../../src/server/LockServer.js';
 import type { Logger, LogFields } from '../../src/runtime/Logger.js';
 import { FakeClock } from '../doubles/FakeClock.js';
 import { idleTimers } from '../doubles/idleTimers.js';
 import { bounded } from '../helpers/bounded.js';
+import { listenInProcess } from '../helpers/lockClient.js';
 import { frames, req } from '../helpers/wire.js';
 
 // Each connection holds at most one list answer, but one list of a busy key is tens of megabytes:
@@ -27,21 +26,7 @@ test('clients that ask for huge lists and never read them: past the bound on unr
   let droppedOne!: (fields: LogFields | undefined) => void;
   const dropped = new Promise<LogFields | undefined>((resolve) => (droppedOne = resolve));
   const logger: Logger = { event: (event, fields) => event === 'unread-output-dropped' && droppedOne(fields), debug: undefined };
-  const server = new LockServer({
-    service,
-    allowList: AllowList.parse('127.0.0.1\n', 'test hosts'),
-    maxConnections: 16,
-    frameTimeoutMs: 10_000,
-    clock: new FakeClock(),
-    logger,
-    maxUnreadOutputBytes: BOUND,
-  });
-  const { port } = await server.listen(0, '127.0.0.1');
-  t.teardown(async () => {
-    await server.stopServing();
-    server.closeConnections();
-    await server.whenAllClosed(1_000);
-  });
+  const { port, server } = await listenInProcess(t, service, new FakeClock(), { logger, maxUnreadOutputBytes: BOUND });
   // Three hogs ask for the list and never read: what the kernel does not take waits in the server.
   const hogs: Socket[] = [];
   for (let i = 0; i < HOGS; i++) {

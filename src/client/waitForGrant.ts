@@ -120,17 +120,15 @@ export async function waitForGrant(client: LockClient, wanted: GrantWanted): Pro
           // Pipelined behind the renewal: a loss right after the grant is told with its reason. (Not ours after all, it answers NotOwner at once.)
           const notice = renewingThroughCaller ? waiting.awaitLoss(key, index, owner) : undefined;
           notice?.catch(() => {});
+          // Renewals through the caller's connection, the notice waiting on this one; else both on this one, which the lock owns.
+          const held = renewingThroughCaller
+            ? { client, owned: undefined, noticeConnection: waiting, notice, token }
+            : { client: waiting, owned: waiting, noticeConnection: undefined, notice, token };
           if (wanted.ttl === 0 || sentAt - askedAt < wanted.ttl * 1000 * SHORT_WAIT_SHARE_OF_TTL) {
-            const firstRenewal = { renewed, sentAt };
             renewed.catch(() => {});
-            if (notice === undefined)
-              return { client: waiting, owned: waiting, noticeConnection: undefined, notice, token, confirmedAt: askedAt, firstRenewal };
-            return { client, owned: undefined, noticeConnection: waiting, notice, token, confirmedAt: askedAt, firstRenewal };
+            return { ...held, confirmedAt: askedAt, firstRenewal: { renewed, sentAt } };
           }
-          if (await renewed) {
-            if (notice === undefined) return { client: waiting, owned: waiting, noticeConnection: undefined, notice, token, confirmedAt: sentAt };
-            return { client, owned: undefined, noticeConnection: waiting, notice, token, confirmedAt: sentAt };
-          }
+          if (await renewed) return { ...held, confirmedAt: sentAt };
           // Released just then, before the renewal reached it: not ours after all; wait anew.
           if (++answersWithoutEntry >= MAX_ANSWERS_WITHOUT_ENTRY) throw new LockRefusedError();
         } else if (position === 0) {

@@ -40,6 +40,33 @@ async function waiting(node: ServerProcess, what: 'grant' | 'loss', count: numbe
   );
 }
 
+/**
+ * Until a TTL expiry through `client` holds its lock back: a cluster writes lock-delay's log format
+ * only once every live node has declared it reads it, a second or so after a fresh start (the
+ * format-4 window, src/cluster/README.md), and an expiry before that grants at once. Each try
+ * lets a probe lock of its own expire and looks whether it is held back.
+ */
+async function lockDelayInForce(client: RawClient): Promise<void> {
+  let tries = 0;
+  await pollUntil(
+    'an expiry to hold its lock back (every node reading the lock-delay format)',
+    async () => {
+      const index = `probe-${tries++}`;
+      await ask.request(client, 'lock-delay-probe', index, 'probe', { ttl: 1 });
+      const { heldForMs } = await pollUntil(
+        `probe ${index} to expire`,
+        async () => {
+          const queue = (await call(client, { command: Command.ListDetailed, key: 'lock-delay-probe' })).find((q) => q.index === index);
+          return queue === undefined || queue.entries.length === 0 ? { heldForMs: queue?.heldForMs ?? 0 } : undefined;
+        },
+        WAIT_MS,
+      );
+      return heldForMs > 0 ? true : undefined;
+    },
+    WAIT_MS,
+  );
+}
+
 etcdTest.serial(
   'a waiter on one node is answered at the release sent to another, and the loss notice on a third; a waiter whose node is killed keeps its place through another',
   async (t) => {
@@ -88,6 +115,7 @@ etcdTest.serial(
     const leader = await Promise.any(nodes.map((n) => n.event('leader', (e) => e.fields.self === 'true', 30_000).then(() => n)));
     const [first, second] = nodes.filter((n) => n !== leader) as [ServerProcess, ServerProcess];
     const owner = await first.accepted();
+    await lockDelayInForce(owner);
     t.is(await ask.request(owner, 'k', '1', 'alice', { ttl: 1 }), 1);
     const waiter: RawClient = await second.accepted();
     waiter.send(frames(acquireWait('k', '1', 'bob'), req.findOwner('k', '1')));

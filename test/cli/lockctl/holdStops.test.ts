@@ -1,6 +1,7 @@
 import test from 'ava';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { bounded } from '../../helpers/bounded.js';
 import { connectClient } from '../../helpers/lockClient.js';
 import { lockctl, startLockctl } from '../../helpers/lockctl.js';
 import { pollUntil } from '../../helpers/poll.js';
@@ -34,7 +35,7 @@ test("lockctl stopped (SIGSTOP) while its command runs: the watchdog stops the c
   const file = join(await tempDir(t), 'written');
   // Every 20 ms the time by this machine's clock, as the next owner's grant is timed below.
   const script = `const fs = require('fs'); setInterval(() => fs.appendFileSync(${JSON.stringify(file)}, Date.now() + '\\n'), 20); process.stdout.write('ready ' + process.pid + '\\n');`;
-  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '2', 'jobs', 'n', 'me', '--', node, '-e', script]);
+  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '3', 'jobs', 'n', 'me', '--', node, '-e', script]);
   const commandPid = Number((await stdoutLine(hold.child, /^ready \d+$/)).slice('ready '.length));
   t.teardown(() => killIfRunning(commandPid));
   t.teardown(() => continueIfStopped(hold.child.pid!));
@@ -42,7 +43,7 @@ test("lockctl stopped (SIGSTOP) while its command runs: the watchdog stops the c
   hold.child.kill('SIGSTOP');
   const other = await connectClient(t, server.port);
   // Granted when the server expires the stopped lockctl's lock, its TTL after the last renewal it received.
-  t.like(await other.acquire('jobs', 'n', 'other', { ttl: 60, ttw: 60 }), { position: 1 });
+  t.like(await bounded(other.acquire('jobs', 'n', 'other', { ttl: 60, ttw: 60 }), 20_000, 'the expiry to grant the other client the lock'), { position: 1 });
   const grantedAt = Date.now();
   // Ended by then, or else (today's code) it writes on: either is seen at once.
   await pollUntil('the command to have ended, or to write after the grant', async () =>

@@ -45,7 +45,11 @@ const program = new Command()
   .option('--etcd-cacert <file>', 'CA certificate to verify etcd (TLS)', parseFileName)
   .option('--etcd-cert <file>', 'client certificate for etcd (TLS)', parseFileName)
   .option('--etcd-key <file>', 'client key for etcd (TLS)', parseFileName)
-  .option('--etcd-user <user>', `etcd user (reading /<cluster>/ is enough); its password from $${ETCD_PASSWORD_VARIABLE} or --etcd-password-file`, parseEtcdUser)
+  .option(
+    '--etcd-user <user>',
+    `etcd user (reading /<cluster>/ is enough); its password from $${ETCD_PASSWORD_VARIABLE} or --etcd-password-file`,
+    parseEtcdUser,
+  )
   .option('--etcd-password-file <file>', "a file holding the etcd user's password", parseFileName)
   .addHelpText(
     'after',
@@ -77,7 +81,11 @@ try {
     key: await read(options.etcdKey),
     user: options.etcdUser === undefined || password === undefined ? undefined : await etcdCredentials(options.etcdUser, password),
   });
-  const report = await replayHistory(history, { key, index }, { command: (c) => console.log(formatCommand(c)), refused: (r) => console.log(`v${r.version} refused: ${r.reason}`) });
+  const report = await replayHistory(
+    history,
+    { key, index },
+    { command: (c) => console.log(formatCommand(c)), refused: (r) => console.log(`v${r.version} refused: ${r.reason}`) },
+  );
   for (const line of formatReport(report)) console.log(line);
   process.exitCode = report.check.outcome === 'mismatch' ? MISMATCH : 0;
 } catch (error) {

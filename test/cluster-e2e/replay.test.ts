@@ -77,7 +77,9 @@ etcdTest.serial(
     await lockDelayInForce(owner, WAIT_MS);
     t.is(await ask.request(owner, 'k', '1', 'alice', { ttl: 1 }), 1);
     const waiter = await second.accepted();
-    waiter.send(frames({ command: Command.AcquireWait, key: 'k', index: '1', owner: 'bob', ttl: 0, ttw: 0, priority: 0, waitMs: NO_WAIT_BOUND }, req.findOwner('k', '1')));
+    waiter.send(
+      frames({ command: Command.AcquireWait, key: 'k', index: '1', owner: 'bob', ttl: 0, ttw: 0, priority: 0, waitMs: NO_WAIT_BOUND }, req.findOwner('k', '1')),
+    );
     await pollUntil('bob to wait', async () => ((await ask.location(owner, 'k', '1', 'bob')) === 2 ? true : undefined), WAIT_MS);
     const granted = await readReply(waiter, Command.AcquireWait);
     t.is(granted.position, 1, 'granted on the node it waits on, not the leader');

@@ -56,7 +56,10 @@ test('a forward with an unknown outcome landing late, after direct retries and a
   const sequencerNode = store.client('n2');
   const channel = new HoardingChannel(vt);
   const events: string[] = [];
-  const logger = { event: (name: string, fields?: Record<string, unknown>) => void events.push(`${vt.now()} ${name} sealed=${String(fields?.sealed)}`), debug: undefined };
+  const logger = {
+    event: (name: string, fields?: Record<string, unknown>) => void events.push(`${vt.now()} ${name} sealed=${String(fields?.sealed)}`),
+    debug: undefined,
+  };
   const router = new AppendRouter({
     name: 'n1',
     log: n1,

@@ -84,19 +84,12 @@ export class EtcdHistory implements ClusterHistory {
   }
 
   async retainedSince(revision: number): Promise<RetainedBatch[]> {
-    const response = await this.pool.call('retained batches', READ_TIMEOUT_MS, ({ client }, options) =>
-      client.kv.range(
-        {
-          key: this.retainedPrefix,
-          range_end: prefixEnd(this.retainedPrefix),
-          min_create_revision: revision + 1,
-          sort_target: 'Create',
-          sort_order: 'Ascend',
-        },
-        options,
-      ),
-    );
-    return response.kvs.map((kv) => ({ revision: Number(kv.create_revision), value: kv.value }));
+    // Not one read with the head, as a follower's (EtcdLog.since): the replay compares counts and revisions itself.
+    const key = this.retainedPrefix;
+    const range = { key, range_end: prefixEnd(key), min_create_revision: revision + 1 };
+    const response = await this.pool.call('retained batches', READ_TIMEOUT_MS, ({ client }, options) => client.kv.range(range, options));
+    // In log order: each retained key is created by its append, so creation order is the log's.
+    return response.kvs.map((kv) => ({ revision: Number(kv.create_revision), value: kv.value })).sort((a, b) => a.revision - b.revision);
   }
 
   close(): Promise<void> {

@@ -56,8 +56,8 @@ export interface ReplayReport {
 }
 
 export interface ReplayListener {
-  command?(replayed: ReplayedCommand): void;
-  refused?(refusal: ReplayedRefusal): void;
+  readonly command?: (replayed: ReplayedCommand) => void;
+  readonly refused?: (refusal: ReplayedRefusal) => void;
 }
 
 /** The replay dates no phase on a real clock: apply never reads it, and what is left of a TTL is no part of history. */

@@ -49,8 +49,12 @@ test('a raw listener answering the hello with a well-formed challenge, a random 
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');
   const refusals: string[] = [];
-  const link = new SequencerLink('n1', { host: '127.0.0.1', port: address.port }, { name: 'n2', fenceKey: Buffer.from('/c/fences/0123456789abcdef') }, () => SECRET, (reason) =>
-    refusals.push(reason),
+  const link = new SequencerLink(
+    'n1',
+    { host: '127.0.0.1', port: address.port },
+    { name: 'n2', fenceKey: Buffer.from('/c/fences/0123456789abcdef') },
+    () => SECRET,
+    (reason) => refusals.push(reason),
   );
   t.teardown(() => {
     link.close();

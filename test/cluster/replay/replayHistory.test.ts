@@ -26,7 +26,17 @@ function memoryHistory(store: MemoryStore, retained: (revision: number) => reado
   };
 }
 
-const request = (index: string, owner: string): LogCommand => ({ op: LogOp.Request, key: 'k', index, owner, ttl: 0, ttw: 0, priority: 0, allowCreate: true, maxEntries: 100 });
+const request = (index: string, owner: string): LogCommand => ({
+  op: LogOp.Request,
+  key: 'k',
+  index,
+  owner,
+  ttl: 0,
+  ttw: 0,
+  priority: 0,
+  allowCreate: true,
+  maxEntries: 100,
+});
 const release = (index: string, owner: string): LogCommand => ({ op: LogOp.Release, key: 'k', index, owner });
 
 /** A store, a client, and a way to append batches of one proposer (seq counted, or given for a retry) and mirror them in a replica. */
@@ -68,7 +78,14 @@ test('a whole history: every command on the key with proposer, result and queue 
   await append([{ op: LogOp.ReleaseKey, key: 'other', owner: 'x' }], 2); // a retry of seq 2: a duplicate
   await append([release('1', 'alice')]);
   await saveSnapshot(vt, client, { position: mirror.position, bytes: mirror.encode() });
-  await append([{ op: LogOp.ReleaseAll, owner: 'bob' }, { op: LogOp.ReleaseAll, owner: 'nobody' }], undefined, 'n2');
+  await append(
+    [
+      { op: LogOp.ReleaseAll, owner: 'bob' },
+      { op: LogOp.ReleaseAll, owner: 'nobody' },
+    ],
+    undefined,
+    'n2',
+  );
 
   const seen: ReplayedCommand[] = [];
   const report = await replayHistory(memoryHistory(store), { key: 'k', index: '1' }, { command: (c) => seen.push(c) });
@@ -130,6 +147,12 @@ test('a compacted history begins at the snapshot, and the batches retained after
   t.like(report, { startedFrom: 'snapshot', startedAt: { version: 1 }, head: { version: 4 }, digest: mirror.digest() });
   t.like(report.check, { outcome: 'not-checked' });
 
-  const lost = await t.throwsAsync(replayHistory(memoryHistory(store, () => []), { key: 'k' }), { instanceOf: HistoryLostError });
+  const lost = await t.throwsAsync(
+    replayHistory(
+      memoryHistory(store, () => []),
+      { key: 'k' },
+    ),
+    { instanceOf: HistoryLostError },
+  );
   t.regex(lost.message, /versions 2-2 are compacted away and 0 of their 1 batches are retained/);
 });

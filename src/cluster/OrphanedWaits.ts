@@ -35,6 +35,8 @@ export class OrphanedWaits {
   private lastRead = Number.NEGATIVE_INFINITY;
   /** Whether this node logged that its own incarnation's waits were ended. */
   private ownEndedTold = false;
+  /** Whether this node logged that its waits are tied to its incarnation from now on. */
+  private tyingTold = false;
 
   constructor(
     private readonly nodeName: string,
@@ -58,6 +60,11 @@ export class OrphanedWaits {
       this.deps.logger.event('own-waits-ended', { node: this.nodeName, incarnation: this.incarnation });
     }
     if (!this.deps.log.mayWrite(INCARNATION_WAITS_FORMAT)) return;
+    if (!this.tyingTold) {
+      // From here on a 0x0B's waiting entry ends with this process (until every node read format 5, it stayed to its TTW).
+      this.tyingTold = true;
+      this.deps.logger.event('waits-tied', { node: this.nodeName, incarnation: this.incarnation });
+    }
     let others = false;
     for (const w of state.waitingIncarnations()) {
       if (w.node === this.nodeName) {

@@ -231,7 +231,8 @@ export class ClusterLockService implements LockService, WaitersHost {
     // The client waits again: a cancel of its earlier wait not sent yet would end this one.
     if (this.deferredCancels.length > 0) this.deferredCancels = this.deferredCancels.filter((c) => !sameEntry(c, r));
     this.committer.submit(
-      this.requestCommand(r, allowCreate, this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
+      // A bound of 0 waits for nothing (0x0A's answer): its entry stays as a 0x02's would.
+      this.requestCommand(r, allowCreate, waitMs !== 0 && this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
       { resolve: () => {}, reject: (error) => answer.reject(error) },
       () => {
         const table = this.follower.state.table;

@@ -452,7 +452,8 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
 function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
-  if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
+  if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT)
+    throw new LogFormatError(`batch format ${format} is not known to this version`);
   const proposer = r.string();
   const incarnation = r.u32();
   r.u32(); // reserved

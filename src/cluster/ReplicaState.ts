@@ -468,8 +468,7 @@ export class ReplicaState {
     const out = new BufferWriter(64 * 1024, 0);
     const holds = [...this.table.holdsHeld()];
     const tied = this.tiedWaits.size > 0 ? this.tiedWaitsHeld() : [];
-    const layout =
-      tied.length > 0 || this.endedIncarnations.size > 0 ? SNAPSHOT_LAYOUT_TIED_WAITS : holds.length > 0 ? SNAPSHOT_LAYOUT_HOLDS : SNAPSHOT_LAYOUT;
+    const layout = tied.length > 0 || this.endedIncarnations.size > 0 ? SNAPSHOT_LAYOUT_TIED_WAITS : holds.length > 0 ? SNAPSHOT_LAYOUT_HOLDS : SNAPSHOT_LAYOUT;
     out.u8(SNAPSHOT_MAGIC).u8(layout);
     out.f64(this.position.version).f64(this.position.revision).f64(this.rules.tokenFloor);
     out.u32(this.proposers.size);

@@ -63,7 +63,11 @@ async function killWithTwoWaiters(ownerNode: ServerProcess, victim: ServerProces
 }
 
 /** The phantoms gone, alice releases; the next client, asking after that, is granted at once; only it is listed. */
-async function nextClientGranted(t: import('ava').ExecutionContext, ownerNode: ServerProcess, alice: Awaited<ReturnType<ServerProcess['accepted']>>): Promise<void> {
+async function nextClientGranted(
+  t: import('ava').ExecutionContext,
+  ownerNode: ServerProcess,
+  alice: Awaited<ReturnType<ServerProcess['accepted']>>,
+): Promise<void> {
   await pollUntil('the dead node’s waits to end', async () => ((await queued(ownerNode)).join(',') === 'alice' ? true : undefined), WAIT_MS);
   t.is(await ask.release(alice, 'k', '1', 'alice'), 1);
   const next = await ownerNode.accepted();
@@ -72,30 +76,36 @@ async function nextClientGranted(t: import('ava').ExecutionContext, ownerNode: S
   t.deepEqual(await queued(ownerNode), ['next']);
 }
 
-etcdTest.serial('two clients waiting (0x0B, TTW 0, TTL 30 and 0) through a node killed -9: its restart ends their waits, and the next client is granted', async (t) => {
-  t.timeout(180_000);
-  // n3 is the only candidate: while it is dead nobody leads, so only its restart can end the waits.
-  const { cluster, nodes } = await startThree(t, ['off', 'off', '1']);
-  const [n1, , n3] = nodes as [ServerProcess, ServerProcess, ServerProcess];
-  const alice = await killWithTwoWaiters(n1, n3);
-  t.deepEqual(await queued(n1), ['alice', 'w30', 'w0'], 'nobody ends them while n3 is dead');
-  const again = await cluster.restart(n3);
-  const ended = await again.event('waits-ended', () => true, WAIT_MS);
-  t.is(ended.fields.why, 'restarted');
-  t.is(ended.fields.removed, '2');
-  await nextClientGranted(t, n1, alice);
-});
+etcdTest.serial(
+  'two clients waiting (0x0B, TTW 0, TTL 30 and 0) through a node killed -9: its restart ends their waits, and the next client is granted',
+  async (t) => {
+    t.timeout(180_000);
+    // n3 is the only candidate: while it is dead nobody leads, so only its restart can end the waits.
+    const { cluster, nodes } = await startThree(t, ['off', 'off', '1']);
+    const [n1, , n3] = nodes as [ServerProcess, ServerProcess, ServerProcess];
+    const alice = await killWithTwoWaiters(n1, n3);
+    t.deepEqual(await queued(n1), ['alice', 'w30', 'w0'], 'nobody ends them while n3 is dead');
+    const again = await cluster.restart(n3);
+    const ended = await again.event('waits-ended', () => true, WAIT_MS);
+    t.is(ended.fields.why, 'restarted');
+    t.is(ended.fields.removed, '2');
+    await nextClientGranted(t, n1, alice);
+  },
+);
 
-etcdTest.serial('two clients waiting (0x0B, TTW 0, TTL 30 and 0) through a node killed -9 and left dead: the leader ends their waits once its name is gone', async (t) => {
-  t.timeout(180_000);
-  const { nodes } = await startThree(t, ['1', '2', '3']);
-  const [n1, n2, n3] = nodes as [ServerProcess, ServerProcess, ServerProcess];
-  const alice = await killWithTwoWaiters(n2, n3);
-  const ended = await n1.event('waits-ended', () => true, WAIT_MS);
-  t.is(ended.fields.why, 'node-gone');
-  t.is(ended.fields.removed, '2');
-  await nextClientGranted(t, n2, alice);
-});
+etcdTest.serial(
+  'two clients waiting (0x0B, TTW 0, TTL 30 and 0) through a node killed -9 and left dead: the leader ends their waits once its name is gone',
+  async (t) => {
+    t.timeout(180_000);
+    const { nodes } = await startThree(t, ['1', '2', '3']);
+    const [n1, n2, n3] = nodes as [ServerProcess, ServerProcess, ServerProcess];
+    const alice = await killWithTwoWaiters(n2, n3);
+    const ended = await n1.event('waits-ended', () => true, WAIT_MS);
+    t.is(ended.fields.why, 'node-gone');
+    t.is(ended.fields.removed, '2');
+    await nextClientGranted(t, n2, alice);
+  },
+);
 
 /** Three nodes with these candidate priorities (n1 leads when it stands: priority 1). */
 async function startThree(t: import('ava').ExecutionContext, priorities: readonly string[]): Promise<{ cluster: LockCluster; nodes: ServerProcess[] }> {

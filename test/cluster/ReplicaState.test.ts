@@ -86,8 +86,7 @@ function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, numbe
       // Now and then the end of an incarnation's waits (a node died or restarted; no draw, as above).
       if (key === 'k1' && index === '') commands.push({ op: LogOp.CancelWaitsOf, node: proposer, incarnation: 3 - incarnation });
       else commands.push({ op: LogOp.CancelWait, key, index, owner });
-    }
-    else if (roll < 0.84) {
+    } else if (roll < 0.84) {
       // The end of a lock-delay: mostly of one held now, now and then of none (or an older one).
       const held = [...view.table.holdsHeld()];
       const hold = held.length > 0 && random() < 0.8 ? pick(random, held) : { key, index, version: int(random, 2 ** 20) };
@@ -213,7 +212,15 @@ test('the end of an incarnation’s waits removes the entries its 0x0B left wait
   t.deepEqual(both(feed.batch('n3', [acquireWait('k', '1', 'late'), request('k', '1', 'late-02')], 5)), [0, 4]);
   t.is(a.table.location('k', '1', 'late'), 0);
   // Ending it again, or one never seen, changes nothing in the table.
-  t.deepEqual(both(feed.batch('n1', [{ op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 }, { op: LogOp.CancelWaitsOf, node: 'n9', incarnation: 1 }])), [0, 0]);
+  t.deepEqual(
+    both(
+      feed.batch('n1', [
+        { op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 },
+        { op: LogOp.CancelWaitsOf, node: 'n9', incarnation: 1 },
+      ]),
+    ),
+    [0, 0],
+  );
   // The owner releases: the next waiter (a live client's) is granted, no phantom.
   t.deepEqual(both(feed.batch('n1', [{ op: LogOp.Release, key: 'k', index: '1', owner: 'owner' }])), [1]);
   t.is(a.table.findOwner('k', '1'), 'polls');

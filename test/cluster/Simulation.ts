@@ -1158,7 +1158,10 @@ class Simulation {
     // No wait of a dead incarnation is left: every node restarted, and each ended its earlier incarnations' waits.
     for (const node of ready) {
       const phantom = node.service.replica.tiedWaitsHeld().find((w) => this.dead.has(`${w.node}/${w.incarnation}`));
-      if (phantom !== undefined) this.fail(`${node.name} still holds ${phantom.key}/${phantom.index} ${phantom.owner} waiting, tied to dead ${phantom.node}.${phantom.incarnation % 1000}`);
+      if (phantom !== undefined)
+        this.fail(
+          `${node.name} still holds ${phantom.key}/${phantom.index} ${phantom.owner} waiting, tied to dead ${phantom.node}.${phantom.incarnation % 1000}`,
+        );
     }
     for (const [lock, owners] of this.durable) {
       const [key, index] = lock.split('/') as [ByteString, ByteString];

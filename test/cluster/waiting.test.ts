@@ -235,7 +235,10 @@ test('a node killed with two clients waiting and left dead: the leader ends its 
   await phantomsBehindAlice(cluster, owner, dying);
   clients[nodes.indexOf(dying)]!.crash();
   // Its name lease (2 s) runs out, then the leader's next look (within a second) ends its waits.
-  t.true(await vt.until(10_000, () => owner.replica.table.location('k', 'i', 'w30') === 0 && owner.replica.table.location('k', 'i', 'w0') === 0), 'the waits ended');
+  t.true(
+    await vt.until(10_000, () => owner.replica.table.location('k', 'i', 'w30') === 0 && owner.replica.table.location('k', 'i', 'w0') === 0),
+    'the waits ended',
+  );
   await nextClientGranted(t, cluster, owner);
 });
 

@@ -257,3 +257,28 @@ test('a wait cancelled while its node cannot commit is cancelled once it can: th
   await settle(vt, a.release('k', 'i', 'alice'));
   t.is(a.replica.table.findOwner('k', 'i'), '', 'nobody was granted it');
 });
+
+test('a node cut off past its name lease is taken for gone: its waits end (answered 0, never granted), and it ties no more waits but still serves them', async (t) => {
+  const cluster = await memoryCluster(t, ['a', 'b', 'c']);
+  const { vt, nodes, clients } = cluster;
+  t.true(await vt.until(10_000, () => nodes.some((n) => n.isLeader)));
+  const cut = nodes.find((n) => !n.isLeader)!;
+  const cutName = ['a', 'b', 'c'][nodes.indexOf(cut)]!;
+  const owner = nodes.find((n) => n !== cut)!;
+  await settle(vt, owner.request(lock('alice'), true));
+  const bob = watch(cut.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  await vt.until(5_000, () => owner.replica.table.location('k', 'i', 'bob') === 2);
+  clients[nodes.indexOf(cut)]!.setPartitioned(true);
+  t.true(await vt.until(10_000, () => owner.replica.waitsEnded(cutName, cut.incarnation)), 'the leader ended its waits');
+  t.is(owner.replica.table.location('k', 'i', 'bob'), 0);
+  clients[nodes.indexOf(cut)]!.setPartitioned(false);
+  t.true(await vt.until(10_000, () => bob.value !== undefined), 'bob is answered once his node hears of it');
+  t.deepEqual(bob.value, { position: 0, token: 0 });
+  // Its incarnation's waits ended: a new wait through it is a plain request, and is granted in its turn.
+  const carol = watch(cut.acquire(lock('carol'), true, NO_WAIT_BOUND));
+  t.true(await vt.until(10_000, () => owner.replica.table.location('k', 'i', 'carol') === 2));
+  t.deepEqual(owner.replica.tiedWaitsHeld(), [], 'not tied');
+  await settle(vt, owner.release('k', 'i', 'alice'));
+  t.true(await vt.until(5_000, () => carol.value !== undefined));
+  t.is(carol.value!.position, 1);
+});

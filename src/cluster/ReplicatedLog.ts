@@ -239,6 +239,11 @@ export interface ReplicatedLog {
   claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim>;
   /** Every live candidate. */
   candidates(timeoutMs: number): Promise<Candidate[]>;
+  /**
+   * The names held now (each by its node's live name lease): a node whose name is not here is
+   * gone, and the waits of its incarnations may end (see OrphanedWaits.nodeIsGone).
+   */
+  liveNodes(timeoutMs: number): Promise<ReadonlySet<string>>;
   /** Ends every stream and call of this client. */
   close(): Promise<void>;
 }

@@ -452,6 +452,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.entries.token[entry]!;
   }
 
+  /** The log position (cluster) or arrival number (single node) that created the entry: its ticket, unique while it lives. */
+  ticketOf(entry: number): number {
+    return this.entries.ticket[entry]!;
+  }
+
   /** The entry of (key, index, owner), or NO_ID (for who waits on one: see TableObserver). */
   entryOf(key: ByteString, index: ByteString, owner: ByteString): number {
     return this.find(key, index, owner);

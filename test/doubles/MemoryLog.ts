@@ -922,6 +922,11 @@ export class MemoryStore {
     });
   }
 
+  /** @internal The names held now. */
+  liveNodes(): ReadonlySet<string> {
+    return new Set(this.keys(NAME_PREFIX).map((k) => k.key.slice(NAME_PREFIX.length)));
+  }
+
   /** @internal */
   candidates(): Candidate[] {
     return this.keys(CANDIDATE_PREFIX).map((k) => ({
@@ -1485,6 +1490,10 @@ export class MemoryLog implements ReplicatedLog {
 
   candidates(timeoutMs: number): Promise<Candidate[]> {
     return this.call('candidates', timeoutMs, () => this.store.candidates());
+  }
+
+  liveNodes(timeoutMs: number): Promise<ReadonlySet<string>> {
+    return this.call('live nodes', timeoutMs, () => this.store.liveNodes());
   }
 
   /** A crash: see the file comment. Leases are not revoked (etcd3's close does not either). */

@@ -123,11 +123,12 @@ export interface SlicedRelease {
 
 /**
  * Entries a release in slices removes (and promotes behind) per slice, an import's commit or a
- * snapshot load puts in per slice, before the event loop gets a turn: about 2–9 ms of a busy
- * node's time (a removal and a promotion cost 2–9 µs), so other clients wait at most that long
- * for each slice, while a 400,000-entry release-all runs in about 400 slices.
+ * snapshot load puts in per slice, before the event loop gets a turn: about 0.5–2 ms of an idle
+ * node's time (a removal and its promotion cost 2–9 µs), a turn costs some microseconds more, and
+ * a 400,000-entry release-all runs in about 1,600 slices. Other clients wait at most a slice
+ * (and one turn's work of the other connections) for their answers.
  */
-export const APPLY_SLICE_ENTRIES = 1_024;
+export const APPLY_SLICE_ENTRIES = 256;
 
 /** A table run by a cluster replica's rules: the only kind the cluster-mode methods accept. */
 export type ReplicaTable = LockTable<ReplicatedRequest, ReplicaRules>;
@@ -990,7 +991,7 @@ class ReleaseJob implements SlicedRelease {
     readonly id: number,
     private readonly taken: Int32Array,
     readonly why: EndReason,
-    private readonly table: LockTable<LockRequest, QueueRules<LockRequest>>,
+    private readonly table: LockTable,
   ) {}
 
   get total(): number {

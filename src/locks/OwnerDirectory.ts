@@ -171,7 +171,7 @@ export class OwnerDirectory {
     const entries = this.entries;
     const result = new Int32Array(this.entryCount[id]!);
     let n = 0;
-    for (let entry = this.firstEntry[id]!; entry !== NO_ID; ) {
+    for (let entry = this.firstEntry[id]!; entry !== NO_ID;) {
       const next = entries.ownerNext[entry]!;
       result[n++] = entry;
       entries.ownerPrev[entry] = DETACHED;

@@ -7,7 +7,21 @@ const LOCKS = 3_000;
 const at = (version: number) => ({ version, revision: 10 * version + 3 });
 
 function staged(key: string, owner: string, isOwner: boolean, first = false): LogCommand {
-  return { op: LogOp.ImportStagedFenced, importId: 9, key, index: 'i', owner, ttl: 0, ttw: 0, priority: 0, isOwner, token: 0, highestToken: 0, remainingMs: 5_000, first };
+  return {
+    op: LogOp.ImportStagedFenced,
+    importId: 9,
+    key,
+    index: 'i',
+    owner,
+    ttl: 0,
+    ttw: 0,
+    priority: 0,
+    isOwner,
+    token: 0,
+    highestToken: 0,
+    remainingMs: 5_000,
+    first,
+  };
 }
 
 function request(key: string, owner: string): LogCommand {

@@ -21,8 +21,14 @@ test('while a release-all of 100k locks with a waiter each runs, another connect
   const owner = await server.accepted();
   const waiter = await server.accepted();
   const other = await server.accepted();
-  await send(owner, Array.from({ length: LOCKS }, (_, n) => req.request(`k${n}`, 'i', 'X')));
-  await send(waiter, Array.from({ length: LOCKS }, (_, n) => req.request(`k${n}`, 'i', `W${n}`)));
+  await send(
+    owner,
+    Array.from({ length: LOCKS }, (_, n) => req.request(`k${n}`, 'i', 'X')),
+  );
+  await send(
+    waiter,
+    Array.from({ length: LOCKS }, (_, n) => req.request(`k${n}`, 'i', `W${n}`)),
+  );
   t.is(await ask.findOwner(other, 'k0', 'i'), 'X');
 
   let released = false;

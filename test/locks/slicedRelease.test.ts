@@ -98,9 +98,12 @@ test('a release-all in slices takes effect at once for every command that names 
   // A second release-all of X finds only what X asked for since.
   t.is(service.releaseAll('X'), 1);
   // The lock file is saved only once it is done: no half-done release in it.
-  const saved = await Promise.all([service.snapshot(), (async () => {
-    while (timers.turn()) await Promise.resolve();
-  })()]);
+  const saved = await Promise.all([
+    service.snapshot(),
+    (async () => {
+      while (timers.turn()) await Promise.resolve();
+    })(),
+  ]);
   t.is(await answer, LOCKS);
   t.false(saved[0].some((s) => s.owner === 'X'));
   t.is(saved[0].filter((s) => s.isOwner).length, LOCKS);

@@ -91,8 +91,8 @@ async function measure(
       else if (!releasingAtSend) before.record(us);
     }
   });
-  let releaseMs = 0;
-  let removed = 0;
+  let releaseMs: number;
+  let removed: number;
   const loading = runLoad({
     endpoints,
     protocol: 'lockserver',

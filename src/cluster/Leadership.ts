@@ -193,8 +193,9 @@ export class Leadership {
   }
 
   private maybeSnapshot(now: number): void {
-    if (this.snapshotting) return;
     const state = this.follower.state;
+    // Between two slices of a command the state is no state any log position names: wait for its end.
+    if (this.snapshotting || state.applying) return;
     const last = this.lastSnapshot;
     const behind = state.position.version - (last?.version ?? 0);
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;

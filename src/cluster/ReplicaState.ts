@@ -3,7 +3,7 @@ import type { ByteString } from '../bytes.js';
 import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { NO_ID } from '../locks/HashIndex.js';
-import { LockTable, type ReplicaEntry, type ReplicaTable } from '../locks/LockTable.js';
+import { APPLY_SLICE_ENTRIES, LockTable, type ReplicaEntry, type ReplicaTable, type SlicedRelease } from '../locks/LockTable.js';
 import { ReplicaRules, type ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import {
@@ -106,6 +106,22 @@ export interface PlaceInValue {
 const WHOLE_VALUE: PlaceInValue = { place: 0, first: true };
 
 /**
+ * A piece of work done in slices (an apply, a snapshot's decoding): each `next()` runs one slice,
+ * at most APPLY_SLICE_ENTRIES entries (or the slice size asked), and the caller may give the
+ * event loop a turn before the next; the last one returns the result. What it computes does not
+ * depend on where it was cut.
+ */
+export type Sliced<T> = Generator<void, T, void>;
+
+/** Runs every slice at once, and returns the result. */
+export function runToEnd<T>(work: Sliced<T>): T {
+  for (;;) {
+    const slice = work.next();
+    if (slice.done === true) return slice.value;
+  }
+}
+
+/**
  * The replicated state of the cluster: the lock table as the log has made it, the position of
  * the last batch applied, and each proposer's last sequence number. `apply` is deterministic:
  * it reads no clock and no node-local state, so every node that applies the same log holds the
@@ -154,6 +170,8 @@ export class ReplicaState {
 
   /** The table's clock: read once per batch while one is applied (see BatchClock). */
   private readonly clock: BatchClock;
+  /** A batch is being applied in slices (applyInSlices) and is not done: the state is between two commands' results. */
+  private slicing = false;
 
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
@@ -202,6 +220,24 @@ export class ReplicaState {
    * batches say where they sit in it (`inValue`; a plain batch is its value's whole).
    */
   apply(batch: Batch, at: LogPosition, step?: ApplyStep, inValue: PlaceInValue = WHOLE_VALUE): number[] | undefined {
+    return runToEnd(this.applyInSlices(batch, at, step, inValue, Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * As apply, in slices: a command that removes or adds many entries (release-all, release `*`,
+   * an import's commit) does `sliceEntries` of them per slice, so the caller can give the event
+   * loop a turn between them (LogFollower does). Nothing else may apply meanwhile; every node
+   * ends in the same state with the same grants in the same order, whatever its slice size
+   * (grants are told as their slice makes them). While it is not done, `applying` is true.
+   */
+  *applyInSlices(
+    batch: Batch,
+    at: LogPosition,
+    step?: ApplyStep,
+    inValue: PlaceInValue = WHOLE_VALUE,
+    sliceEntries = APPLY_SLICE_ENTRIES,
+  ): Sliced<number[] | undefined> {
+    if (this.slicing) throw new Error('a batch applied while another is still being applied in slices');
     const place = inValue.place;
     if (inValue.first) {
       if (at.version !== this.position.version + 1) {
@@ -229,11 +265,15 @@ export class ReplicaState {
         step?.(i);
         const position = commandPosition(at.version, place + i);
         this.rules.beginCommand(position, batch.proposer);
-        results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch);
+        const command = commands[i]!;
+        if (refusedImport) results[i] = 0;
+        else if (isBulk(command)) results[i] = yield* this.executeInSlices(command, position, batch.proposer, sliceEntries);
+        else results[i] = this.execute(command, position, batch);
       }
       step?.(commands.length);
     } finally {
       this.clock.thaw();
+      this.slicing = false;
     }
     // Changes nothing apply decides (see compactIfSparse), so replicas stay alike whenever each compacts.
     this.table.compactIfSparse();
@@ -252,6 +292,28 @@ export class ReplicaState {
     this.placeInVersion = 0;
   }
 
+  /** Whether a batch is being applied in slices and is not done yet (a snapshot must wait: see encode). */
+  get applying(): boolean {
+    return this.slicing;
+  }
+
+  /** Between two slices of a command: the event loop's turn (the clock runs meanwhile), then the command goes on. */
+  private *pauseBetweenSlices(position: number, origin: ByteString): Sliced<void> {
+    this.slicing = true;
+    this.clock.thaw();
+    yield;
+    this.clock.freeze();
+    this.rules.beginCommand(position, origin);
+  }
+
+  /** A command that may touch many entries (see isBulk), in slices of `sliceEntries`. */
+  private *executeInSlices(c: BulkCommand, position: number, origin: ByteString, sliceEntries: number): Sliced<number> {
+    if (c.op === LogOp.ImportCommit) return yield* this.commitImport(c.importId, origin, position, sliceEntries);
+    const release: SlicedRelease = c.op === LogOp.ReleaseAll ? this.table.beginReleaseAll(c.owner) : this.table.beginReleaseKey(c.key, c.owner);
+    while (!release.run(sliceEntries)) yield* this.pauseBetweenSlices(position, origin);
+    return release.total;
+  }
+
   /** Runs one command, at log `position`, of `batch` (its proposer is the origin of what it creates). */
   private execute(c: LogCommand, position: number, batch: Batch): number {
     const table = this.table;
@@ -264,9 +326,9 @@ export class ReplicaState {
       case LogOp.Release:
         return table.release(c.key, c.index, c.owner);
       case LogOp.ReleaseKey:
-        return table.releaseKey(c.key, c.owner);
       case LogOp.ReleaseAll:
-        return table.releaseAll(c.owner);
+      case LogOp.ImportCommit:
+        return runToEnd(this.executeInSlices(c, position, origin, Number.POSITIVE_INFINITY));
       case LogOp.Expire:
         return table.expireVersion(c.key, c.index, c.owner, c.version);
       case LogOp.Import:
@@ -274,8 +336,6 @@ export class ReplicaState {
       case LogOp.ImportStaged:
       case LogOp.ImportStagedFenced:
         return this.stage(c, position);
-      case LogOp.ImportCommit:
-        return this.commitImport(c.importId, origin);
       case LogOp.CancelWait:
         return this.cancelWait(c.key, c.index, c.owner, batch);
       case LogOp.ExpireAndHold:
@@ -408,7 +468,7 @@ export class ReplicaState {
    * (0) when that import is not the one staged, or the table holds entries by now. Returns the
    * number of entries imported.
    */
-  private commitImport(importId: number, origin: ByteString): number {
+  private *commitImport(importId: number, origin: ByteString, position: number, sliceEntries: number): Sliced<number> {
     const staging = this.staging;
     if (staging?.id !== importId) return 0;
     this.staging = undefined;
@@ -419,7 +479,14 @@ export class ReplicaState {
     for (const { command } of staging.entries) highest = Math.max(highest, command.token, command.highestToken);
     this.rules.raiseTokenBase(highest);
     let imported = 0;
-    for (const { command, ticket } of staging.entries) imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
+    let inSlice = 0;
+    for (const { command, ticket } of staging.entries) {
+      if (inSlice++ === sliceEntries) {
+        yield* this.pauseBetweenSlices(position, origin);
+        inSlice = 1;
+      }
+      imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
+    }
     return imported;
   }
 
@@ -465,6 +532,7 @@ export class ReplicaState {
    * encoding also serves as the digest input.
    */
   encode(): Buffer {
+    if (this.slicing) throw new Error('the state is between two slices of a command: no snapshot of it');
     const out = new BufferWriter(64 * 1024, 0);
     const holds = [...this.table.holdsHeld()];
     const tied = this.tiedWaits.size > 0 ? this.tiedWaitsHeld() : [];
@@ -515,6 +583,11 @@ export class ReplicaState {
 
   /** A state read back from `encode()` bytes (or an older layout's); throws LogFormatError on anything malformed. */
   static decode(bytes: Uint8Array, clock: Clock, hashSeed?: number): ReplicaState {
+    return runToEnd(ReplicaState.decodeInSlices(bytes, clock, hashSeed, Number.POSITIVE_INFINITY));
+  }
+
+  /** As decode, `sliceEntries` entries per slice (a snapshot load gives the event loop a turn between them). */
+  static *decodeInSlices(bytes: Uint8Array, clock: Clock, hashSeed?: number, sliceEntries = APPLY_SLICE_ENTRIES): Sliced<ReplicaState> {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const layout = r.u8();
@@ -561,6 +634,7 @@ export class ReplicaState {
     };
     const entries = r.u32();
     for (let i = 0; i < entries; i++) {
+      if (i > 0 && i % sliceEntries === 0) yield;
       loadHoldsBefore(i);
       const key = r.string();
       const index = r.string();
@@ -671,4 +745,11 @@ function proposerKey(name: ByteString, incarnation: number): string {
 function splitProposerKey(key: string): [ByteString, number] {
   const cut = key.lastIndexOf('\0');
   return [key.slice(0, cut), Number(key.slice(cut + 1))];
+}
+
+type BulkCommand = Extract<LogCommand, { op: typeof LogOp.ReleaseAll | typeof LogOp.ReleaseKey | typeof LogOp.ImportCommit }>;
+
+/** A command whose apply may touch any number of entries, done in slices (see applyInSlices). */
+function isBulk(c: LogCommand): c is BulkCommand {
+  return c.op === LogOp.ReleaseAll || c.op === LogOp.ReleaseKey || c.op === LogOp.ImportCommit;
 }

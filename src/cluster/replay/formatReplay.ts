@@ -19,7 +19,8 @@ export function formatLogCommand(c: LogCommand): string {
   const entry = (e: { key: string; index: string; owner: string }): string => `${printable(e.key)}/${printable(e.index)} owner ${printable(e.owner)}`;
   switch (c.op) {
     case LogOp.Request:
-      return `request ${entry(c)} ttl ${c.ttl} ttw ${c.ttw} priority ${c.priority}${c.allowCreate ? '' : ' (draining: no new entry)'}`;
+    case LogOp.AcquireWait:
+      return `${c.op === LogOp.AcquireWait ? 'acquire-wait' : 'request'} ${entry(c)} ttl ${c.ttl} ttw ${c.ttw} priority ${c.priority}${c.allowCreate ? '' : ' (draining: no new entry)'}`;
     case LogOp.Renew:
       return `renew ${entry(c)}`;
     case LogOp.Release:
@@ -44,6 +45,8 @@ export function formatLogCommand(c: LogCommand): string {
     }
     case LogOp.ImportCommit:
       return `import-commit ${c.importId}`;
+    case LogOp.CancelWaitsOf:
+      return `cancel-waits-of ${printable(c.node)}#${c.incarnation.toString(16).padStart(8, '0')}`;
   }
 }
 

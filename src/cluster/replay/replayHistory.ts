@@ -214,7 +214,7 @@ function names(c: LogCommand, focus: ReplayFocus): boolean {
 
 /** A command naming no key that can still change a key's queues. */
 function mayTouch(c: LogCommand): boolean {
-  return c.op === LogOp.ReleaseAll || c.op === LogOp.ImportCommit;
+  return c.op === LogOp.ReleaseAll || c.op === LogOp.ImportCommit || c.op === LogOp.CancelWaitsOf;
 }
 
 /** The focus key's queues now: of the command's index or the focus index when one is named, else all of them. */

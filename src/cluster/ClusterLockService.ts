@@ -76,7 +76,14 @@ export class ClusterLockService implements LockService, WaitersHost {
       this.waiters.rebind(state.table),
     );
     this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
-    this.orphanedWaits = new OrphanedWaits(options.nodeName, this.incarnation, deps, this.committer, () => this.follower.state);
+    this.orphanedWaits = new OrphanedWaits(
+      options.nodeName,
+      this.incarnation,
+      deps,
+      this.committer,
+      () => this.follower.state,
+      (name) => this.leadership.isSilent(name),
+    );
   }
 
   /** The replica as applied so far (tests, metrics, the lock-file backup). */

@@ -4,17 +4,17 @@ import type { Committer } from './Committer.js';
 import { INCARNATION_WAITS_FORMAT, LogOp } from './LogCodec.js';
 import type { ReplicaState, WaitingIncarnation } from './ReplicaState.js';
 
-/** How often the leader reads which nodes are live, while waits of other nodes are tied in the table. */
+/** How often the leader reads which nodes hold a name, while waits of other nodes are tied in the table. */
 export const LIVE_NODES_EVERY_MS = 1_000;
 const LIVE_NODES_TIMEOUT_MS = 2_000;
 
 /**
- * Whether `node` is gone, from the names a read of the store found live (ReplicatedLog.liveNodes):
- * the one place the cluster decides that the waits of a node's incarnations may end. Today a node
- * is gone once its name key is (its name lease expired or was revoked).
+ * Whether `node` is gone: the one place the cluster decides that the waits of a node's incarnations
+ * may end. A node is gone once its name key is (its name lease expired or was revoked), or once its
+ * heartbeat is proven silent (Leadership.isSilent): a lease anyone may keep alive proves nothing.
  */
-export function nodeIsGone(node: ByteString, live: ReadonlySet<string>): boolean {
-  return !live.has(node);
+export function nodeIsGone(node: ByteString, named: ReadonlySet<string>, isSilent: (name: string) => boolean): boolean {
+  return !named.has(node) || isSilent(node);
 }
 
 /**
@@ -44,6 +44,8 @@ export class OrphanedWaits {
     private readonly deps: ClusterDeps,
     private readonly committer: Committer,
     private readonly replica: () => ReplicaState,
+    /** Whether a node's heartbeat is proven silent (Leadership.isSilent). */
+    private readonly isSilent: (name: string) => boolean,
   ) {}
 
   /** Whether this node's own waits may be tied to its incarnation (see ClusterLockService.acquire). */
@@ -74,14 +76,14 @@ export class OrphanedWaits {
     if (others && isLeader && !this.reading && now - this.lastRead >= LIVE_NODES_EVERY_MS) void this.endGoneNodes(now, state);
   }
 
-  /** Reads which nodes are live and ends the waits of every incarnation, tied before the read, of a node that is gone. */
+  /** Reads which nodes hold a name and ends the waits of every incarnation, tied before the read, of a node that is gone. */
   private async endGoneNodes(now: number, state: ReplicaState): Promise<void> {
     this.reading = true;
     this.lastRead = now;
     const before = [...state.waitingIncarnations()].filter((w) => w.node !== this.nodeName).map((w) => ({ node: w.node, incarnation: w.incarnation }));
     try {
-      const live = await this.deps.log.liveNodes(LIVE_NODES_TIMEOUT_MS);
-      for (const w of before) if (nodeIsGone(w.node, live)) this.propose(w, 'node-gone');
+      const named = new Set((await this.deps.log.members(LIVE_NODES_TIMEOUT_MS)).map((m) => m.name));
+      for (const w of before) if (nodeIsGone(w.node, named, this.isSilent)) this.propose(w, 'node-gone');
     } catch {
       // etcd unreachable: the next read tries again.
     } finally {

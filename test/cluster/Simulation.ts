@@ -26,7 +26,9 @@ import { Ownership, RATE_MARGIN } from './Ownership.js';
  * offset and rate; quorum loss; a node cut from the store; an etcd member cut from the others,
  * leader changes and elections; a node's whole watch stream stalling; broken, gapped, repeated or
  * stalled watches; appends refused, with their answer lost, or landing late within the seed's
- * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store.
+ * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store; in half
+ * the seeds a read-only etcd user keeps every lease alive, a crashed node's name lease included
+ * (liveness and name takeover then rest on heartbeats alone).
  *
  * Clients act like 0.9b ones: holders wait in the request; pollers request with a short TTW and a
  * long TTL, then poll 0x03 / 0x01 / 0x07 until told they own the lock; after a release they ask
@@ -76,6 +78,8 @@ export interface SimulationOptions {
    * change: the landings after an unsealed give-up show what the janitor removes.
    */
   readonly overdueRevokes?: boolean;
+  /** Whether a read-only user keeps every lease alive (MemoryStore.readerKeepsLeasesAlive); default: the even seeds. */
+  readonly readerKeepsLeasesAlive?: boolean;
 }
 
 export class SimulationFailure extends Error {
@@ -273,6 +277,7 @@ class Simulation {
       members: 3,
     });
     this.store.overdueRevokes = options.overdueRevokes !== false;
+    this.store.readerKeepsLeasesAlive = options.readerKeepsLeasesAlive ?? options.seed % 2 === 0;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
       const parts = decodeValue(record.value);

@@ -132,8 +132,10 @@ test('a lock-delay begun by the leader holds the lock back on every node, and is
   const [follower, other] = nodes.filter((n) => n !== leader) as [ClusterLockService, ClusterLockService];
   await settle(vt, follower.request(lock('alice', { ttl: 1 }), true));
   const bob = watch(other.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  // Every node applies the expiry, each at its own moment: read the hold once `other` has too.
   t.true(await vt.until(10_000, () => follower.replica.table.location('k', 'i', 'alice') === 0), 'alice expired');
   const expiredAt = vt.now();
+  t.true(await vt.until(10_000, () => other.replica.table.location('k', 'i', 'alice') === 0), 'alice expired on every node');
   const [held] = other.replica.table.queues('k', 10);
   t.true(held!.heldForMs > 0, 'held back');
   t.is(held!.entries[0]!.owner, 'bob');

@@ -5,11 +5,12 @@ import { realTimers, type Timers } from '../runtime/Timers.js';
 import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
 import { NO_DEADLINE } from './DeadlineHeap.js';
 import { NO_ID } from './HashIndex.js';
-import type { Answer, LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } from './LockService.js';
+import type { Answer, LockCounts, LockRequest, LockService, SavedHold, SavedLock, WaitingFigures } from './LockService.js';
 import { Later } from './Later.js';
 import { APPLY_SLICE_ENTRIES, LockTable, type LockTableOptions, type SlicedRelease } from './LockTable.js';
 import { Waiters, type GrantObserver } from './Waiters.js';
-import { SingleNodeRules } from './SingleNodeRules.js';
+import { SingleNodeRules, type SingleNodeLimits } from './SingleNodeRules.js';
+import { NO_CLIENT, Refusal, REFUSAL_NAMES, REFUSALS, type LimitFigures } from './TableLimits.js';
 
 /**
  * Fencing tokens a single node may grant per millisecond, on average since it started, and still
@@ -31,9 +32,12 @@ export const QUIET_ARRIVALS = 100;
 /** Entries created (and gone again) since the last call that make a quiet spell worth onQuietAfterChurn. */
 export const CHURN_WORTH_COLLECTING = 100_000;
 
-export interface LocalLockServiceOptions extends LockTableOptions {
-  /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
-  readonly maxEntries?: number;
+export interface LocalLockServiceOptions extends LockTableOptions, SingleNodeLimits {
+  /**
+   * Told of each request refused (position 0) because a limit was reached (Refusal), with the
+   * connection it came through (NO_CLIENT if none): the log line, throttled by its caller.
+   */
+  readonly onRefused?: (why: Exclude<Refusal, 0>, request: LockRequest, client: number) => void;
   /**
    * Fencing tokens start above this (default 0). The daemon passes the wall clock in milliseconds
    * times TOKENS_PER_MS, so that tokens still grow after a crash left an older lock file behind.
@@ -90,7 +94,7 @@ export class LocalLockService implements LockService {
     private readonly options: LocalLockServiceOptions = {},
   ) {
     this.sliceEntries = options.sliceEntries ?? APPLY_SLICE_ENTRIES;
-    this.rules = new SingleNodeRules(options.maxEntries, options.tokenFloor);
+    this.rules = new SingleNodeRules(options, options.tokenFloor);
     this.table = new LockTable(clock, this.rules, options);
     this.waiters = new Waiters(
       this.table,
@@ -190,15 +194,30 @@ export class LocalLockService implements LockService {
     return this.table.findOwner(key, index);
   }
 
-  request(r: LockRequest, allowCreate: boolean): number {
+  request(r: LockRequest, allowCreate: boolean, _receivedAt?: number, client = NO_CLIENT): number {
     this.table.settle(r.key, r.index);
-    return this.table.request(r, allowCreate);
+    const position = this.table.request(r, allowCreate, client);
+    if (position === 0) this.refused(r, client);
+    return position;
   }
 
-  requestFenced(r: LockRequest, allowCreate: boolean): FencedPosition {
-    this.table.settle(r.key, r.index);
-    const position = this.table.request(r, allowCreate);
+  requestFenced(r: LockRequest, allowCreate: boolean, receivedAt?: number, client = NO_CLIENT): FencedPosition {
+    const position = this.request(r, allowCreate, receivedAt, client);
     return { position, token: position === 1 ? this.table.fence(r.key, r.index, r.owner) : 0 };
+  }
+
+  /** A request answered 0: told to onRefused if a limit refused it (not a drain). */
+  private refused(r: LockRequest, client: number): void {
+    const why = this.table.lastRefusal;
+    if (why !== Refusal.None) this.options.onRefused?.(why, r, client);
+  }
+
+  limitFigures(): LimitFigures {
+    return {
+      bytesUsed: this.table.bytes,
+      bytesLimit: this.rules.maxTableBytes,
+      refused: REFUSALS.map((why) => [REFUSAL_NAMES[why], this.table.refusals(why)] as const),
+    };
   }
 
   /**
@@ -206,8 +225,8 @@ export class LocalLockService implements LockService {
    * refused, or when `waitMs` is 0; else once the entry is granted (1 and its token), goes (0),
    * or `waitMs` passes (its position then; NO_WAIT_BOUND: no bound).
    */
-  acquire(r: LockRequest, allowCreate: boolean, waitMs: number): Answer<FencedPosition> {
-    const answered = this.requestFenced(r, allowCreate);
+  acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number, client = NO_CLIENT): Answer<FencedPosition> {
+    const answered = this.requestFenced(r, allowCreate, receivedAt, client);
     if (answered.position <= 1 || waitMs === 0) return answered;
     const entry = this.table.entryOf(r.key, r.index, r.owner);
     const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : this.clock.now() + waitMs;
@@ -281,11 +300,15 @@ export class LocalLockService implements LockService {
     return this.rules.highestToken;
   }
 
-  async restore(saved: readonly SavedLock[], highestToken = 0): Promise<void> {
+  async savedHolds(): Promise<SavedHold[]> {
+    return [...this.table.savedHolds()];
+  }
+
+  async restore(saved: readonly SavedLock[], highestToken = 0, holds: readonly SavedHold[] = []): Promise<void> {
     // Tokens go on above every one the saved table ever handed out, and above those its entries hold.
     this.rules.noteToken(highestToken);
     for (const s of saved) this.rules.noteToken(s.token);
-    this.table.restore(saved);
+    this.table.restore(saved, holds);
   }
 
   /** Stops sweeping and answers every wait; releases in slices run on to their end (snapshot waits for them). */

@@ -6,12 +6,13 @@ import { EntryRecords } from './EntryRecords.js';
 import { DEFAULT_HASH_SEED } from './hashByteString.js';
 import { NO_ID } from './HashIndex.js';
 import { KeyDirectory } from './KeyDirectory.js';
-import type { LockRequest, SavedLock, WaitingFigures } from './LockService.js';
-import { NameStore } from './NameStore.js';
+import type { LockRequest, SavedHold, SavedLock, WaitingFigures } from './LockService.js';
+import { NameStore, storedNameBytes } from './NameStore.js';
 import { OwnerDirectory } from './OwnerDirectory.js';
 import { PendingReleases } from './PendingReleases.js';
 import type { QueueRules } from './QueueRules.js';
 import type { ReplicaRules, ReplicatedRequest } from './ReplicaRules.js';
+import { ENTRY_OVERHEAD_BYTES, entryBytes, NO_CLIENT, Refusal } from './TableLimits.js';
 import { WaiterQueues } from './WaiterQueues.js';
 
 const MS_PER_SECOND = 1000;
@@ -174,6 +175,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   private ownerCount = 0;
   private waiterCount = 0;
   private overdueWaitersDropped = 0;
+  /** Requests refused for want of room, by Refusal. */
+  private readonly refusedBy = new Float64Array(5);
+  /** Why the last request answered 0 was refused (Refusal.None: not for room, a drain's). */
+  private lastRefusal_: Refusal = Refusal.None;
 
   constructor(
     private readonly clock: Clock,
@@ -298,12 +303,29 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.overdueWaitersDropped;
   }
 
+  /** Bytes charged for every entry held (TableLimits.entryBytes each): what --max-table-bytes bounds. */
+  get bytes(): number {
+    return this.entries.bytes;
+  }
+
+  /** Requests refused so far because a limit was reached (see TableLimits.Refusal). */
+  refusals(why: Exclude<Refusal, 0>): number {
+    return this.refusedBy[why]!;
+  }
+
+  /** Why the last request that answered 0 was refused: a limit, or Refusal.None (not allowed to create: drain mode). */
+  get lastRefusal(): Refusal {
+    return this.lastRefusal_;
+  }
+
   /**
    * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
    * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0
-   * when a new entry is not allowed: `allowCreate` false (drain mode), or no room by the rules.
+   * when a new entry is not allowed: `allowCreate` false (drain mode), or no room by the rules
+   * (see lastRefusal). `client` is the connection the request came through, if any (its entries
+   * count against a per-connection cap).
    */
-  request(request: Request, allowCreate = true): number {
+  request(request: Request, allowCreate = true, client = NO_CLIENT): number {
     const entries = this.entries;
     const { key, index, owner, ttl, ttw } = request;
     const found = this.keys.find(key, index);
@@ -316,9 +338,27 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
         return this.positionOf(found, existing);
       }
     }
-    if (!allowCreate || !this.rules.hasRoom(request, this.size)) return 0;
+    if (!allowCreate) {
+      this.lastRefusal_ = Refusal.None;
+      return 0;
+    }
+    const refusal = this.rules.refusal(
+      request,
+      {
+        entries: this.size,
+        bytes: entries.bytes,
+        entryBytes: entryBytes(key.length, index.length, owner.length),
+        ownerEntries: this.owners_.entryCountOf(owner),
+      },
+      client,
+    );
+    if (refusal !== Refusal.None) {
+      this.refusedBy[refusal] = this.refusedBy[refusal]! + 1;
+      this.lastRefusal_ = refusal;
+      return 0;
+    }
     const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
-    const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw);
+    const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw, client);
     // A lock held back after its owner's TTL ran out (lock-delay) is granted to nobody meanwhile.
     if (this.keys.queueOwner[queue] === NO_ID && !this.holds.has(queue)) {
       this.makeOwner(entry);
@@ -511,10 +551,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
           token: e.token[entry]!,
         });
       }
-      // A hold whose deadline the leader took to propose its lift is still held (1 ms) until the lift applies.
-      const until = this.holds.has(queue) ? this.holdUntil.deadlineOf(queue) : undefined;
-      const heldForMs = until === undefined ? 0 : until === NO_DEADLINE ? 1 : Math.max(1, Math.ceil(until - now));
-      views.push({ index: this.keys.indexOf(queue), heldForMs, entries });
+      views.push({ index: this.keys.indexOf(queue), heldForMs: this.heldForMs(queue, now), entries });
       if (count > limit) break;
     }
     return views;
@@ -612,16 +649,43 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Cluster mode, a snapshot: every lock held back, with the expiry that held it and the delay. */
   *holdsHeld(this: ReplicaTable): IterableIterator<DueHold & { readonly delayMs: number; readonly entriesBefore: number }> {
+    for (const { queue, hold, entriesBefore } of this.heldQueues()) {
+      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs, entriesBefore };
+    }
+  }
+
+  /**
+   * Every lock held back (lock-delay) with the time its delay has left, for the lock file: frozen
+   * while the server is down, as an entry's time left is, so a restart holds it back for the rest.
+   */
+  *savedHolds(): IterableIterator<SavedHold> {
+    const now = this.clock.now();
+    for (const { queue, entriesBefore } of this.heldQueues()) {
+      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), remainingMs: this.heldForMs(queue, now), entriesBefore };
+    }
+  }
+
+  /**
+   * The queues held back, in directory order, each with the number of entries snapshot() and
+   * replicaEntries() yield before its queue's: a copy loads each hold at its place, so its queues
+   * (and lists) come in the same order.
+   */
+  private *heldQueues(): IterableIterator<{ readonly queue: number; readonly hold: Hold; readonly entriesBefore: number }> {
     if (this.holds.size === 0) return;
-    // In directory order, each with the number of entries replicaEntries() yields before its queue's:
-    // a snapshot loads each hold at its place, so the copy's queues (and lists) come in the same order.
     let entriesBefore = 0;
     for (const queue of this.keys.all()) {
       const hold = this.holds.get(queue);
-      if (hold !== undefined)
-        yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs, entriesBefore };
+      if (hold !== undefined) yield { queue, hold, entriesBefore };
       entriesBefore += (this.keys.queueOwner[queue] === NO_ID ? 0 : 1) + this.waiters_.countOf(queue);
     }
+  }
+
+  /** Milliseconds the queue's lock is still held back, 0 if it is not (at least 1 while it is). */
+  private heldForMs(queue: number, now: number): number {
+    if (!this.holds.has(queue)) return 0;
+    // A hold whose deadline the leader took to propose its lift is still held (1 ms) until the lift applies.
+    const until = this.holdUntil.deadlineOf(queue);
+    return until === NO_DEADLINE ? 1 : Math.max(1, Math.ceil(until - now));
   }
 
   /** Cluster mode, loading a snapshot: holds back the lock of (key, index) from now on, for its whole delay. */
@@ -758,14 +822,30 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /**
    * Puts saved entries back, in the order given (which is the queue order they were saved in):
-   * owners as owners, waiters behind them in their old order, each with the time it had left.
+   * owners as owners, waiters behind them in their old order, each with the time it had left; and
+   * the locks held back (lock-delay), each at its place among them, for the time its delay had left.
    */
-  restore(saved: Iterable<SavedLock>): void {
+  restore(saved: Iterable<SavedLock>, holds: readonly SavedHold[] = []): void {
     const now = this.clock.now();
+    const inOrder = [...holds].sort((a, b) => a.entriesBefore - b.entriesBefore);
+    let held = 0;
+    /** Holds back the locks whose place comes before the entry numbered `entries`. */
+    const holdUpTo = (entries: number): void => {
+      for (; held < inOrder.length && inOrder[held]!.entriesBefore <= entries; held++) {
+        const hold = inOrder[held]!;
+        const queue = this.keys.getOrCreate(hold.key, hold.index);
+        if (this.holds.has(queue)) throw new Error('one lock held back twice');
+        if (this.keys.queueOwner[queue] !== NO_ID) throw new Error('a held-back lock with an owner');
+        this.holdBack(queue, { version: this.rules.holdVersion(), delayMs: hold.remainingMs }, now + hold.remainingMs);
+      }
+    };
+    let count = 0;
     for (const s of saved) {
+      holdUpTo(count++);
       const queue = this.keys.getOrCreate(s.key, s.index);
       if (this.entryIn(queue, s.owner) !== NO_ID) throw new Error(`duplicate entry for owner in one queue`);
       if (s.isOwner && this.keys.queueOwner[queue] !== NO_ID) throw new Error(`two owners for one lock`);
+      if (s.isOwner && this.holds.has(queue)) throw new Error('an owner of a lock held back');
       const entry = this.newEntry(queue, s.owner, s.priority, this.rules.newTicket(), s.ttl, s.ttw);
       this.insertSaved(entry, s.isOwner);
       // The token it was granted, which the rules were told of (it was below their highest); an
@@ -773,6 +853,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       if (s.isOwner) this.entries.token[entry] = s.token > 0 ? s.token : this.rules.grantToken();
       this.setDeadline(entry, s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs);
     }
+    holdUpTo(Number.POSITIVE_INFINITY);
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
     // hand-edited file might list only waiters: the first of them takes the lock.
     // Waiters saved with no time left are dropped by that promotion; a queue left empty goes too.
@@ -858,9 +939,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; the rules are told. */
-  private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
+  private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number, client = NO_CLIENT): number {
     const entry = this.makeEntry(queue, owner, priority, ticket, ttl, ttw, this.clock.now());
-    this.rules.entryAdded(entry);
+    this.rules.entryAdded(entry, client);
     this.notePeak();
     return entry;
   }
@@ -878,10 +959,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (this.size >= this.peak) this.peak = this.size + 1;
   }
 
-  /** The record of a new entry, filed under its owner. */
+  /** The record of a new entry, filed under its owner, charged its bytes (TableLimits.entryBytes). */
   private makeEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number, requestedAt: number): number {
     const e = this.entries;
-    const entry = e.allocate();
+    const entry = e.allocate(this.keys.storedBytesOf(queue) + storedNameBytes(owner.length) + ENTRY_OVERHEAD_BYTES);
     e.queue[entry] = queue;
     e.priority[entry] = priority;
     e.ticket[entry] = ticket;

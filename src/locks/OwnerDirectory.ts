@@ -196,6 +196,21 @@ export class OwnerDirectory {
     this.ids.release(id);
   }
 
+  /**
+   * How many entries `owner` has (0 if it has no record). A record found is remembered as the last
+   * one looked up, so the add() that follows a check finds it without hashing again.
+   */
+  entryCountOf(owner: ByteString): number {
+    let id = owner === this.lastName ? this.lastId : NO_ID;
+    if (id === NO_ID) {
+      id = this.find(owner);
+      if (id === NO_ID) return 0;
+      this.lastName = owner;
+      this.lastId = id;
+    }
+    return this.entryCount[id]!;
+  }
+
   /** The owner's entries in the order they were added: a copy, safe to use while removing them. */
   entriesOf(owner: ByteString): number[] {
     const id = this.find(owner);

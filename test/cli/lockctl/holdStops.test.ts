@@ -35,7 +35,9 @@ test("lockctl stopped (SIGSTOP) while its command runs: the watchdog stops the c
   const file = join(await tempDir(t), 'written');
   // Every 20 ms the time by this machine's clock, as the next owner's grant is timed below.
   const script = `const fs = require('fs'); setInterval(() => fs.appendFileSync(${JSON.stringify(file)}, Date.now() + '\\n'), 20); process.stdout.write('ready ' + process.pid + '\\n');`;
-  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '3', 'jobs', 'n', 'me', '--', node, '-e', script]);
+  // TTL 6 and a grace of 2 s: the stop begins 3.75 s after the last renewal's send, leaving a loaded machine 2.25 s
+  // for the watchdog's timer and its walk of /proc before the deadline.
+  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '6', '--kill-after', '2', 'jobs', 'n', 'me', '--', node, '-e', script]);
   const commandPid = Number((await stdoutLine(hold.child, /^ready \d+$/)).slice('ready '.length));
   t.teardown(() => killIfRunning(commandPid));
   t.teardown(() => continueIfStopped(hold.child.pid!));

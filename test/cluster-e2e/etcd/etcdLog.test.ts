@@ -8,7 +8,7 @@ import { WRITER_LEASE_WARM_MS } from '../../../src/cluster/etcd/WriterLeases.js'
 import { AppendRefusedError, MAX_APPEND_BYTES, type LogWatch } from '../../../src/cluster/ReplicatedLog.js';
 import { bounded } from '../../helpers/bounded.js';
 import { EtcdCluster, needsEtcd } from '../../helpers/etcdCluster.js';
-import { BatchEncoder, LogOp, OPS_FORMAT } from '../../../src/cluster/LogCodec.js';
+import { BatchEncoder, GATED_FORMATS, LOG_FORMATS_READ, LogOp, OPS_FORMAT } from '../../../src/cluster/LogCodec.js';
 
 // EtcdLog against real etcd members, in process: fenced appends, snapshot pointer swaps, a
 // damaged snapshot chunk, and a watch that loses its member in the middle of a backlog.
@@ -354,7 +354,7 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   const name = await raw.get(`/${cluster}/nodes/n1`).exec();
   t.is(
     formats.kvs[0]?.value.toString(),
-    '1,2,3,4,5',
+    LOG_FORMATS_READ.join(','),
     'one batch, bundles, references to retained batches, batches with the commands of waiting, and with waits tied to their incarnation',
   );
   t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
@@ -385,7 +385,7 @@ etcdTest(
     // formats written names them, in one read: the first read that finds every node reading them
     // writes the record, the next one lets them be written.
     t.true((await log.peerView(CALL_MS)).readsBundles);
-    t.is(await raw.get(`/${cluster}/formats-written`).string(), '2,3,4');
+    t.is(await raw.get(`/${cluster}/formats-written`).string(), GATED_FORMATS.join(','));
     t.true(log.mayWrite(OPS_FORMAT), 'and batches with the commands of waiting (format 4)');
     // What a forwarding node may name as its fence key: one of this cluster's.
     t.is(log.checkFenceKey(Buffer.from(`/${cluster}/fences/0123456789abcdef`)), undefined);
@@ -408,8 +408,12 @@ etcdTest(
     t.deepEqual([...(await log.peerView(CALL_MS)).peers], [['n1', '127.0.0.1:17734']]);
     // A log that holds a format this version does not read (written by a newer one): a node of this
     // version may not join, since it would skip those values where the newer nodes apply them.
-    await raw.put(`/${cluster}/formats-written`).value('2,3,4,5').exec();
-    await t.throwsAsync(log.claimName('n3', 3, 5, CALL_MS), { instanceOf: NodeTooOldError, message: /format 5/ });
+    const unknown = Math.max(...LOG_FORMATS_READ) + 1;
+    await raw
+      .put(`/${cluster}/formats-written`)
+      .value(`${GATED_FORMATS.join(',')},${unknown}`)
+      .exec();
+    await t.throwsAsync(log.claimName('n3', 3, 5, CALL_MS), { instanceOf: NodeTooOldError, message: new RegExp(`format ${unknown}`) });
     t.is(await raw.get(`/${cluster}/nodes/n3`).string(), null, 'and holds no name');
   },
 );

@@ -8,6 +8,7 @@ import type { LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } 
 import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
+import { DEFAULT_ETCD_QUOTA_BYTES, entryBytesBound } from './EntryBytesRules.js';
 import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
 import { LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
@@ -66,7 +67,8 @@ export class ClusterLockService implements LockService, WaitersHost {
     const hashSeed = Math.floor(deps.random() * 0x100000000) | 0;
     // Each layer is built after the ones it uses: the committer answers what the follower applies,
     // and leadership reads what the follower publishes and submits through the committer.
-    this.committer = new Committer({ nodeName: options.nodeName, incarnation: this.incarnation }, options.commitTimeoutMs, deps, this.contact);
+    const entryBound = entryBytesBound(options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES);
+    this.committer = new Committer({ nodeName: options.nodeName, incarnation: this.incarnation, entryBytesBound: entryBound }, options.commitTimeoutMs, deps, this.contact);
     const initial = new ReplicaState(deps.clock, hashSeed);
     this.waiters = new Waiters(initial.table, deps.clock, deps.timers, this, deps.grants);
     this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, initial, this.committer, (state) =>

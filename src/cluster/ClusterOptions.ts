@@ -19,6 +19,12 @@ export interface ClusterOptions {
   readonly maxEntries: number;
   /** Lease of the node name and candidacy: a crashed node's name is free again after this. */
   readonly leaseSeconds?: number;
+  /**
+   * --etcd-quota-bytes (etcd's default 2 GiB when absent): etcd's backend quota. A share of it bounds
+   * the entries' etcd bytes, carried in each batch so every replica refuses alike (EntryBytesRules);
+   * the node compares etcd's own figures with it (SpaceWatch).
+   */
+  readonly etcdQuotaBytes?: number;
   /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
   readonly snapshotEveryBatches?: number;
   /**

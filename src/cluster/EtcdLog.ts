@@ -24,7 +24,7 @@ import type {
 } from './ReplicatedLog.js';
 import { AppendRefusedError, leaseOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type LeaseOutcome, type LentLease } from './ReplicatedLog.js';
 export { NodeTooOldError } from './ReplicatedLog.js';
-import { BUNDLE_FORMAT, encodeBundle, isReference, LOG_FORMATS_READ, OPS_FORMAT, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
+import { BUNDLE_FORMAT, encodeBundle, ETCD_BOUND_FORMAT, isReference, LOG_FORMATS_READ, OPS_FORMAT, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerDeclarations.js';
 import { PEER_SECRET_BYTES } from './peer/PeerAuth.js';
 
@@ -587,7 +587,7 @@ export class EtcdLog implements ReplicatedLog {
       names.size > 0 && [...names.keys()].every((name) => formatList(Buffer.from(formats.get(name) ?? '')).includes(String(format)));
     // A format is written once every live node reads it and the record names it, in this one read;
     // every live node reading it but the record not naming it yet, the record comes first.
-    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT].filter(reads);
+    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, ETCD_BOUND_FORMAT].filter(reads);
     const missing = wanted.filter((format) => !written.includes(String(format)));
     if (missing.length > 0) await this.recordFormats(record, written, missing, timeoutMs - (performance.now() - started)).catch(() => {});
     // Read here, where every node reads the declarations once a second (PeerDeclarations).

@@ -92,7 +92,7 @@ const program = new Command()
   .option('--import-lock-file <file>', "cluster mode: seed an empty cluster from a single node's lock file (refused if it holds entries)", parseFileName)
   .option(
     '--etcd-quota-bytes <bytes>',
-    `cluster mode: etcd's --quota-backend-bytes; new entries are refused (position 0) once they would take a fifth of it (default ${DEFAULT_ETCD_QUOTA_BYTES}, etcd's own)`,
+    `cluster mode: etcd's --quota-backend-bytes; new entries are refused (position 0) once they would take a twentieth of it (default ${DEFAULT_ETCD_QUOTA_BYTES}, etcd's own)`,
     integerIn(MIN_ETCD_QUOTA_BYTES, MAX_ETCD_QUOTA_BYTES),
   )
   .option(

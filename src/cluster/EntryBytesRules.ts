@@ -6,7 +6,7 @@ import { grownCapacity, resized } from '../locks/records.js';
 export const DEFAULT_ETCD_QUOTA_BYTES = 2 * 1024 * 1024 * 1024;
 /** `--etcd-quota-bytes` from 1 MiB… */
 export const MIN_ETCD_QUOTA_BYTES = 1024 * 1024;
-/** …to 8 TiB (etcd suggests at most 8 GiB); a fifth of it in KiB fits the batch header's u32. */
+/** …to 8 TiB (etcd suggests at most 8 GiB); a twentieth of it in KiB fits the batch header's u32. */
 export const MAX_ETCD_QUOTA_BYTES = 8 * 1024 ** 4;
 
 /**
@@ -19,16 +19,19 @@ export const MAX_ETCD_QUOTA_BYTES = 8 * 1024 ** 4;
 export const ENTRY_ETCD_OVERHEAD_BYTES = 96;
 
 /**
- * The share of the etcd quota the table's entries may take, counted once each. etcd may hold an
- * entry up to four times before a compaction frees the older copies: in the snapshot written
- * before the last one (its chunks are deleted after the revision the last compaction went to), in
- * the last snapshot, in the one being written, and as the request in the log since the last
- * compaction. A fifth leaves room for the rest of the log between two compactions (releases,
- * renewals, expiries, the writer leases' fences) and bbolt's free pages; and the dbSize etcd
- * compares with its quota only falls by a defragmentation, so the bound must keep it clear of the
- * quota at every moment, not just on average.
+ * The share of the etcd quota the table's entries may take, counted once each (a snapshot of the
+ * table is about that size, S). etcd holds up to three snapshots before a compaction frees the
+ * oldest: the one written before the last (its chunks are deleted after the revision the last
+ * compaction went to), the last one, and the one being written; and the log since the last
+ * snapshot, which the leader lets grow to a snapshot's size or a twentieth of the quota
+ * (Leadership.LOG_QUOTA_SHARE) before it writes the next: 4 S, a fifth of the quota, in use at the
+ * worst moment (measured: 5 S with the log at 2 S). The rest is for bbolt's free pages, which large
+ * values reuse badly (measured under a flood of requests at the bound: dbSize twice the bytes in
+ * use before the leader's defragmentations), the writer leases' fences and anyone else's keys; and
+ * etcd's dbSize, which it compares with its quota, only falls by a defragmentation, so the bound
+ * keeps it clear of the quota at every moment, not on average.
  */
-export const ENTRY_QUOTA_SHARE = 1 / 5;
+export const ENTRY_QUOTA_SHARE = 1 / 20;
 
 /** The bound on the entries' etcd bytes (Batch.entryBytesBound) for an etcd quota of `quotaBytes`: a share, in whole KiB. */
 export function entryBytesBound(quotaBytes: number): number {

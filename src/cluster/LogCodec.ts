@@ -412,7 +412,8 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
   const { proposer, incarnation, seq, count, format, entryBytesBound } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
-  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes))) return withBound({ proposer, incarnation, seq, commands: known.commands }, entryBytesBound);
+  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes)))
+    return withBound({ proposer, incarnation, seq, commands: known.commands }, entryBytesBound);
   const commands: LogCommand[] = [];
   const lastOp = format === OPS_FORMAT ? LogOp.LiftHold : FIRST_FORMAT_4_OP - 1;
   for (let i = 0; i < count; i++) commands.push(readCommand(r, lastOp));

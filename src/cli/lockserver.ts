@@ -136,9 +136,18 @@ interface CliOptions {
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions, etcdPassword: EtcdPasswordSource | undefined): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdQuotaBytes', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile', 'importLockFile', 'advertise'].filter(
-      (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
-    );
+    const stray = [
+      'name',
+      'snapshotEvery',
+      'etcdQuotaBytes',
+      'etcdCacert',
+      'etcdCert',
+      'etcdKey',
+      'etcdUser',
+      'etcdPasswordFile',
+      'importLockFile',
+      'advertise',
+    ].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
     if (stray.length > 0)
       throw new StartupError('--name, --snapshot-every, --import-lock-file, --advertise and the --etcd-* options need --etcd (cluster mode)');
     return undefined;

@@ -1,5 +1,5 @@
 import type { ByteString } from '../bytes.js';
-import { ReplicaRules, type ReplicaHooks, type ReplicatedRequest } from '../locks/ReplicaRules.js';
+import { ReplicaRules, type ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { grownCapacity, resized } from '../locks/records.js';
 
 /** etcd's own default backend quota (`--quota-backend-bytes`): what `--etcd-quota-bytes` assumes unless told. */
@@ -61,10 +61,6 @@ export class EntryBytesRules extends ReplicaRules {
   private bound = 0;
   /** The cost of the entry about to join: set by hasRoom or nextEntry, taken by entryAdded or adopt. */
   private pending = 0;
-
-  constructor(hooks: ReplicaHooks) {
-    super(hooks);
-  }
 
   /** What the table's entries cost in etcd, one copy each. */
   get entryBytes(): number {

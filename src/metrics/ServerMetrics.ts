@@ -270,11 +270,16 @@ export class ServerMetrics implements CommandObserver, ClusterObserver, GrantObs
     );
     gauge(
       'lockserver_cluster_etcd_entry_bytes_bound',
-      "Cluster mode: new entries are refused (position 0) past this many etcd bytes: a twentieth of --etcd-quota-bytes (0 until every node reads the bound)",
+      'Cluster mode: new entries are refused (position 0) past this many etcd bytes: a twentieth of --etcd-quota-bytes (0 until every node reads the bound)',
       figure((f) => f.etcdEntryBytesBound),
       clusterRegisters,
     );
-    gauge('lockserver_cluster_etcd_quota_bytes', 'Cluster mode: --etcd-quota-bytes, the etcd backend quota this node assumes', figure((f) => f.etcdQuotaBytes), clusterRegisters);
+    gauge(
+      'lockserver_cluster_etcd_quota_bytes',
+      'Cluster mode: --etcd-quota-bytes, the etcd backend quota this node assumes',
+      figure((f) => f.etcdQuotaBytes),
+      clusterRegisters,
+    );
     gauge(
       'lockserver_cluster_etcd_db_bytes',
       "Cluster mode: the largest etcd member's backend size (dbSize, what etcd compares with its quota), last read",

@@ -78,7 +78,7 @@ async function fill(node: ServerProcess, prefix: string, more: (refused: number)
     try {
       client.send(frames(...names.map((name) => req.request(name, name, name))));
       for (let i = 0; i < names.length; i++) {
-        const position = (await readReply(client, Command.Request)) as number;
+        const position = await readReply(client, Command.Request);
         if (position === 0) refused++;
         else granted++;
       }

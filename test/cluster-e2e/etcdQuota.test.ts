@@ -3,6 +3,7 @@ import { Etcd3 } from 'etcd3';
 import { EtcdCluster, LockCluster, memberStatus, needsEtcd, untilAnswered, type EtcdMember } from '../helpers/etcdCluster.js';
 import { get, sample } from '../helpers/metrics.js';
 import { pollUntil } from '../helpers/poll.js';
+import type { RawClient } from '../helpers/rawClient.js';
 import type { ServerProcess } from '../helpers/serverProcess.js';
 import { ask, frames, readReply, req } from '../helpers/wire.js';
 import { Command } from '../../src/protocol/constants.js';
@@ -60,6 +61,18 @@ const longName = (prefix: string, n: number): string => `${prefix}${n}:`.padEnd(
 /** Connections a fill may lose (a node refuses input read before a stall of its own over 1 s, as a loaded machine has). */
 const MAX_RECONNECTS = 20;
 
+/** A new connection, tried again while the node greets 0x00 (the first turn after a stall of its event loop). */
+async function reconnect(node: ServerProcess): Promise<RawClient> {
+  return pollUntil('a connection the node accepts', async () => {
+    try {
+      return await node.accepted();
+    } catch (error) {
+      if (/greeting/.test((error as Error).message)) return undefined;
+      throw error;
+    }
+  });
+}
+
 /**
  * Pipelines requests of distinct entries (255-byte key, index and owner, TTL 0) to `node`, WINDOW
  * at a time, until `more` says stop; returns the names sent (granted or not: a window whose
@@ -85,7 +98,7 @@ async function fill(node: ServerProcess, prefix: string, more: (refused: number)
     } catch (error) {
       if (!/closed/.test((error as Error).message) || ++reconnects > MAX_RECONNECTS) throw error;
       client.destroy();
-      client = await node.accepted();
+      client = await reconnect(node);
     }
   }
   client.destroy();

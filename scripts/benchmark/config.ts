@@ -20,6 +20,7 @@ export const SCENARIOS = [
   'list',
   'fairness',
   'expiry',
+  'release-all',
   'idle',
   'redis',
   'ceiling',
@@ -81,6 +82,8 @@ export interface BenchConfig {
   readonly fairnessEntries: number;
   readonly fairnessRequests: number;
   readonly expireCount: number;
+  /** Locks one owner holds, a waiter behind each, when it releases all (release-all scenario). */
+  readonly releaseAllCount: number;
   readonly idleConnections: number;
   readonly serverNodeFlags: readonly string[];
   readonly serverLog: string | undefined;
@@ -131,6 +134,7 @@ export const FULL_DEFAULTS = {
   fairnessEntries: 1_000,
   fairnessRequests: 20_000,
   expireCount: 1_000_000,
+  releaseAllCount: 400_000,
   idleConnections: 10_000,
   keySpaces: [100_000, 10_000_000],
   rssSettleMs: 10_000,
@@ -161,6 +165,7 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   listCalls: 5,
   fairnessRequests: 2_000,
   expireCount: 100_000,
+  releaseAllCount: 100_000,
   idleConnections: 1_000,
   keySpaces: [100_000],
   rssSettleMs: 3_000,

@@ -25,6 +25,7 @@ import { killAllChildren } from './processes.js';
 import { runClusterScenarios } from './scenarios/cluster.js';
 import { runContention } from './scenarios/contention.js';
 import { runExpiry } from './scenarios/expiry.js';
+import { runReleaseAll } from './scenarios/releaseAll.js';
 import { runHandoff } from './scenarios/handoff.js';
 import { runHeldLocks } from './scenarios/heldLocks.js';
 import { runIdleConnections } from './scenarios/idleConnections.js';
@@ -109,6 +110,7 @@ const program = new Command()
   .option('--list-entries <n>', 'entries under the listed key (default 10000)', positiveInteger)
   .option('--fairness-requests <n>', 'list requests one client pipelines while another polls stats (default 20000, quick 2000)', positiveInteger)
   .option('--expire <n>', 'locks expiring in the same second (default 1000000, quick 100000)', positiveInteger)
+  .option('--release-all <n>', 'locks, each with a waiter, one owner releases at once (default 400000, quick 100000)', positiveInteger)
   .option('--idle <n>', 'idle connections held open (default 10000, quick 1000)', positiveInteger)
   .option('--server-node-flags <flags>', 'extra node flags for our server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"', '')
   .option('--server-log <file>', "append our server's output to this file (with --server-node-flags=--trace-gc, say)")
@@ -147,6 +149,7 @@ interface CliOptions {
   listEntries?: number;
   fairnessRequests?: number;
   expire?: number;
+  releaseAll?: number;
   idle?: number;
   serverNodeFlags: string;
   serverLog?: string;
@@ -190,6 +193,7 @@ function configFrom(o: CliOptions): BenchConfig {
     fairnessEntries: d.fairnessEntries,
     fairnessRequests: o.fairnessRequests ?? d.fairnessRequests,
     expireCount: o.expire ?? d.expireCount,
+    releaseAllCount: o.releaseAll ?? d.releaseAllCount,
     idleConnections: o.idle ?? d.idleConnections,
     serverNodeFlags: o.serverNodeFlags.split(/\s+/).filter((f) => f !== ''),
     serverLog: o.serverLog,
@@ -288,6 +292,7 @@ async function main(): Promise<void> {
     ['list', async () => void (results.list = await runListKey(ours, config, log))],
     ['fairness', async () => void (results.fairness = await runPipelineFairness(ours, config, log))],
     ['expiry', async () => void (results.expiry = await runExpiry(ours, config, log))],
+    ['release-all', async () => void (results.releaseAll = await runReleaseAll(ours, config, log))],
     ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
     [
       'cluster',

@@ -166,6 +166,14 @@ export function renderMarkdown(results: BenchResults): string {
         `serving ${num(e.opsPerSecondDuringSweep)} ops/s during vs ${num(e.opsPerSecondBeforeSweep)} before.`,
     );
   }
+  if (results.releaseAll !== undefined) {
+    const r = results.releaseAll;
+    facts.push(
+      `Release-all of ${num(r.locks)} locks with a waiter behind each: answered after ${num(r.releaseMs)} ms; meanwhile, beside a 50-connection serving load, ` +
+        `other clients were answered p50 ${num(r.probeMs.p50, 2)} ms, p99 ${num(r.probeMs.p99, 2)} ms, worst ${num(r.probeMs.max, 2)} ms over ${num(r.probeCalls)} calls ` +
+        `(before it: p99 ${num(r.probeBeforeMs.p99, 2)} ms).`,
+    );
+  }
   if (results.idle !== undefined) {
     const i = results.idle;
     facts.push(
@@ -174,13 +182,13 @@ export function renderMarkdown(results: BenchResults): string {
     );
   }
   if (facts.length > 0) {
-    out.push('**Scale: list, fairness, mass expiry, idle connections**');
+    out.push('**Scale: list, fairness, mass expiry, release-all, idle connections**');
     out.push('');
     for (const f of facts) out.push(`- ${f}`);
     out.push('');
   }
 
-  const singleNode = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'idle', 'redis', 'ceiling'];
+  const singleNode = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'release-all', 'idle', 'redis', 'ceiling'];
   const met = (g: { met: boolean | undefined }): string => (g.met === undefined ? '–' : g.met ? 'met' : '**missed**');
   if (results.config.scenarios.some((s) => singleNode.includes(s))) {
     const goals = checkGoals(results);

@@ -2,6 +2,7 @@ import type { BenchConfig } from './config.js';
 import type { ClusterResult } from './scenarios/cluster.js';
 import type { ContentionResult } from './scenarios/contention.js';
 import type { ExpiryResult } from './scenarios/expiry.js';
+import type { ReleaseAllResult } from './scenarios/releaseAll.js';
 import type { HandoffResult } from './scenarios/handoff.js';
 import type { HeldLocksRow } from './scenarios/heldLocks.js';
 import type { IdleResult } from './scenarios/idleConnections.js';
@@ -43,6 +44,7 @@ export interface BenchResults {
   list?: ListResult;
   fairness?: PipelineFairnessResult;
   expiry?: ExpiryResult;
+  releaseAll?: ReleaseAllResult;
   idle?: IdleResult;
   random?: RandomKeysRow[];
   cluster?: ClusterResult;

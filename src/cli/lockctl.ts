@@ -9,7 +9,7 @@ import { formatStats } from '../files/statFile.js';
 import type { LockRequest } from '../locks/LockService.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
 import { ExitCode, exitCodeFor } from './lockctl/exitCodes.js';
-import { holdOwner, runHold } from './lockctl/hold.js';
+import { holdOwner, MAX_KILL_AFTER_SHARE_OF_TTL, runHold } from './lockctl/hold.js';
 import { parseName } from './lockctl/nameArgument.js';
 import { KeyLister } from './lockctl/listing.js';
 import { describePosition, jsonBytes, listingJson, listingTable, shown, tokenField, withToken } from './lockctl/render.js';
@@ -110,8 +110,10 @@ Exit codes:
 
 hold makes the owner OWNER@PID.HOSTNAME, unique to this lockctl: two holds with the same
   arguments never run at once (the second waits, as with flock). The command runs under a
-  watchdog: should lockctl die, even by kill -9, the command and every process under it get
-  SIGTERM, then SIGKILL 5 s later (a third of the TTL, if less). The command gets
+  watchdog that holds the lock's deadline (the last confirmed renewal's send + TTL): should
+  lockctl die (even by kill -9) or stop (SIGSTOP, a freezer) or the lock be lost, the command
+  and every process under it get SIGTERM, then SIGKILL --kill-after s later (5 s, a third of
+  the TTL if less), all before that deadline. The command gets
   LOCKCTL_KEY, LOCKCTL_INDEX and LOCKCTL_OWNER (the owner used, as lockctl prints it) and
   LOCKCTL_TOKEN, the lock's fencing token (unset when the server has none: 0.9b).
 
@@ -350,25 +352,38 @@ requestOptions(
     .argument('[command...]', "the command and its arguments (after '--')")
     .option('-c, --command <shell>', 'run this command line through /bin/sh -c (instead of COMMAND after --)')
     .option('-w, --wait <seconds>', 'give up if the lock is not ours by then (exit: --conflict-exit-code); default: wait', seconds(0))
+    .option(
+      '-k, --kill-after <seconds>',
+      'when the command is stopped (the lock lost, its TTL about to run out unrenewed, lockctl gone): SIGKILL this long after SIGTERM to what is left of it and what it started (as timeout -k); at most half the TTL. Default: 5, or a third of the TTL if less',
+      seconds(0),
+    )
     .addOption(
       new Option('-E, --conflict-exit-code <n>', 'exit code when the lock was not ours within --wait, or the server refused it (as flock -E)')
         .argParser(integerIn(0, 255))
         .default(ExitCode.No),
     ),
-  'how long the waiting entry stays queued between polls, which renew it (0 = forever): only where hold polls (LockServer 0.9b); a wait without polling lasts as long as its connection',
+  'how long the waiting entry stays queued without renewal; the wait (0x0B) is sent again every third of it, which renews it, and polls renew it (0 = forever: a wait then lasts as long as its connection)',
 ).action(
   (
     key: ByteString,
     index: ByteString,
     givenOwner: ByteString,
     argv: string[],
-    options: RequestOptions & { wait?: number; command?: string; conflictExitCode: number },
+    options: RequestOptions & { wait?: number; command?: string; conflictExitCode: number; killAfter?: number },
     command: Command,
   ) => {
     const { json: asJson } = command.optsWithGlobals<GlobalOptions>();
     if (options.command !== undefined && argv.length > 0) {
       process.exitCode = ExitCode.Usage;
       return fail("give the command after '--' or with -c, not both", ExitCode.Usage, asJson);
+    }
+    if (options.killAfter !== undefined && options.ttl > 0 && options.killAfter > options.ttl * MAX_KILL_AFTER_SHARE_OF_TTL) {
+      process.exitCode = ExitCode.Usage;
+      return fail(
+        `--kill-after ${options.killAfter} is more than half the TTL (${options.ttl} s): the command is stopped that long before the lock's deadline, which must leave time for renewals`,
+        ExitCode.Usage,
+        asJson,
+      );
     }
     let owner: ByteString;
     try {
@@ -390,6 +405,7 @@ requestOptions(
           waitSeconds: options.wait,
           conflictExitCode: options.conflictExitCode,
           command: options.command === undefined ? argv : ['/bin/sh', '-c', options.command],
+          killAfterSeconds: options.killAfter,
         },
         { warn, out, json: asJson ? json : undefined },
       ),

@@ -3,6 +3,14 @@ import { join, resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { systemClock } from '../runtime/Clock.js';
 import { DEFAULT_MAX_ENTRIES } from '../locks/LockTable.js';
+import {
+  DEFAULT_MAX_LOCKS_PER_CONNECTION,
+  DEFAULT_MAX_LOCKS_PER_OWNER,
+  DEFAULT_MAX_TABLE_BYTES,
+  ENTRY_OVERHEAD_BYTES,
+  MAX_TABLE_BYTES,
+  MIN_TABLE_BYTES,
+} from '../locks/TableLimits.js';
 import { DEFAULT_PORT } from '../defaultPort.js';
 import { DEFAULT_METRICS_LISTEN, serveMetrics } from '../metrics/serveMetrics.js';
 import { PACKAGE_ROOT } from '../packageRoot.js';
@@ -26,6 +34,7 @@ import {
 } from './etcdAuth.js';
 import { startedByNpm, watchNpmParent } from './npmParent.js';
 import {
+  byteSizeIn,
   integerIn,
   parseCandidatePriority,
   parseClusterName,
@@ -61,6 +70,24 @@ const program = new Command()
   .option('--frame-timeout <seconds>', 'close a connection whose request stays incomplete this long', integerIn(1, 86_400), DEFAULT_FRAME_TIMEOUT_SECONDS)
   .option('--idle-timeout <seconds>', 'close a connection with no traffic this long (0 = never)', integerIn(0, 86_400 * 365), 0)
   .option('--max-locks <n>', 'most entries (owners + waiters) held; beyond, requests get position 0', integerIn(1, 100_000_000), DEFAULT_MAX_ENTRIES)
+  .option(
+    '--max-table-bytes <size>',
+    `most bytes the entries take (names + ${ENTRY_OVERHEAD_BYTES} each; K, M, G suffixes); beyond, requests get position 0 (default 1G)`,
+    byteSizeIn(MIN_TABLE_BYTES, MAX_TABLE_BYTES),
+    DEFAULT_MAX_TABLE_BYTES,
+  )
+  .option(
+    '--max-locks-per-owner <n>',
+    'most entries one owner holds; beyond, its requests get position 0',
+    integerIn(1, 100_000_000),
+    DEFAULT_MAX_LOCKS_PER_OWNER,
+  )
+  .option(
+    '--max-locks-per-connection <n>',
+    'most entries created through one connection and still held; beyond, its requests get position 0',
+    integerIn(1, 100_000_000),
+    DEFAULT_MAX_LOCKS_PER_CONNECTION,
+  )
   .option(
     '--lock-delay <seconds>',
     "hold a lock back this long after its owner's TTL ran out, before the next grant (0 = none, as 0.9b; a cluster uses its leader's)",
@@ -114,6 +141,9 @@ interface CliOptions {
   frameTimeout: number;
   idleTimeout: number;
   maxLocks: number;
+  maxTableBytes: number;
+  maxLocksPerOwner: number;
+  maxLocksPerConnection: number;
   lockDelay: number;
   metricsPort?: number;
   metricsListen: string;
@@ -243,6 +273,9 @@ async function main(): Promise<void> {
         frameTimeoutSeconds: options.frameTimeout,
         idleTimeoutSeconds: options.idleTimeout,
         maxLocks: options.maxLocks,
+        maxTableBytes: options.maxTableBytes,
+        maxLocksPerOwner: options.maxLocksPerOwner,
+        maxLocksPerConnection: options.maxLocksPerConnection,
         lockDelayMs: Math.round(options.lockDelay * 1000),
         cluster: await clusterConfig(options, etcdPassword),
       },

@@ -15,6 +15,24 @@ export function integerIn(min: number, max: number): (value: string) => number {
 
 export const parsePort = integerIn(0, 65535);
 
+const BYTE_SUFFIXES: Readonly<Record<string, number>> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
+
+/**
+ * A size in bytes from `min` to `max`: a whole number, optionally followed by K, M, G or T (also
+ * KiB, MiB, GiB, TiB; any case), each a power of 1024: `1G` and `1GiB` are 1,073,741,824.
+ */
+export function byteSizeIn(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const match = /^(\d+)\s*([kmgt]?)(i?b)?$/i.exec(value.trim());
+    if (match === null || (match[3] !== undefined && match[2] === '')) {
+      throw new InvalidArgumentError(`"${value}" is not a size in bytes (a whole number, optionally with K, M, G or T: 512M, 1G).`);
+    }
+    const bytes = Number(match[1]) * BYTE_SUFFIXES[match[2]!.toLowerCase()]!;
+    if (bytes < min || bytes > max) throw new InvalidArgumentError(`${value.trim()} (${bytes} bytes) is not between ${min} and ${max} bytes.`);
+    return bytes;
+  };
+}
+
 /** The longest --lock-delay: an hour (Chubby's and Consul's are up to a minute). */
 export const MAX_LOCK_DELAY_SECONDS = 3600;
 

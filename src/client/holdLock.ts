@@ -14,8 +14,10 @@ const MS_PER_SECOND = 1000;
 
 export interface HoldLockOptions extends LockRequestOptions {
   /**
-   * Seconds a waiting entry stays queued without renewal: polling only (a server without
-   * acquire-and-wait). A wait (0x0B) asks with TTW 0: its entry lasts as long as its connection.
+   * Seconds a waiting entry stays queued without renewal (default 30). A wait (0x0B) asks with it
+   * and is sent again every third of it (with that as its bound), which renews the entry in place;
+   * polling renews it by polling. 0: no TTW — the entry of a wait then lasts as long as its
+   * connection, and outlives a client that is frozen or whose node died.
    */
   readonly ttw?: number;
   /** Aborting gives up waiting (the waiting entry is released) or, once held, releases the lock. */
@@ -49,14 +51,27 @@ export interface HoldLockOptions extends LockRequestOptions {
    * Called once, synchronously, the moment the lock is known to be the caller's, before holdLock
    * resolves (and before its own bookkeeping): for work that must start without a turn of the
    * event loop in between (`lockctl hold` lets its already started command go here). Gets the
-   * fencing token (undefined without one). Not called when holdLock rejects; must not throw.
+   * fencing token (undefined without one) and the lock's deadline (as `onRenewed` gives it). Not
+   * called when holdLock rejects; must not throw.
    */
-  readonly onOwned?: (token: number | undefined) => void;
+  readonly onOwned?: (token: number | undefined, ownedUntil: number) => void;
+  /**
+   * Called each time a confirmed renewal moves the lock's deadline on: `ownedUntil` is the
+   * performance.now() time until which the lock is the caller's by the client's rule (the last
+   * confirmed renewal's send plus the TTL; Infinity with TTL 0). For work that must stop by then
+   * even when this process cannot (`lockctl hold` tells its watchdog). Must not throw.
+   */
+  readonly onRenewed?: (ownedUntil: number) => void;
 }
 
 /** The longest pause that still beats `seconds` (0 = no expiry, no bound) several times. */
 function beatWithin(seconds: number): number {
   return seconds > 0 ? (seconds * MS_PER_SECOND) / BEATS_PER_PERIOD : Infinity;
+}
+
+/** The deadline of a lock confirmed at `confirmedAt` (performance.now()): Infinity without a TTL. */
+function ownedUntil(confirmedAt: number, ttlMs: number): number {
+  return ttlMs > 0 ? confirmedAt + ttlMs : Infinity;
 }
 
 /** Pause between two rounds of the host list while every node fails, during a failover. */
@@ -77,6 +92,7 @@ interface HeldLockInit {
   readonly confirmedAt: number;
   readonly renewIntervalMs: number;
   readonly onLost: ((error: LockLostError) => void) | undefined;
+  readonly onRenewed: ((ownedUntil: number) => void) | undefined;
   readonly onFailover: ((from: string, to: string) => void) | undefined;
   readonly releaseSignal: AbortSignal | undefined;
   /** Whether the server has the loss notice (0x0C), to keep one outstanding while held. */
@@ -138,6 +154,7 @@ export class HeldLock {
   private confirmedAt: number;
   private readonly renewIntervalMs: number;
   private readonly onLost: ((error: LockLostError) => void) | undefined;
+  private readonly onRenewed: ((ownedUntil: number) => void) | undefined;
   private readonly onFailover: ((from: string, to: string) => void) | undefined;
   private readonly releaseSignal: AbortSignal | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -161,6 +178,7 @@ export class HeldLock {
     this.confirmedAt = init.confirmedAt;
     this.renewIntervalMs = init.renewIntervalMs;
     this.onLost = init.onLost;
+    this.onRenewed = init.onRenewed;
     this.onFailover = init.onFailover;
     this.releaseSignal = init.releaseSignal;
     this.lossNotices = init.lossNotices;
@@ -189,6 +207,15 @@ export class HeldLock {
   /** Why the lock was lost, or undefined while it is held (or after a normal release). */
   get lostError(): LockLostError | undefined {
     return this.signal.aborted ? (this.signal.reason as LockLostError) : undefined;
+  }
+
+  /**
+   * performance.now() until which the lock is ours by the client's rule: the send time of the
+   * last confirmed renewal (or of the request that made us owner) plus the TTL; Infinity with TTL
+   * 0. The signal aborts by then at the latest, whether renewals failed or are merely unanswered.
+   */
+  get ownedUntil(): number {
+    return ownedUntil(this.confirmedAt, this.ttlMs);
   }
 
   /** The connection the lock is renewed through now (another node's after a failover). */
@@ -249,8 +276,10 @@ export class HeldLock {
   }
 
   private confirm(sentAt: number): void {
+    const moved = sentAt > this.confirmedAt;
     this.confirmedAt = Math.max(this.confirmedAt, sentAt);
     this.armExpiry();
+    if (moved && this.ttlMs > 0) this.onRenewed?.(this.ownedUntil);
     this.noticeConnections = 0;
     this.openNoticeConnection();
   }
@@ -435,8 +464,11 @@ export class HeldLock {
  * fencing token.
  *
  * Where the server has acquire-and-wait (0x0B), it waits without polling, on a connection of its
- * own (another()), so the caller's stays free: one 0x0B with TTW 0 (the waiting entry lasts as
- * long as that connection: nothing is sent while waiting) and waitTimeoutMs as its bound. At the
+ * own (another()), so the caller's stays free: a 0x0B with the TTW, sent again every third of it
+ * (its bound; each renews the waiting entry in place), so that a waiter that can no longer renew
+ * (frozen, its node dead) leaves the queue a TTW later and is never granted to nobody; and
+ * waitTimeoutMs as the whole wait's bound. TTW 0 waits with one 0x0B for as long as the
+ * connection (nothing sent while waiting, but an entry that a frozen client keeps). At the
  * grant it renews at once (0x04) and counts the TTL from that renewal's send (a grant after a
  * wait starts its TTL somewhere between the 0x0B's send and its reply). Once held, a loss notice
  * (0x0C) stays outstanding on a connection of the lock's own, so that `lock.signal` aborts the
@@ -465,7 +497,8 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
   options.signal?.throwIfAborted();
   const ttl = options.ttl ?? DEFAULT_TTL_SECONDS;
   const deadline = options.waitTimeoutMs === undefined ? Infinity : performance.now() + options.waitTimeoutMs;
-  const lockOptions = { ...options, key, index, owner, ttl, deadline };
+  const ttw = options.ttw ?? DEFAULT_TTW_SECONDS;
+  const lockOptions = { ...options, key, index, owner, ttl, ttw, deadline };
   if (options.fencing ?? true) {
     const granted = await waitForGrant(client, lockOptions);
     if (granted !== undefined && options.signal?.aborted) {
@@ -475,7 +508,7 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
       throw options.signal.reason;
     }
     if (granted !== undefined) {
-      options.onOwned?.(granted.token);
+      options.onOwned?.(granted.token, ownedUntil(granted.confirmedAt, ttl * MS_PER_SECOND));
       return new HeldLock(heldLockInit(options, { ...granted, key, index, owner, ttl, lossNotices: true }));
     }
   }
@@ -485,13 +518,14 @@ export async function holdLock(client: LockClient, key: LockName, index: LockNam
 /** What HeldLock needs, from the caller's options and what acquiring gave. */
 function heldLockInit(
   options: HoldLockOptions,
-  acquired: Omit<HeldLockInit, 'ttlMs' | 'renewIntervalMs' | 'onLost' | 'onFailover' | 'releaseSignal'> & { readonly ttl: number },
+  acquired: Omit<HeldLockInit, 'ttlMs' | 'renewIntervalMs' | 'onLost' | 'onRenewed' | 'onFailover' | 'releaseSignal'> & { readonly ttl: number },
 ): HeldLockInit {
   return {
     ...acquired,
     ttlMs: acquired.ttl * MS_PER_SECOND,
     renewIntervalMs: options.renewIntervalMs ?? beatWithin(acquired.ttl),
     onLost: options.onLost,
+    onRenewed: options.onRenewed,
     onFailover: options.onFailover,
     releaseSignal: options.signal,
   };
@@ -503,13 +537,13 @@ export interface LockWanted extends HoldLockOptions {
   readonly index: LockName;
   readonly owner: LockName;
   readonly ttl: number;
+  readonly ttw: number;
   readonly deadline: number;
 }
 
 /** holdLock by polling: for servers without acquire-and-wait (0x0B), and with `fencing: false`. */
 async function pollForLock(client: LockClient, options: LockWanted): Promise<HeldLock> {
-  const { signal, key, index, owner, ttl, deadline } = options;
-  const ttw = options.ttw ?? DEFAULT_TTW_SECONDS;
+  const { signal, key, index, owner, ttl, ttw, deadline } = options;
   const random = options.random ?? Math.random;
   const pollMax = Math.min(options.pollMaxMs ?? DEFAULT_POLL_MAX_MS, beatWithin(ttw), beatWithin(ttl));
   let pollDelay = Math.min(options.pollInitialMs ?? DEFAULT_POLL_INITIAL_MS, pollMax);
@@ -564,7 +598,7 @@ async function pollForLock(client: LockClient, options: LockWanted): Promise<Hel
     owned?.destroy();
     throw signal.reason;
   }
-  options.onOwned?.(token);
+  options.onOwned?.(token, ownedUntil(confirmedAt, ttl * MS_PER_SECOND));
   return new HeldLock(
     heldLockInit(options, {
       client: current,

@@ -18,6 +18,11 @@ export interface GrantWanted {
   readonly index: LockName;
   readonly owner: LockName;
   readonly ttl: number;
+  /**
+   * Seconds the waiting entry stays queued without renewal; the wait is sent again every third
+   * of it (see waitStep). 0: no TTW, the entry lasts as long as the waiting connection.
+   */
+  readonly ttw: number;
   readonly priority?: number;
   /** performance.now() by which the lock must be ours; Infinity: no bound. */
   readonly deadline: number;
@@ -67,15 +72,29 @@ const SHORT_WAIT_SHARE_OF_TTL = 1 / 3;
  */
 const MAX_ANSWERS_WITHOUT_ENTRY = 2;
 
-/** The wire bound for the time left until `deadline`: none (undefined) without a deadline. */
-function waitLeft(deadline: number): number | undefined {
-  if (deadline === Infinity) return undefined;
-  return Math.min(NO_WAIT_BOUND - 1, Math.max(0, Math.ceil(deadline - performance.now())));
+/** Waits are sent again this many times per TTW, so one late answer never lets the entry's TTW run out. */
+const WAITS_PER_TTW = 3;
+const MS_PER_SECOND = 1000;
+
+/**
+ * The wire bound of the next wait: the time left until `deadline`, and at most a third of the
+ * TTW, so that the wait is answered (position ≥ 2: the entry stays in line) and sent again in
+ * time to renew the entry before its TTW runs out (a request of an existing entry renews it, in
+ * place). None (undefined) without either.
+ */
+function waitStep(deadline: number, ttw: number): number | undefined {
+  const step = ttw > 0 ? Math.floor((ttw * MS_PER_SECOND) / WAITS_PER_TTW) : Infinity;
+  const left = deadline === Infinity ? Infinity : Math.max(0, Math.ceil(deadline - performance.now()));
+  const bound = Math.min(step, left);
+  return bound === Infinity ? undefined : Math.min(NO_WAIT_BOUND - 1, bound);
 }
 
 /**
  * Waits for the lock with acquire-and-wait (0x0B) on a connection of its own (the caller's stays
- * free), TTW 0 and the caller's bound; renews at the grant. Resolves to undefined when the server
+ * free), with the caller's TTW, sent again every third of it (each answered at its bound with the
+ * entry's position, and each renewing the entry in place), up to the caller's bound; renews at the
+ * grant. A waiter that stops (frozen, its node dead, its connection held open by a peer that went
+ * away) leaves an entry that ends a TTW later. Resolves to undefined when the server
  * has no acquire-and-wait — every host closed the waiting connection on the 0x0B without any
  * answer to it yet (LockServer 0.9b, a lockserver before waiting), or no second connection could
  * be had — for the caller to poll instead. A waiting connection that fails after an answer moves
@@ -107,9 +126,9 @@ export async function waitForGrant(client: LockClient, wanted: GrantWanted): Pro
         const askedAt = performance.now();
         const { position, token } = await waiting.acquire(key, index, owner, {
           ttl: wanted.ttl,
-          ttw: 0,
+          ttw: wanted.ttw,
           priority: wanted.priority,
-          waitMs: waitLeft(deadline),
+          waitMs: waitStep(deadline, wanted.ttw),
         });
         answered = true;
         closedUnansweredInARow = failuresInARow = 0;
@@ -134,12 +153,15 @@ export async function waitForGrant(client: LockClient, wanted: GrantWanted): Pro
         } else if (position === 0) {
           // Refused (draining, table full), or the entry ended while it waited (release-all, `*`): ask anew.
           if (++answersWithoutEntry >= MAX_ANSWERS_WITHOUT_ENTRY) throw new LockRefusedError();
-        } else if (deadline === Infinity) {
-          throw new ProtocolError(`${waiting.address} answered position ${position} to a wait without a bound`);
-        } else if (performance.now() >= deadline) {
-          throw new LockWaitTimeoutError(wanted.waitTimeoutMs!);
+        } else {
+          // In line: the entry is there, renewed by this wait.
+          answersWithoutEntry = 0;
+          if (deadline === Infinity && wanted.ttw === 0) {
+            throw new ProtocolError(`${waiting.address} answered position ${position} to a wait without a bound`);
+          }
+          if (performance.now() >= deadline) throw new LockWaitTimeoutError(wanted.waitTimeoutMs!);
         }
-        // Else the bound passed by the server's clock but not yet by ours: wait the rest.
+        // Else a step's bound passed (sent again: that renews the entry's TTW), or the caller's by the server's clock but not yet by ours: wait the rest.
       } catch (error) {
         if (signal?.aborted) throw signal.reason;
         if (!(error instanceof ConnectionClosedError || error instanceof RequestTimeoutError)) throw error;

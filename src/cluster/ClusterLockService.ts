@@ -13,6 +13,7 @@ import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
 import { ETCD_BOUND_FORMAT, LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
+import { OrphanedWaits } from './OrphanedWaits.js';
 import { ReplicaState } from './ReplicaState.js';
 import { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
@@ -56,8 +57,10 @@ export class ClusterLockService implements LockService, WaitersHost {
   private closed = false;
   private closing: Promise<void> | undefined;
   private ready = false;
-  /** Waits abandoned before format 4 could be written (see abandonEntry). */
-  private readonly deferredCancels: WaitingEntry[] = [];
+  /** Waits abandoned before format 4 could be written, or whose cancel failed to commit (see abandonEntry). */
+  private deferredCancels: WaitingEntry[] = [];
+  /** Ends the waits of incarnations that are over: this node's earlier ones, and (leading) a gone node's. */
+  private readonly orphanedWaits: OrphanedWaits;
 
   constructor(
     private readonly options: ClusterOptions,
@@ -82,6 +85,14 @@ export class ClusterLockService implements LockService, WaitersHost {
       this.waiters.rebind(state.table),
     );
     this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
+    this.orphanedWaits = new OrphanedWaits(
+      options.nodeName,
+      this.incarnation,
+      deps,
+      this.committer,
+      () => this.follower.state,
+      (name) => this.leadership.isSilent(name),
+    );
   }
 
   /** The replica as applied so far (tests, metrics, the lock-file backup). */
@@ -172,7 +183,10 @@ export class ClusterLockService implements LockService, WaitersHost {
     const now = this.deps.clock.now();
     this.follower.checkProgress(now);
     this.committer.tick(now);
-    if (this.ready) this.leadership.tick();
+    if (this.ready) {
+      this.leadership.tick();
+      this.orphanedWaits.tick(now, this.leadership.isLeader);
+    }
     this.sendDeferredCancels();
   }
 
@@ -216,9 +230,10 @@ export class ClusterLockService implements LockService, WaitersHost {
     return answer;
   }
 
-  private requestCommand(r: LockRequest, allowCreate: boolean): LogCommand {
+  /** The log command of a request; `op` AcquireWait for a 0x0B whose waiting entry is tied to this incarnation. */
+  private requestCommand(r: LockRequest, allowCreate: boolean, op: typeof LogOp.Request | typeof LogOp.AcquireWait = LogOp.Request): LogCommand {
     return {
-      op: LogOp.Request,
+      op,
       key: r.key,
       index: r.index,
       owner: r.owner,
@@ -234,7 +249,9 @@ export class ClusterLockService implements LockService, WaitersHost {
    * Acquire and wait (0x0B): the request goes through the log as any; right after it is applied
    * here, it is answered if it owns, was refused, or may not wait, else it waits (Waiters) for the
    * apply that grants or removes its entry, with no store traffic of its own meanwhile; at its bound
-   * a linearizable read answers its position (boundPassed).
+   * a linearizable read answers its position (boundPassed). Once every live node reads format 5 it
+   * goes as AcquireWait: an entry it leaves waiting is tied to this incarnation, and ends with it
+   * (OrphanedWaits) if this process dies before its connection could cancel it.
    */
   acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number): Waiting<FencedPosition> {
     const answer = new Waiting<FencedPosition>();
@@ -242,8 +259,11 @@ export class ClusterLockService implements LockService, WaitersHost {
     let cancelledBeforeApply = false;
     // Its connection closed before the command applied (an abandon waits for the wait to begin, in Waiters).
     answer.whenCancelled(() => (cancelledBeforeApply = true));
+    // The client waits again: a cancel of its earlier wait not sent yet would end this one.
+    if (this.deferredCancels.length > 0) this.deferredCancels = this.deferredCancels.filter((c) => !sameEntry(c, r));
     this.committer.submit(
-      this.requestCommand(r, allowCreate),
+      // A bound of 0 waits for nothing (0x0A's answer): its entry stays as a 0x02's would.
+      this.requestCommand(r, allowCreate, waitMs !== 0 && this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
       { resolve: () => {}, reject: (error) => answer.reject(error) },
       () => {
         const table = this.follower.state.table;
@@ -309,8 +329,10 @@ export class ClusterLockService implements LockService, WaitersHost {
    * command is of format 4, written only once every live node reads it: until this node knows they
    * do (its first view of the cluster, a second or two after it starts; or while an older node is
    * live), the cancels wait here, at most MAX_DEFERRED_CANCELS (beyond, an entry stays to its TTW,
-   * as 0.9b entries do). Only a waiting entry is removed: one granted meanwhile may have been told
-   * to its owner through another node.
+   * as 0.9b entries do); a cancel whose round failed waits there too, and is sent again. Only a
+   * waiting entry is removed: one granted meanwhile may have been told to its owner through another
+   * node; and one whose client waits again through another node (its entry tied to that node's
+   * incarnation by then) stays.
    */
   private abandonEntry(key: ByteString, index: ByteString, owner: ByteString): void {
     if (this.closed) return;
@@ -324,9 +346,22 @@ export class ClusterLockService implements LockService, WaitersHost {
     for (const cancel of this.deferredCancels.splice(0)) this.submitCancel(cancel);
   }
 
-  /** Proposes that the waiting entry go (a CancelWait: a no-op where it owns by then); nobody waits on the outcome. */
-  private submitCancel({ key, index, owner }: WaitingEntry): void {
-    this.committer.submit({ op: LogOp.CancelWait, key, index, owner }, IGNORED);
+  /**
+   * Proposes that the waiting entry go (a CancelWait: a no-op where it owns by then); nobody waits
+   * on the outcome, but one that did not commit is kept to be sent again (else the entry would wait
+   * for a client that left, and be granted to nobody).
+   */
+  private submitCancel(cancel: WaitingEntry): void {
+    const { key, index, owner } = cancel;
+    this.committer.submit(
+      { op: LogOp.CancelWait, key, index, owner },
+      {
+        resolve: () => {},
+        reject: () => {
+          if (!this.closed && this.deferredCancels.length < MAX_DEFERRED_CANCELS) this.deferredCancels.push(cancel);
+        },
+      },
+    );
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString, receivedAt?: number): Later<number> {
@@ -469,8 +504,10 @@ export class ClusterLockService implements LockService, WaitersHost {
 /** What a list's answer weighs in a pass of answering (see LIST_ENTRIES_PER_PASS): its entries. */
 const listWeight = (contenders: readonly Contender[]): number => contenders.length;
 const queuesWeight = (queues: readonly QueueView[]): number => queues.reduce((sum, q) => sum + q.entries.length + 1, 0);
-/** Where the result of a command nobody waits on goes. */
-const IGNORED: WriteAnswer = { resolve: () => {}, reject: () => {} };
+/** Whether the two name the same entry. */
+function sameEntry(a: WaitingEntry, b: WaitingEntry): boolean {
+  return a.key === b.key && a.index === b.index && a.owner === b.owner;
+}
 
 /** Where a write's result goes when its answer is not the result itself: `answer`, settled with what `from` makes of it. */
 function answerWith<T>(answer: Later<T>, from: (result: number) => T): WriteAnswer {

@@ -17,7 +17,12 @@ export interface ClusterOptions {
   readonly commitTimeoutMs: number;
   /** --max-locks, carried in each request so every replica decides alike. */
   readonly maxEntries: number;
-  /** Lease of the node name and candidacy: a crashed node's name is free again after this. */
+  /**
+   * Lease of the node name and candidacy (5 s by default), and the silence bound: a node whose
+   * heartbeat (a rewrite of its name key, every fifth of this) stood still this long is proven
+   * silent (Leadership, NodeLiveness), whoever keeps its lease alive; a crashed node's name is free
+   * again after this, or taken over by its restart once it was silent this long.
+   */
   readonly leaseSeconds?: number;
   /**
    * --etcd-quota-bytes (etcd's default 2 GiB when absent): etcd's backend quota. A share of it bounds

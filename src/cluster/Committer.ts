@@ -4,7 +4,7 @@ import type { Appender, ClusterDeps } from './ClusterOptions.js';
 import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
 import { BatchEncoder, ETCD_BOUND_FORMAT, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
-import type { PlaceInValue, ReplicaState } from './ReplicaState.js';
+import { runToEnd, type PlaceInValue, type ReplicaState, type Sliced } from './ReplicaState.js';
 import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
@@ -342,12 +342,19 @@ export class Committer implements BatchApplier {
    * and the reads sent between them their answers, as they apply.
    */
   applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue): void {
+    runToEnd(this.applyBatchInSlices(state, batch, record, inValue, Number.POSITIVE_INFINITY));
+  }
+
+  /** As applyBatch, in slices (see ReplicaState.applyInSlices): this node's answers come as their commands apply. */
+  *applyBatchInSlices(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue, sliceEntries: number): Sliced<void> {
     const round = this.inFlightWith(batch);
     if (round === undefined) {
-      state.apply(batch, record, undefined, inValue);
+      yield* state.applyInSlices(batch, record, undefined, inValue, sliceEntries);
       return;
     }
-    const results = state.apply(batch, record, (i) => round.reached(i), inValue);
+    const results = yield* state.applyInSlices(batch, record, (i) => round.reached(i), inValue, sliceEntries);
+    // Given up between two slices (its deadline passed): its connections are closed already.
+    if (this.inFlight !== round) return;
     if (results === undefined) {
       this.finishRound(round, new CommitTimeoutError('batch applied twice'));
     } else {

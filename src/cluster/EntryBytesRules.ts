@@ -1,6 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import { ReplicaRules, type ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { grownCapacity, resized } from '../locks/records.js';
+import { Refusal, type TableRoom } from '../locks/TableLimits.js';
 
 /** etcd's own default backend quota (`--quota-backend-bytes`): what `--etcd-quota-bytes` assumes unless told. */
 export const DEFAULT_ETCD_QUOTA_BYTES = 2 * 1024 * 1024 * 1024;
@@ -77,12 +78,13 @@ export class EntryBytesRules extends ReplicaRules {
     this.pending = entryEtcdBytes(key, index, owner);
   }
 
-  override hasRoom(request: ReplicatedRequest, size: number): boolean {
-    if (!super.hasRoom(request, size)) return false;
+  override refusal(request: ReplicatedRequest, room: TableRoom): Refusal {
+    const refusal = super.refusal(request, room);
+    if (refusal !== Refusal.None) return refusal;
     const cost = entryEtcdBytes(request.key, request.index, request.owner);
-    if (this.bound > 0 && this.total + cost > this.bound) return false;
+    if (this.bound > 0 && this.total + cost > this.bound) return Refusal.EtcdEntryBytes;
     this.pending = cost;
-    return true;
+    return Refusal.None;
   }
 
   /** Every entry joins through here: a request's too (ReplicaRules.entryAdded adopts it with the command's origin and position). */

@@ -18,6 +18,7 @@ import type {
   LogPosition,
   LogRecord,
   LogWatch,
+  Member,
   NameClaim,
   ReplicatedLog,
   RetainedSince,
@@ -34,7 +35,7 @@ import {
   type MemberSpace,
 } from './ReplicatedLog.js';
 export { NodeTooOldError } from './ReplicatedLog.js';
-import { BUNDLE_FORMAT, encodeBundle, ETCD_BOUND_FORMAT, isReference, LOG_FORMATS_READ, OPS_FORMAT, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
+import { BUNDLE_FORMAT, encodeBundle, GATED_FORMATS, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerDeclarations.js';
 import { PEER_SECRET_BYTES } from './peer/PeerAuth.js';
 
@@ -476,7 +477,7 @@ export class EtcdLog implements ReplicatedLog {
     }
   }
 
-  async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim> {
+  async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number, silentBeat?: number): Promise<NameClaim> {
     const started = performance.now();
     const grant = await this.pool.call(
       'lease grant',
@@ -494,8 +495,9 @@ export class EtcdLog implements ReplicatedLog {
           () => undefined,
         );
     const nameKey = Buffer.from(this.namePrefix + name);
+    const nameValue = Buffer.from(`${hostname()} pid ${process.pid}`);
     const success: IRequestOp[] = [
-      { request_put: { key: nameKey, value: Buffer.from(`${hostname()} pid ${process.pid}`), lease: id } },
+      { request_put: { key: nameKey, value: nameValue, lease: id } },
       { request_put: { key: Buffer.from(this.formatsPrefix + name), value: Buffer.from(LOG_FORMATS_READ.join(',')), lease: id } },
     ];
     if (this.peerAddress !== undefined) {
@@ -504,16 +506,29 @@ export class EtcdLog implements ReplicatedLog {
     if (priority !== undefined) {
       success.push({ request_put: { key: Buffer.from(this.candidatePrefix + name), value: Buffer.from(String(priority)), lease: id } });
     }
+    if (silentBeat !== undefined) {
+      // A takeover: whatever the silent holder declared and this claim does not is not this node's.
+      if (priority === undefined) success.push({ request_delete_range: { key: Buffer.from(this.candidatePrefix + name) } });
+      if (this.peerAddress === undefined) success.push({ request_delete_range: { key: Buffer.from(this.peersPrefix + name) } });
+      // Read first (ops run in order): the lease the holder's keys leave, revoked once they are moved.
+      success.unshift({ request_range: { key: nameKey } });
+    }
     // Read in the same transaction: the formats written so far (a writer of a new one sees this
     // claim, or this claim sees its record: etcd orders both).
     success.push({ request_range: { key: this.formatsWrittenKey } });
     let holder: { value: Buffer; lease: string } | undefined;
     let written: string[];
+    let silentLease: string | undefined;
     try {
       const response = await this.pool.call('name claim', timeoutMs - (grantedAt - started), ({ client }, options) =>
         client.kv.txn(
           {
-            compare: [{ key: nameKey, target: 'Create', result: 'Equal', create_revision: 0 }],
+            // Free, or (a takeover) still at the beat its holder was proven silent at.
+            compare: [
+              silentBeat === undefined
+                ? { key: nameKey, target: 'Create', result: 'Equal', create_revision: 0 }
+                : { key: nameKey, target: 'Mod', result: 'Equal', mod_revision: silentBeat },
+            ],
             success,
             failure: [{ request_range: { key: nameKey } }, { request_range: { key: this.formatsWrittenKey } }],
           },
@@ -523,6 +538,7 @@ export class EtcdLog implements ReplicatedLog {
       const last = response.responses[response.responses.length - 1]?.response_range.kvs[0];
       written = formatList(last?.value);
       if (!response.succeeded) holder = response.responses[0]?.response_range.kvs[0] ?? { value: Buffer.from('unknown'), lease: '0' };
+      else if (silentBeat !== undefined) silentLease = response.responses[0]?.response_range.kvs[0]?.lease;
     } catch (error) {
       void revoke();
       throw error;
@@ -537,12 +553,22 @@ export class EtcdLog implements ReplicatedLog {
       void revoke();
       return { taken: false, holder: holder.value.toString() };
     }
-    const session = new NameLease(this.pool, id, Number(grant.TTL) * 1000, grantedAt, (lease) => {
-      this.nameLeases.delete(lease);
-      if (this.claimed?.lease === id) this.claimed = undefined;
-    });
+    const session = new NameLease(
+      this.pool,
+      id,
+      Number(grant.TTL) * 1000,
+      grantedAt,
+      (lease) => {
+        this.nameLeases.delete(lease);
+        if (this.claimed?.lease === id) this.claimed = undefined;
+      },
+      nameKey,
+      nameValue,
+    );
     this.nameLeases.add(session);
     this.claimed = { name, lease: id };
+    // The silent holder's lease holds nothing of the name any more; revoked, nobody can keep it up.
+    if (silentLease !== undefined && silentLease !== '0' && silentLease !== id) void this.revokeQuietly(silentLease);
     return { taken: true, session };
   }
 
@@ -597,7 +623,7 @@ export class EtcdLog implements ReplicatedLog {
       names.size > 0 && [...names.keys()].every((name) => formatList(Buffer.from(formats.get(name) ?? '')).includes(String(format)));
     // A format is written once every live node reads it and the record names it, in this one read;
     // every live node reading it but the record not naming it yet, the record comes first.
-    const wanted = [BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, ETCD_BOUND_FORMAT].filter(reads);
+    const wanted = GATED_FORMATS.filter(reads);
     const missing = wanted.filter((format) => !written.includes(String(format)));
     if (missing.length > 0) await this.recordFormats(record, written, missing, timeoutMs - (performance.now() - started)).catch(() => {});
     // Read here, where every node reads the declarations once a second (PeerDeclarations).
@@ -667,16 +693,47 @@ export class EtcdLog implements ReplicatedLog {
     return undefined;
   }
 
+  /** Revokes a lease, if etcd lets this user (a lease holding keys it may not write is refused); errors are dropped. */
+  private async revokeQuietly(lease: string): Promise<void> {
+    await this.pool.call('lease revoke', SETUP_ATTEMPT_MS, ({ client }, options) => client.leaseClient.leaseRevoke({ ID: lease }, options)).catch(() => {});
+  }
+
+  /** Every registered name with its heartbeat (the name key's mod revision) and candidacy, in one read. */
+  async members(timeoutMs: number): Promise<Member[]> {
+    const names = Buffer.from(this.namePrefix);
+    const candidates = Buffer.from(this.candidatePrefix);
+    const response = await this.pool.call('members', timeoutMs, ({ client }, options) =>
+      client.kv.txn(
+        {
+          compare: [],
+          success: [names, candidates].map((key) => ({ request_range: { key, range_end: prefixEnd(key) } })),
+          failure: [],
+        },
+        options,
+      ),
+    );
+    const standing = new Map(
+      (response.responses[1]?.response_range.kvs ?? []).map((kv) => {
+        const candidate = this.candidateOf(kv, candidates);
+        return [candidate.name, candidate] as const;
+      }),
+    );
+    return (response.responses[0]?.response_range.kvs ?? []).map((kv) => {
+      const name = kv.key.subarray(names.length).toString();
+      return { name, beat: Number(kv.mod_revision), candidate: standing.get(name) };
+    });
+  }
+
+  private candidateOf(kv: { key: Buffer; value: Buffer; create_revision: string }, prefix: Buffer): Candidate {
+    return { name: kv.key.subarray(prefix.length).toString(), priority: Number(kv.value.toString()), since: Number(kv.create_revision) };
+  }
+
   async candidates(timeoutMs: number): Promise<Candidate[]> {
     const prefix = Buffer.from(this.candidatePrefix);
     const response = await this.pool.call('candidates', timeoutMs, ({ client }, options) =>
       client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, options),
     );
-    return response.kvs.map((kv) => ({
-      name: kv.key.subarray(prefix.length).toString(),
-      priority: Number(kv.value.toString()),
-      since: Number(kv.create_revision),
-    }));
+    return response.kvs.map((kv) => this.candidateOf(kv, prefix));
   }
 
   async space(timeoutMs: number): Promise<{ readonly asked: number; readonly members: readonly MemberSpace[] }> {

@@ -6,15 +6,22 @@ import { LogOp, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import type { LogFollower } from './LogFollower.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
 import type { StoreContact } from './StoreContact.js';
-import { electLeader, NodeTooOldError, type MemberSession } from './ReplicatedLog.js';
+import { electLeader, NodeTooOldError, type Candidate, type MemberSession } from './ReplicatedLog.js';
+import { NodeLiveness } from './NodeLiveness.js';
 import { pause } from '../runtime/Timers.js';
 import { DEFAULT_ETCD_QUOTA_BYTES } from './EntryBytesRules.js';
 import { SpaceWatch } from './SpaceWatch.js';
 
 /** How often the candidate list is read to see who leads. */
 export const LEADER_CHECK_MS = 500;
-/** Pause between attempts to take a name another live node holds (or while etcd is unreachable). */
+/** Pause between attempts to take a name while etcd is unreachable. */
 export const NAME_RETRY_MS = 1_000;
+/**
+ * A node rewrites its name key (its heartbeat) this many times per lease TTL. The other nodes
+ * judge it silent once that key's revision stood still for a whole TTL (NodeLiveness): five
+ * beats missed, not one late write.
+ */
+const BEATS_PER_LEASE = 5;
 const STORE_CALL_TIMEOUT_MS = 5_000;
 const SNAPSHOT_TIMEOUT_MS = 120_000;
 const DEFAULT_LEASE_SECONDS = 5;
@@ -42,6 +49,16 @@ export const LOG_QUOTA_SHARE = 1 / 20;
  */
 export class Leadership {
   private session: MemberSession | undefined;
+  /** Who is proven silent, by this node's clock: the only liveness leadership and name takeover trust. */
+  private readonly liveness: NodeLiveness;
+  /** How often this node rewrites its name key while it holds it, and retries a name held by another. */
+  private readonly beatEveryMs: number;
+  private stopBeating: (() => void) | undefined;
+  private beating = false;
+  /** Names this node has logged as silent (node-silent), so that each is logged once per silence. */
+  private readonly reportedSilent = new Set<string>();
+  /** Set when this node's last join took its name over from a silent holder (its own earlier incarnation, as a rule). */
+  private tookOver: { readonly holder: string; readonly silentMs: number } | undefined;
   private leaderName: string | undefined;
   private lastCheck = Number.NEGATIVE_INFINITY;
   private checking = false;
@@ -71,6 +88,30 @@ export class Leadership {
     const quotaBytes = options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES;
     this.space = new SpaceWatch(deps.log, deps.clock, deps.logger, quotaBytes);
     this.logBytesForSpace = quotaBytes * LOG_QUOTA_SHARE;
+    const silenceMs = (options.leaseSeconds ?? DEFAULT_LEASE_SECONDS) * 1000;
+    this.beatEveryMs = silenceMs / BEATS_PER_LEASE;
+    // Half the bound: two or three of this node's own beats may go missing before etcd counts as not taking writes.
+    this.liveness = new NodeLiveness(silenceMs, silenceMs / 2);
+  }
+
+  /**
+   * The nodes this node has proven silent (dead, frozen or cut off from etcd for at least the
+   * silence bound, one name lease TTL): their name key's revision stood still that long on this
+   * node's clock while etcd took this node's own writes. Never this node itself. A node leaves the
+   * list as soon as a read shows it beat again (a pause ended), or its name is gone or taken over.
+   */
+  get silentNodes(): readonly string[] {
+    return this.liveness.silentNames().filter((name) => name !== this.options.nodeName);
+  }
+
+  /** Whether `name` is proven silent now (see silentNodes). */
+  isSilent(name: string): boolean {
+    return name !== this.options.nodeName && this.liveness.isSilent(name);
+  }
+
+  /** When this node's last join took its name over from a silent holder: who held it and how long it was silent. */
+  get nameTakenOver(): { readonly holder: string; readonly silentMs: number } | undefined {
+    return this.tookOver;
   }
 
   /** The newest snapshot this node wrote or loaded: the one the log-volume and age rules count from. */
@@ -99,40 +140,95 @@ export class Leadership {
     return this.leaderName;
   }
 
-  /** Takes this node's name; waits (logging who holds it) while another live node has it. */
+  /**
+   * Takes this node's name; waits (logging who holds it) while a node that still beats has it. A
+   * holder proven silent (its heartbeat stood still for the silence bound while this node's claims
+   * went through etcd) is taken over: a restarted node takes its name back from its dead
+   * incarnation whatever keeps that incarnation's lease alive.
+   */
   async join(cancelled: () => boolean): Promise<void> {
-    const { log, logger } = this.deps;
+    const { log, logger, clock } = this.deps;
+    const name = this.options.nodeName;
     const leaseSeconds = this.options.leaseSeconds ?? DEFAULT_LEASE_SECONDS;
     let lastComplaint = '';
+    let holder = '';
+    let silentBeat: number | undefined;
     for (;;) {
       if (cancelled()) return;
       let complaint: string;
+      let retryMs = NAME_RETRY_MS;
       try {
-        const claim = await log.claimName(this.options.nodeName, this.options.candidatePriority, leaseSeconds, STORE_CALL_TIMEOUT_MS);
+        const silentMs = silentBeat === undefined ? 0 : this.liveness.silentForMs(name);
+        const claim = await log.claimName(name, this.options.candidatePriority, leaseSeconds, STORE_CALL_TIMEOUT_MS, silentBeat);
+        // The claim is a transaction with puts: etcd ordered it through its log, taken or not.
+        this.liveness.wrote(true, clock.now());
         if (claim.taken) {
           this.session = claim.session;
+          this.tookOver = silentBeat === undefined ? undefined : { holder, silentMs };
+          if (this.tookOver !== undefined) logger.event('name-taken-over', { name, holder: this.tookOver.holder, silent_ms: Math.round(silentMs) });
           claim.session.onLost((why) => this.onSessionLost(why, cancelled));
-          logger.event('cluster-joined', {
-            name: this.options.nodeName,
-            candidate: this.options.candidatePriority ?? 'off',
-            lease_s: leaseSeconds,
-          });
+          this.startBeating();
+          logger.event('cluster-joined', { name, candidate: this.options.candidatePriority ?? 'off', lease_s: leaseSeconds });
           return;
         }
+        holder = claim.holder;
         complaint = `name-held holder=${claim.holder}`;
-        if (complaint !== lastComplaint) logger.event('name-held', { name: this.options.nodeName, holder: claim.holder, retry_ms: NAME_RETRY_MS });
+        if (complaint !== lastComplaint) logger.event('name-held', { name, holder: claim.holder, retry_ms: this.beatEveryMs });
+        // Watch the holder's heartbeat, as often as a live holder beats, until it moves or is proven silent.
+        retryMs = this.beatEveryMs;
+        silentBeat = await this.holderSilentBeat().catch(() => undefined);
       } catch (error) {
         // This version cannot read the log: no retry makes it able to (see NodeTooOldError).
         if (error instanceof NodeTooOldError) throw error;
+        this.liveness.wrote(false, clock.now());
+        silentBeat = undefined;
         complaint = `etcd-unreachable ${(error as Error).message}`;
         if (complaint !== lastComplaint) logger.event('etcd-unreachable', { error: (error as Error).message, retry_ms: NAME_RETRY_MS });
       }
       lastComplaint = complaint;
-      await pause(this.deps.timers, NAME_RETRY_MS);
+      if (silentBeat === undefined) await pause(this.deps.timers, retryMs);
+    }
+  }
+
+  /** Reads every member's heartbeat; the beat of this node's name if its holder is now proven silent. */
+  private async holderSilentBeat(): Promise<number | undefined> {
+    await this.readMembers();
+    return this.liveness.isSilent(this.options.nodeName) ? this.liveness.beatOf(this.options.nodeName) : undefined;
+  }
+
+  /** One read of every member's heartbeat and candidacy, noted by the liveness judgement; the candidates. */
+  private async readMembers(): Promise<Candidate[]> {
+    const { clock } = this.deps;
+    const sentAt = clock.now();
+    const members = await this.deps.log.members(STORE_CALL_TIMEOUT_MS);
+    this.liveness.observed(members, sentAt, clock.now());
+    return members.flatMap((m) => (m.candidate === undefined ? [] : [m.candidate]));
+  }
+
+  /** Rewrites the name key every beatEveryMs while this node holds its name (the heartbeat NodeLiveness reads). */
+  private startBeating(): void {
+    this.stopBeating?.();
+    this.stopBeating = this.deps.timers.every(this.beatEveryMs, () => void this.beat());
+  }
+
+  private async beat(): Promise<void> {
+    const session = this.session;
+    if (this.beating || session === undefined || session.lost) return;
+    this.beating = true;
+    try {
+      // A beat that cannot land within the bound's half is worth no more than the next one.
+      await session.beat(this.liveness.writeGapMs);
+      this.liveness.wrote(true, this.deps.clock.now());
+    } catch {
+      this.liveness.wrote(false, this.deps.clock.now());
+    } finally {
+      this.beating = false;
     }
   }
 
   private onSessionLost(why: string, cancelled: () => boolean): void {
+    this.stopBeating?.();
+    this.stopBeating = undefined;
     if (cancelled()) return;
     this.deps.logger.event('name-lost', { name: this.options.nodeName, why });
     this.session = undefined;
@@ -140,6 +236,8 @@ export class Leadership {
   }
 
   async leave(): Promise<void> {
+    this.stopBeating?.();
+    this.stopBeating = undefined;
     const session = this.session;
     this.session = undefined;
     await session?.release().catch(() => {});
@@ -162,10 +260,12 @@ export class Leadership {
     if (this.checking) return;
     this.checking = true;
     try {
-      const candidates = await this.deps.log.candidates(STORE_CALL_TIMEOUT_MS);
-      // The one store call an idle node makes on a schedule: it keeps etcd's reachability current.
+      const candidates = await this.readMembers();
+      // The one store read an idle node makes on a schedule: it keeps etcd's reachability current.
       this.contact.heard(true);
-      const leader = electLeader(candidates)?.name;
+      this.reportSilence();
+      // A candidate proven silent does not lead, whatever keeps its lease (and so its key) alive.
+      const leader = electLeader(candidates.filter((c) => !this.isSilent(c.name)))?.name;
       if (leader !== this.leaderName) {
         this.leaderName = leader;
         this.changes++;
@@ -176,6 +276,21 @@ export class Leadership {
       // Unknown while the store is unreachable: keep the last answer (a stale leader is harmless).
     } finally {
       this.checking = false;
+    }
+  }
+
+  /** Logs each node that became proven silent (node-silent) or beat again after it (node-beating). */
+  private reportSilence(): void {
+    const silent = new Set(this.silentNodes);
+    for (const name of silent) {
+      if (this.reportedSilent.has(name)) continue;
+      this.reportedSilent.add(name);
+      this.deps.logger.event('node-silent', { name, silent_ms: Math.round(this.liveness.silentForMs(name)) });
+    }
+    for (const name of this.reportedSilent) {
+      if (silent.has(name)) continue;
+      this.reportedSilent.delete(name);
+      this.deps.logger.event('node-beating', { name });
     }
   }
 
@@ -211,8 +326,9 @@ export class Leadership {
   }
 
   private maybeSnapshot(now: number): void {
-    if (this.snapshotting) return;
     const state = this.follower.state;
+    // Between two slices of a command the state is no state any log position names: wait for its end.
+    if (this.snapshotting || state.applying) return;
     const last = this.lastSnapshot;
     const behind = state.position.version - (last?.version ?? 0);
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;

@@ -9,15 +9,16 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  * and incarnation), its sequence number (so a retried append applies once), and the mutating
  * commands its clients sent meanwhile. Keys, indexes and owners travel as raw bytes, never text.
  *
- * Layout (big-endian): 'B' format(1 or 4) name(str) incarnation(u32) entryKiB(u32) seq(u32) count(u16) command*
+ * Layout (big-endian): 'B' format(1, 4 or 5) name(str) incarnation(u32) entryKiB(u32) seq(u32) count(u16) command*
  *   format 4 is format 1 that may also hold the commands for waiting and lock-delays (LogOp 11-13)
+ *   format 5 is format 4 that may also hold the waits tied to their node's incarnation (LogOp 14-15)
  *   entryKiB: the proposer's bound on the etcd bytes of the table's entries, in KiB (ETCD_BOUND_FORMAT;
  *   0, and reserved, before it: no bound)
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
  *
  * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
  * batches other nodes forwarded to it, each encoded by its own node, in one value):
- *   'B' format(2) count(u16) { length(u32) batch }*      each a whole batch (format 1 or 4)
+ *   'B' format(2) count(u16) { length(u32) batch }*      each a whole batch (format 1, 4 or 5)
  * The bundle's batches apply in order at one version, their commands numbered on across them
  * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). Bundles are written only
  * once every live node declares it reads them (LOG_FORMATS_READ), as are references:
@@ -55,10 +56,25 @@ export const LogOp = {
   ExpireAndHold: 12,
   /** Ends the lock-delay of (key, index) begun by the expiry at log position `version`: its first waiter takes the lock. Format 4. */
   LiftHold: 13,
+  /**
+   * Acquire-and-wait (0x0B): a Request whose entry, if it is left waiting, waits for a client of
+   * this batch's proposer incarnation (node name and incarnation), on a connection that ends with
+   * that process: the entry is tied to the incarnation until it is granted or ends, and goes with
+   * it (CancelWaitsOf). From an incarnation whose waits were cancelled it does nothing (0). Format 5.
+   */
+  AcquireWait: 14,
+  /**
+   * The waits of one node incarnation are over (the node died, or restarted as another): every
+   * entry still waiting that an AcquireWait of it left (and it was the last to wait on) goes, as a
+   * CancelWait would remove it, and later AcquireWaits of that incarnation do nothing. Format 5.
+   */
+  CancelWaitsOf: 15,
 } as const;
 
 /** The first op a format-1 batch may not hold: ops from here on are written in format-4 batches only. */
 const FIRST_FORMAT_4_OP = LogOp.CancelWait;
+/** The first op a format-4 batch may not hold: ops from here on are written in format-5 batches only. */
+const FIRST_FORMAT_5_OP = LogOp.AcquireWait;
 
 /** An imported entry's remaining time when its phase never expires. */
 export const NO_REMAINING = 0xffffffff;
@@ -102,6 +118,13 @@ export type LogCommand =
       readonly index: ByteString;
       /** The log position of the expiry that began the hold. */
       readonly version: number;
+    }
+  | ({ readonly op: typeof LogOp.AcquireWait } & ReplicatedRequest)
+  | {
+      readonly op: typeof LogOp.CancelWaitsOf;
+      /** The node name of the incarnation whose waits end. */
+      readonly node: ByteString;
+      readonly incarnation: number;
     };
 
 /** One saved entry of an import, staged until the import's commit (see ReplicaState). */
@@ -146,12 +169,18 @@ const FORMAT = 1;
  */
 export const OPS_FORMAT = 4;
 /**
+ * A batch as format 4, that may also hold the commands of waits tied to their node's incarnation
+ * (AcquireWait, CancelWaitsOf): a batch holding any of them is written in this format, only once
+ * every live node declares it reads it.
+ */
+export const INCARNATION_WAITS_FORMAT = 5;
+/**
  * Not a value's format but what a node that declares it reads in every batch header: the word older
  * versions wrote as 0 and skipped carries the proposer's bound on the entries' etcd bytes
  * (Batch.entryBytesBound), which apply enforces. Written non-zero only once every live node declares
  * it: a node that skips the word would let an entry in that the others refuse.
  */
-export const ETCD_BOUND_FORMAT = 5;
+export const ETCD_BOUND_FORMAT = 6;
 /** A log value holding several batches (see the file comment). */
 export const BUNDLE_FORMAT = 2;
 /**
@@ -173,7 +202,9 @@ export function isReference(bytes: Uint8Array): boolean {
  * declares them in the store with its name: a format is written only once every live node
  * declares it (rolling upgrades).
  */
-export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, ETCD_BOUND_FORMAT];
+export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, INCARNATION_WAITS_FORMAT, ETCD_BOUND_FORMAT];
+/** The formats of LOG_FORMATS_READ beyond a plain batch: each written only once every live node reads it (EtcdLog.peerView). */
+export const GATED_FORMATS: readonly number[] = LOG_FORMATS_READ.filter((format) => format !== FORMAT);
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
 export const MAX_BATCH_COMMANDS = 4_096;
 /** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
@@ -197,7 +228,14 @@ export class BatchEncoder {
 
   encode(batch: Batch): Buffer {
     const out = this.out;
-    const format = batch.commands.some((c) => c.op >= FIRST_FORMAT_4_OP) ? OPS_FORMAT : FORMAT;
+    let format = FORMAT;
+    for (const c of batch.commands) {
+      if (c.op >= FIRST_FORMAT_5_OP) {
+        format = INCARNATION_WAITS_FORMAT;
+        break;
+      }
+      if (c.op >= FIRST_FORMAT_4_OP) format = OPS_FORMAT;
+    }
     try {
       const entryKiB = Math.min(Math.floor((batch.entryBytesBound ?? 0) / 1024), 0xffffffff);
       out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(entryKiB).u32(batch.seq).u16(batch.commands.length);
@@ -215,6 +253,7 @@ export class BatchEncoder {
 export function commandSize(c: LogCommand): number {
   switch (c.op) {
     case LogOp.Request:
+    case LogOp.AcquireWait:
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 2 + 2 + 1 + 1 + 4;
     case LogOp.Renew:
     case LogOp.Release:
@@ -239,6 +278,8 @@ export function commandSize(c: LogCommand): number {
       return 1 + 3 + c.key.length + c.index.length + c.owner.length + 8 + 4;
     case LogOp.LiftHold:
       return 1 + 2 + c.key.length + c.index.length + 8;
+    case LogOp.CancelWaitsOf:
+      return 1 + 1 + c.node.length + 4;
   }
 }
 
@@ -246,6 +287,7 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
   out.u8(c.op);
   switch (c.op) {
     case LogOp.Request:
+    case LogOp.AcquireWait:
       writeLockRequest(out, c);
       out.u8(c.allowCreate ? 1 : 0).u32(c.maxEntries);
       return;
@@ -284,6 +326,9 @@ function writeCommand(out: BufferWriter, c: LogCommand): void {
       return;
     case LogOp.LiftHold:
       out.string(c.key).string(c.index).f64(c.version);
+      return;
+    case LogOp.CancelWaitsOf:
+      out.string(c.node).u32(c.incarnation);
       return;
   }
 }
@@ -415,7 +460,7 @@ export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes)))
     return withBound({ proposer, incarnation, seq, commands: known.commands }, entryBytesBound);
   const commands: LogCommand[] = [];
-  const lastOp = format === OPS_FORMAT ? LogOp.LiftHold : FIRST_FORMAT_4_OP - 1;
+  const lastOp = format === INCARNATION_WAITS_FORMAT ? LogOp.CancelWaitsOf : format === OPS_FORMAT ? FIRST_FORMAT_5_OP - 1 : FIRST_FORMAT_4_OP - 1;
   for (let i = 0; i < count; i++) commands.push(readCommand(r, lastOp));
   if (!r.done) throw new LogFormatError('bytes after the last command');
   return withBound({ proposer, incarnation, seq, commands }, entryBytesBound);
@@ -426,11 +471,12 @@ function withBound(batch: Batch, entryBytesBound: number): Batch {
   return entryBytesBound > 0 ? { ...batch, entryBytesBound } : batch;
 }
 
-/** A batch's header (format 1 or 4), and the number of commands after it; LogFormatError if not a batch. */
+/** A batch's header (format 1, 4 or 5), and the number of commands after it; LogFormatError if not a batch. */
 function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number; readonly entryBytesBound: number } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
-  if (format !== FORMAT && format !== OPS_FORMAT) throw new LogFormatError(`batch format ${format} is not known to this version`);
+  if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT)
+    throw new LogFormatError(`batch format ${format} is not known to this version`);
   const proposer = r.string();
   const incarnation = r.u32();
   const entryBytesBound = r.u32() * 1024;
@@ -439,7 +485,7 @@ function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: numb
 }
 
 /**
- * Writes a bundle of already encoded batches (each a whole batch, format 1 or 4, as its node encoded it).
+ * Writes a bundle of already encoded batches (each a whole batch, format 1, 4 or 5, as its node encoded it).
  * The sequencer (EtcdLog.appendBundle) and tests; the caller keeps the whole within one append (MAX_APPEND_BYTES)
  * and COMMANDS_PER_VERSION commands.
  */
@@ -527,7 +573,8 @@ function readCommand(r: BatchReader, lastOp: number): LogCommand {
   // Each command is one object literal, its fields in the order the node that proposed it built
   // them (ClusterLockService), so apply sees one shape per op on every node.
   switch (op) {
-    case LogOp.Request: {
+    case LogOp.Request:
+    case LogOp.AcquireWait: {
       const key = r.key();
       const index = r.index();
       const owner = r.owner();
@@ -580,6 +627,10 @@ function readCommand(r: BatchReader, lastOp: number): LogCommand {
       const key = r.key();
       const index = r.index();
       return { op, key, index, version: r.f64() };
+    }
+    case LogOp.CancelWaitsOf: {
+      const node = r.string();
+      return { op, node, incarnation: r.u32() };
     }
     default:
       throw new LogFormatError(`unknown command ${op}`);

@@ -1,6 +1,7 @@
 import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
 import { decodeValue, isRefused, type Batch, type OwnCommands } from './LogCodec.js';
-import { LogGapError, ReplicaState, type PlaceInValue } from './ReplicaState.js';
+import { LogGapError, ReplicaState, type PlaceInValue, type Sliced } from './ReplicaState.js';
+import { APPLY_SLICE_ENTRIES } from '../locks/LockTable.js';
 import type { LogRecord, LogWatch, RetainedSince, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
@@ -21,6 +22,8 @@ export const HEAD_PROBE_MS = 3_000;
  * before the load starts over: a call lost to a partition must not hold a starting node for long.
  */
 const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
+/** The generation of records no watch delivered (a catch-up read). */
+const NO_WATCH = -1;
 
 /**
  * Who answers the commands of the batches this node wrote as the follower applies them (the
@@ -28,8 +31,8 @@ const SNAPSHOT_CALL_TIMEOUT_MS = 5_000;
  * own commands (and the reads between them) as they apply.
  */
 export interface BatchApplier {
-  /** Applies one batch to `state`, at its place in the record's value (ReplicaState.apply). */
-  applyBatch(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue): void;
+  /** Applies one batch to `state`, at its place in the record's value, in slices of `sliceEntries` (ReplicaState.applyInSlices). */
+  applyBatchInSlices(state: ReplicaState, batch: Batch, record: LogRecord, inValue: PlaceInValue, sliceEntries: number): Sliced<void>;
   /** The batch this node wrote with this header, so it is not decoded again (see decodeBatch). */
   readonly ownCommands: OwnCommands;
   /** A snapshot replaced the replica. */
@@ -84,6 +87,18 @@ export class LogFollower {
   /** Parts of log values refused so far (metrics), and the last one. */
   refusedParts = 0;
   lastRefused: RefusedValue | undefined;
+  /**
+   * Entries one slice of apply (or of a snapshot's decoding) handles before the event loop gets a
+   * turn (APPLY_SLICE_ENTRIES; tests vary it). Whatever it is, the replica ends alike.
+   */
+  sliceEntries = APPLY_SLICE_ENTRIES;
+  /** Records delivered and not applied yet, in order; each with the watch that delivered it, and who waits for it. */
+  private readonly backlog: Array<{ readonly records: readonly LogRecord[]; readonly generation: number; readonly done?: () => void }> = [];
+  /** The records being applied, in slices: nothing else applies until they are done. */
+  private applying: { readonly work: Sliced<string | undefined>; readonly generation: number; readonly done?: (() => void) | undefined } | undefined;
+  private nextSliceScheduled = false;
+  private pumping = false;
+  private readonly whenIdleWaiters: Array<() => void> = [];
 
   constructor(
     private readonly commitTimeoutMs: number,
@@ -120,7 +135,11 @@ export class LogFollower {
         const snapshot = await log.loadSnapshot(SNAPSHOT_CALL_TIMEOUT_MS);
         if (snapshot !== undefined && snapshot.position.version > this.current.position.version) {
           const started = clock.now();
-          this.replaceState(ReplicaState.decode(snapshot.bytes, clock, this.hashSeed));
+          const decoded = await this.inSlices(ReplicaState.decodeInSlices(snapshot.bytes, clock, this.hashSeed, this.sliceEntries));
+          // Records that were still being applied meanwhile finish first; the snapshot must still be ahead.
+          await this.whenIdle();
+          if (this.closed || snapshot.position.version <= this.current.position.version) return;
+          this.replaceState(decoded);
           this.loaded = { version: snapshot.position.version, bytes: snapshot.bytes.length, at: started, appliedLogBytes: this.appliedLogBytes };
           logger.event('snapshot-loaded', {
             version: snapshot.position.version,
@@ -135,6 +154,21 @@ export class LogFollower {
         await pause(this.deps.timers, RETRY_MS);
       }
     }
+  }
+
+  /** Runs `work` a slice per turn of the event loop. */
+  private async inSlices<T>(work: Sliced<T>): Promise<T> {
+    for (;;) {
+      const slice = work.next();
+      if (slice.done === true) return slice.value;
+      await new Promise<void>((resolve) => this.deps.timers.soon(resolve));
+    }
+  }
+
+  /** Resolves once every record delivered so far is applied. */
+  private whenIdle(): Promise<void> {
+    if (this.applying === undefined && this.backlog.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.whenIdleWaiters.push(resolve));
   }
 
   private replaceState(state: ReplicaState): void {
@@ -192,6 +226,7 @@ export class LogFollower {
     this.reloading = true;
     const { log, logger } = this.deps;
     try {
+      await this.whenIdle();
       await this.loadSnapshot();
       let retained: RetainedSince | undefined;
       try {
@@ -207,7 +242,9 @@ export class LogFollower {
         const from = this.current.position.version;
         const missing = head.version - from;
         if (missing > 0 && batches.length === missing && batches[missing - 1]!.revision === head.revision) {
-          this.applyRecords(batches.map((b, i) => ({ version: from + 1 + i, revision: b.revision, value: b.value })));
+          const records = batches.map((b, i) => ({ version: from + 1 + i, revision: b.revision, value: b.value }));
+          // Under no watch's generation: a gap here is seen below (the head not reached), not by a watch restart.
+          await new Promise<void>((resolve) => this.enqueue(records, NO_WATCH, resolve));
           logger.event('log-caught-up-from-retained', { from, to: head.version });
         }
         if (head.version === this.current.position.version) {
@@ -230,8 +267,47 @@ export class LogFollower {
 
   private onRecords(records: readonly LogRecord[]): void {
     this.contact.heard(true, records[records.length - 1]?.version);
-    const gap = this.applyRecords(records);
-    if (gap !== undefined) this.restartWatch('gap', gap);
+    this.enqueue(records, this.generation);
+  }
+
+  /** Records to apply after those before them; `done` is told once they are. */
+  private enqueue(records: readonly LogRecord[], generation: number, done?: () => void): void {
+    this.backlog.push({ records, generation, done });
+    if (!this.nextSliceScheduled) this.pump();
+  }
+
+  /**
+   * Applies the backlog in order, in slices (see ReplicaState.applyInSlices): as much as one slice
+   * allows now (all of it, unless a command touches more than sliceEntries entries), the rest a
+   * slice per turn of the event loop, so one release-all of many entries never holds the loop. A
+   * gap found restarts the watch that delivered the records, if it is still the current one.
+   */
+  private pump(): void {
+    if (this.pumping) return; // applying settles answers, which may deliver records: the loop below takes them
+    this.pumping = true;
+    this.nextSliceScheduled = false;
+    try {
+      while (!this.closed) {
+        if (this.applying === undefined) {
+          const next = this.backlog.shift();
+          if (next === undefined) break;
+          this.applying = { work: this.applyRecords(next.records), generation: next.generation, done: next.done };
+        }
+        const slice = this.applying.work.next();
+        if (slice.done !== true) {
+          this.nextSliceScheduled = true;
+          this.deps.timers.soon(() => this.pump());
+          return;
+        }
+        const { generation, done } = this.applying;
+        this.applying = undefined;
+        done?.();
+        if (slice.value !== undefined && generation === this.generation) this.restartWatch('gap', slice.value);
+      }
+    } finally {
+      this.pumping = false;
+    }
+    for (const resolve of this.whenIdleWaiters.splice(0)) resolve();
   }
 
   /**
@@ -239,7 +315,7 @@ export class LogFollower {
    * is applied). A part of a value that cannot be read is refused (logged, counted) and the log
    * goes on past it: every node decodes alike, so every node refuses it alike.
    */
-  private applyRecords(records: readonly LogRecord[]): string | undefined {
+  private *applyRecords(records: readonly LogRecord[]): Sliced<string | undefined> {
     for (const record of records) {
       if (record.version <= this.current.position.version) continue; // delivered again after a restart
       const parts = decodeValue(record.value, this.applier.ownCommands);
@@ -255,7 +331,7 @@ export class LogFollower {
             this.refused(record, parts.length > 1 ? `batch ${i + 1} of a bundle of ${parts.length}: ${part.refused}` : part.refused);
             continue;
           }
-          this.applier.applyBatch(this.current, part, record, inValue);
+          yield* this.applier.applyBatchInSlices(this.current, part, record, inValue, this.sliceEntries);
           place += part.commands.length;
         }
       } catch (error) {
@@ -290,6 +366,11 @@ export class LogFollower {
    */
   checkProgress(now: number): void {
     if (this.reloading || this.watch === undefined) return;
+    // A command applied in slices is progress, however long it takes.
+    if (this.applying !== undefined) {
+      this.progressAt = now;
+      return;
+    }
     this.probeHeadIfQuiet(now);
     const behind = this.contact.knownHead - this.current.position.version;
     if (behind <= 0) {
@@ -341,6 +422,10 @@ export class LogFollower {
   /** Stops following; the replica stays as applied. */
   close(): void {
     this.closed = true;
+    this.applying?.work.return(undefined);
+    this.applying = undefined;
+    this.backlog.length = 0;
+    for (const resolve of this.whenIdleWaiters.splice(0)) resolve();
     this.watch?.close();
     this.watch = undefined;
     this.generation++;

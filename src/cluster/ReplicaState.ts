@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import type { ByteString } from '../bytes.js';
 import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
-import { LockTable, type ReplicaEntry, type ReplicaTable } from '../locks/LockTable.js';
+import { NO_ID } from '../locks/HashIndex.js';
+import { APPLY_SLICE_ENTRIES, LockTable, type ReplicaEntry, type ReplicaTable, type SlicedRelease } from '../locks/LockTable.js';
 import type { ReplicaRules, ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import {
@@ -37,6 +38,12 @@ const SNAPSHOT_MAGIC = 0x53; // 'S'
  * read: layout 1 (no tokens, nothing staged) and layout 2 (no tokens, an import's staged entries).
  */
 const SNAPSHOT_LAYOUT_HOLDS = 4;
+/**
+ * Layout 5: layout 4 (its holds section always there, maybe empty) and, after the staged import,
+ * the waiting entries tied to an incarnation (TiedWait, by ticket) and the incarnations whose waits
+ * ended, oldest first. Written only while either is non-empty, which only a log of format 5 makes.
+ */
+const SNAPSHOT_LAYOUT_TIED_WAITS = 5;
 const SNAPSHOT_LAYOUT = 3;
 const SNAPSHOT_LAYOUT_UNTOKENED = 1;
 const SNAPSHOT_LAYOUT_UNTOKENED_STAGED = 2;
@@ -46,6 +53,31 @@ interface ImportStaging {
   readonly id: number;
   readonly entries: Array<{ readonly command: ImportStagedCommand; readonly ticket: number }>;
 }
+
+/**
+ * A waiting entry an AcquireWait (0x0B) left, tied to the node incarnation whose connection waits
+ * for it: it goes when that incarnation's waits end (CancelWaitsOf). Kept by the entry's ticket,
+ * unique while it lives; it holds only while that entry (same names, same ticket) still waits, and
+ * one found otherwise (granted, ended) is dropped whenever it is met (see pruneTiedWaits).
+ */
+export interface TiedWait {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  readonly owner: ByteString;
+  readonly ticket: number;
+  /** The incarnation's node name and number (a batch's proposer and incarnation). */
+  readonly node: ByteString;
+  readonly incarnation: number;
+}
+
+/** A node incarnation with entries tied to it (some possibly no longer waiting). */
+export interface WaitingIncarnation {
+  readonly node: ByteString;
+  readonly incarnation: number;
+}
+
+/** Tied waits looked at (and dropped if they no longer hold) each time one is tied, so that they stay about as many as the waits that hold. */
+const TIED_WAITS_PRUNED_PER_TIE = 2;
 
 /** A batch arrived out of order: the follower must resync, never apply past a hole. */
 export class LogGapError extends Error {
@@ -73,6 +105,22 @@ export interface PlaceInValue {
 }
 
 const WHOLE_VALUE: PlaceInValue = { place: 0, first: true };
+
+/**
+ * A piece of work done in slices (an apply, a snapshot's decoding): each `next()` runs one slice,
+ * at most APPLY_SLICE_ENTRIES entries (or the slice size asked), and the caller may give the
+ * event loop a turn before the next; the last one returns the result. What it computes does not
+ * depend on where it was cut.
+ */
+export type Sliced<T> = Generator<void, T, void>;
+
+/** Runs every slice at once, and returns the result. */
+export function runToEnd<T>(work: Sliced<T>): T {
+  for (;;) {
+    const slice = work.next();
+    if (slice.done === true) return slice.value;
+  }
+}
 
 /**
  * The replicated state of the cluster: the lock table as the log has made it, the position of
@@ -114,8 +162,20 @@ export class ReplicaState {
    */
   private staging: ImportStaging | undefined;
 
+  /** Waiting entries tied to an incarnation, by ticket (see TiedWait); replicated (a snapshot keeps those that hold). */
+  private readonly tiedWaits = new Map<number, TiedWait>();
+  /** Per incarnation (proposerKey), the tied waits kept for it: what a node proposes the end of (not replicated: derived). */
+  private readonly tiedPerIncarnation = new Map<string, WaitingIncarnation & { count: number }>();
+  /**
+   * Incarnations (proposerKey) whose waits ended, oldest first, at most MAX_REMEMBERED_PROPOSERS:
+   * an AcquireWait of one does nothing, so a batch of a dead node that lands late leaves no wait behind.
+   */
+  private readonly endedIncarnations = new Set<string>();
+
   /** The table's clock: read once per batch while one is applied (see BatchClock). */
   private readonly clock: BatchClock;
+  /** A batch is being applied in slices (applyInSlices) and is not done: the state is between two commands' results. */
+  private slicing = false;
 
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
@@ -164,6 +224,24 @@ export class ReplicaState {
    * batches say where they sit in it (`inValue`; a plain batch is its value's whole).
    */
   apply(batch: Batch, at: LogPosition, step?: ApplyStep, inValue: PlaceInValue = WHOLE_VALUE): number[] | undefined {
+    return runToEnd(this.applyInSlices(batch, at, step, inValue, Number.POSITIVE_INFINITY));
+  }
+
+  /**
+   * As apply, in slices: a command that removes or adds many entries (release-all, release `*`,
+   * an import's commit) does `sliceEntries` of them per slice, so the caller can give the event
+   * loop a turn between them (LogFollower does). Nothing else may apply meanwhile; every node
+   * ends in the same state with the same grants in the same order, whatever its slice size
+   * (grants are told as their slice makes them). While it is not done, `applying` is true.
+   */
+  *applyInSlices(
+    batch: Batch,
+    at: LogPosition,
+    step?: ApplyStep,
+    inValue: PlaceInValue = WHOLE_VALUE,
+    sliceEntries = APPLY_SLICE_ENTRIES,
+  ): Sliced<number[] | undefined> {
+    if (this.slicing) throw new Error('a batch applied while another is still being applied in slices');
     const place = inValue.place;
     if (inValue.first) {
       if (at.version !== this.position.version + 1) {
@@ -192,11 +270,15 @@ export class ReplicaState {
         step?.(i);
         const position = commandPosition(at.version, place + i);
         this.rules.beginCommand(position, batch.proposer);
-        results[i] = refusedImport ? 0 : this.execute(commands[i]!, position, batch.proposer);
+        const command = commands[i]!;
+        if (refusedImport) results[i] = 0;
+        else if (isBulk(command)) results[i] = yield* this.executeInSlices(command, position, batch.proposer, sliceEntries);
+        else results[i] = this.execute(command, position, batch);
       }
       step?.(commands.length);
     } finally {
       this.clock.thaw();
+      this.slicing = false;
     }
     // Changes nothing apply decides (see compactIfSparse), so replicas stay alike whenever each compacts.
     this.table.compactIfSparse();
@@ -215,9 +297,32 @@ export class ReplicaState {
     this.placeInVersion = 0;
   }
 
-  /** Runs one command, at log `position`, proposed through node `origin`. */
-  private execute(c: LogCommand, position: number, origin: ByteString): number {
+  /** Whether a batch is being applied in slices and is not done yet (a snapshot must wait: see encode). */
+  get applying(): boolean {
+    return this.slicing;
+  }
+
+  /** Between two slices of a command: the event loop's turn (the clock runs meanwhile), then the command goes on. */
+  private *pauseBetweenSlices(position: number, origin: ByteString): Sliced<void> {
+    this.slicing = true;
+    this.clock.thaw();
+    yield;
+    this.clock.freeze();
+    this.rules.beginCommand(position, origin);
+  }
+
+  /** A command that may touch many entries (see isBulk), in slices of `sliceEntries`. */
+  private *executeInSlices(c: BulkCommand, position: number, origin: ByteString, sliceEntries: number): Sliced<number> {
+    if (c.op === LogOp.ImportCommit) return yield* this.commitImport(c.importId, origin, position, sliceEntries);
+    const release: SlicedRelease = c.op === LogOp.ReleaseAll ? this.table.beginReleaseAll(c.owner) : this.table.beginReleaseKey(c.key, c.owner);
+    while (!release.run(sliceEntries)) yield* this.pauseBetweenSlices(position, origin);
+    return release.total;
+  }
+
+  /** Runs one command, at log `position`, of `batch` (its proposer is the origin of what it creates). */
+  private execute(c: LogCommand, position: number, batch: Batch): number {
     const table = this.table;
+    const origin = batch.proposer;
     switch (c.op) {
       case LogOp.Request:
         return table.request(c, c.allowCreate);
@@ -226,9 +331,9 @@ export class ReplicaState {
       case LogOp.Release:
         return table.release(c.key, c.index, c.owner);
       case LogOp.ReleaseKey:
-        return table.releaseKey(c.key, c.owner);
       case LogOp.ReleaseAll:
-        return table.releaseAll(c.owner);
+      case LogOp.ImportCommit:
+        return runToEnd(this.executeInSlices(c, position, origin, Number.POSITIVE_INFINITY));
       case LogOp.Expire:
         return table.expireVersion(c.key, c.index, c.owner, c.version);
       case LogOp.Import:
@@ -237,15 +342,119 @@ export class ReplicaState {
       case LogOp.ImportStaged:
       case LogOp.ImportStagedFenced:
         return this.stage(c, position);
-      case LogOp.ImportCommit:
-        return this.commitImport(c.importId, origin);
       case LogOp.CancelWait:
-        return table.cancelWaiter(c.key, c.index, c.owner);
+        return this.cancelWait(c.key, c.index, c.owner, batch);
       case LogOp.ExpireAndHold:
         return table.expireVersion(c.key, c.index, c.owner, c.version, c.holdMs);
       case LogOp.LiftHold:
         return table.liftHold(c.key, c.index, c.version);
+      case LogOp.AcquireWait:
+        return this.acquireWait(c, batch);
+      case LogOp.CancelWaitsOf:
+        return this.cancelWaitsOf(c.node, c.incarnation);
     }
+  }
+
+  /**
+   * A request through 0x0B: as a Request; an entry it leaves waiting is tied to the batch's
+   * incarnation (the last 0x0B to wait on an entry ties it). Nothing, 0, from an incarnation whose
+   * waits ended: its connections are gone with it.
+   */
+  private acquireWait(c: ReplicatedRequest, batch: Batch): number {
+    if (this.endedIncarnations.has(proposerKey(batch.proposer, batch.incarnation))) return 0;
+    const position = this.table.request(c, c.allowCreate);
+    if (position > 1) this.tieWait(c.key, c.index, c.owner, batch.proposer, batch.incarnation);
+    return position;
+  }
+
+  /**
+   * A waiter's client stopped waiting (CancelWait): it goes if it still waits, unless its wait is
+   * tied to an incarnation other than the batch's (its client asked again through another node
+   * before this cancel applied: that newer wait stays).
+   */
+  private cancelWait(key: ByteString, index: ByteString, owner: ByteString, batch: Batch): number {
+    if (this.tiedWaits.size > 0) {
+      const entry = this.table.entryOf(key, index, owner);
+      const tied = entry === NO_ID ? undefined : this.tiedWaits.get(this.table.ticketOf(entry));
+      if (tied !== undefined && this.holds(tied)) {
+        if (tied.node !== batch.proposer || tied.incarnation !== batch.incarnation) return 0;
+        this.untie(tied);
+      }
+    }
+    return this.table.cancelWaiter(key, index, owner);
+  }
+
+  /**
+   * The waits of incarnation (node, incarnation) end: every entry still waiting tied to it goes (in
+   * ticket order), and later AcquireWaits of it do nothing. Returns the number of entries removed.
+   */
+  private cancelWaitsOf(node: ByteString, incarnation: number): number {
+    const key = proposerKey(node, incarnation);
+    this.endedIncarnations.delete(key);
+    this.endedIncarnations.add(key);
+    if (this.endedIncarnations.size > MAX_REMEMBERED_PROPOSERS) this.endedIncarnations.delete(this.endedIncarnations.values().next().value!);
+    if (!this.tiedPerIncarnation.has(key)) return 0;
+    const tied = [...this.tiedWaits.values()].filter((w) => w.node === node && w.incarnation === incarnation).sort((a, b) => a.ticket - b.ticket);
+    let removed = 0;
+    for (const w of tied) {
+      const holds = this.holds(w);
+      this.untie(w);
+      if (holds) removed += this.table.cancelWaiter(w.key, w.index, w.owner);
+    }
+    return removed;
+  }
+
+  /** Ties the waiting entry (key, index, owner) to the incarnation, in place of any earlier tie. */
+  private tieWait(key: ByteString, index: ByteString, owner: ByteString, node: ByteString, incarnation: number): void {
+    const ticket = this.table.ticketOf(this.table.entryOf(key, index, owner));
+    const earlier = this.tiedWaits.get(ticket);
+    if (earlier !== undefined) this.untie(earlier);
+    this.pruneTiedWaits(TIED_WAITS_PRUNED_PER_TIE);
+    this.tiedWaits.set(ticket, { key, index, owner, ticket, node, incarnation });
+    const counted = this.tiedPerIncarnation.get(proposerKey(node, incarnation));
+    if (counted !== undefined) counted.count++;
+    else this.tiedPerIncarnation.set(proposerKey(node, incarnation), { node, incarnation, count: 1 });
+  }
+
+  /** Looks at the `n` oldest tied waits: those that no longer hold go, the others go last. Decides nothing (ties are used in ticket order). */
+  private pruneTiedWaits(n: number): void {
+    const oldest = [...take(this.tiedWaits.values(), Math.min(n, this.tiedWaits.size))];
+    for (const w of oldest) {
+      this.tiedWaits.delete(w.ticket);
+      if (this.holds(w)) this.tiedWaits.set(w.ticket, w);
+      else this.uncount(w);
+    }
+  }
+
+  private untie(w: TiedWait): void {
+    if (this.tiedWaits.delete(w.ticket)) this.uncount(w);
+  }
+
+  private uncount(w: TiedWait): void {
+    const key = proposerKey(w.node, w.incarnation);
+    const counted = this.tiedPerIncarnation.get(key);
+    if (counted !== undefined && --counted.count === 0) this.tiedPerIncarnation.delete(key);
+  }
+
+  /** Whether the tie still holds: its entry (same names, same ticket) is there and waits. */
+  private holds(w: TiedWait): boolean {
+    const entry = this.table.entryOf(w.key, w.index, w.owner);
+    return entry !== NO_ID && !this.table.owns(entry) && this.table.ticketOf(entry) === w.ticket;
+  }
+
+  /** Every wait tied to an incarnation that still holds, in ticket order (snapshots, tests). */
+  tiedWaitsHeld(): TiedWait[] {
+    return [...this.tiedWaits.values()].filter((w) => this.holds(w)).sort((a, b) => a.ticket - b.ticket);
+  }
+
+  /** The incarnations with waits tied to them (some of those may no longer hold): whose end a node may propose. */
+  waitingIncarnations(): IterableIterator<WaitingIncarnation> {
+    return this.tiedPerIncarnation.values();
+  }
+
+  /** Whether the waits of that incarnation were ended (as far as the last MAX_REMEMBERED_PROPOSERS ends go). */
+  waitsEnded(node: ByteString, incarnation: number): boolean {
+    return this.endedIncarnations.has(proposerKey(node, incarnation));
   }
 
   /** Stages one entry of an import, at log `position` (its ticket): 1, or 0 when the import was refused (or replaced by a later one). */
@@ -265,7 +474,7 @@ export class ReplicaState {
    * (0) when that import is not the one staged, or the table holds entries by now. Returns the
    * number of entries imported.
    */
-  private commitImport(importId: number, origin: ByteString): number {
+  private *commitImport(importId: number, origin: ByteString, position: number, sliceEntries: number): Sliced<number> {
     const staging = this.staging;
     if (staging?.id !== importId) return 0;
     this.staging = undefined;
@@ -276,7 +485,12 @@ export class ReplicaState {
     for (const { command } of staging.entries) highest = Math.max(highest, command.token, command.highestToken);
     this.rules.raiseTokenBase(highest);
     let imported = 0;
+    let inSlice = 0;
     for (const { command, ticket } of staging.entries) {
+      if (inSlice++ === sliceEntries) {
+        yield* this.pauseBetweenSlices(position, origin);
+        inSlice = 1;
+      }
       this.rules.nextEntry(command.key, command.index, command.owner);
       imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
     }
@@ -333,16 +547,19 @@ export class ReplicaState {
    * encoding also serves as the digest input.
    */
   encode(): Buffer {
+    if (this.slicing) throw new Error('the state is between two slices of a command: no snapshot of it');
     const out = new BufferWriter(64 * 1024, 0);
     const holds = [...this.table.holdsHeld()];
-    out.u8(SNAPSHOT_MAGIC).u8(holds.length > 0 ? SNAPSHOT_LAYOUT_HOLDS : SNAPSHOT_LAYOUT);
+    const tied = this.tiedWaits.size > 0 ? this.tiedWaitsHeld() : [];
+    const layout = tied.length > 0 || this.endedIncarnations.size > 0 ? SNAPSHOT_LAYOUT_TIED_WAITS : holds.length > 0 ? SNAPSHOT_LAYOUT_HOLDS : SNAPSHOT_LAYOUT;
+    out.u8(SNAPSHOT_MAGIC).u8(layout);
     out.f64(this.position.version).f64(this.position.revision).f64(this.rules.tokenFloor);
     out.u32(this.proposers.size);
     for (const [key, seq] of this.proposers) {
       const [name, incarnation] = splitProposerKey(key);
       out.string(name).u32(incarnation).u32(seq);
     }
-    if (holds.length > 0) {
+    if (layout !== SNAPSHOT_LAYOUT) {
       out.u32(holds.length);
       for (const hold of holds) out.string(hold.key).string(hold.index).f64(hold.version).u32(hold.delayMs).u32(hold.entriesBefore);
     }
@@ -367,18 +584,38 @@ export class ReplicaState {
         writeImportStaged(out, command);
       }
     }
+    if (layout === SNAPSHOT_LAYOUT_TIED_WAITS) {
+      out.u32(tied.length);
+      for (const w of tied) out.string(w.key).string(w.index).string(w.owner).f64(w.ticket).string(w.node).u32(w.incarnation);
+      out.u32(this.endedIncarnations.size);
+      for (const key of this.endedIncarnations) {
+        const [name, incarnation] = splitProposerKey(key);
+        out.string(name).u32(incarnation);
+      }
+    }
     return out.flush();
   }
 
   /** A state read back from `encode()` bytes (or an older layout's); throws LogFormatError on anything malformed. */
   static decode(bytes: Uint8Array, clock: Clock, hashSeed?: number): ReplicaState {
+    return runToEnd(ReplicaState.decodeInSlices(bytes, clock, hashSeed, Number.POSITIVE_INFINITY));
+  }
+
+  /** As decode, `sliceEntries` entries per slice (a snapshot load gives the event loop a turn between them). */
+  static *decodeInSlices(bytes: Uint8Array, clock: Clock, hashSeed?: number, sliceEntries = APPLY_SLICE_ENTRIES): Sliced<ReplicaState> {
     const r = new CheckedReader(bytes);
     if (r.u8() !== SNAPSHOT_MAGIC) throw new LogFormatError('not a snapshot');
     const layout = r.u8();
-    if (layout !== SNAPSHOT_LAYOUT && layout !== SNAPSHOT_LAYOUT_HOLDS && layout !== SNAPSHOT_LAYOUT_UNTOKENED && layout !== SNAPSHOT_LAYOUT_UNTOKENED_STAGED) {
+    if (
+      layout !== SNAPSHOT_LAYOUT &&
+      layout !== SNAPSHOT_LAYOUT_HOLDS &&
+      layout !== SNAPSHOT_LAYOUT_TIED_WAITS &&
+      layout !== SNAPSHOT_LAYOUT_UNTOKENED &&
+      layout !== SNAPSHOT_LAYOUT_UNTOKENED_STAGED
+    ) {
       throw new LogFormatError(`snapshot layout ${layout} is not known to this version`);
     }
-    const tokened = layout === SNAPSHOT_LAYOUT || layout === SNAPSHOT_LAYOUT_HOLDS;
+    const tokened = layout === SNAPSHOT_LAYOUT || layout === SNAPSHOT_LAYOUT_HOLDS || layout === SNAPSHOT_LAYOUT_TIED_WAITS;
     const state = new ReplicaState(clock, hashSeed);
     const version = r.f64();
     state.position = { version, revision: r.f64() };
@@ -390,7 +627,7 @@ export class ReplicaState {
       state.proposers.set(proposerKey(name, incarnation), r.u32());
     }
     const holds: Array<{ key: ByteString; index: ByteString; version: number; delayMs: number; entriesBefore: number }> = [];
-    if (layout === SNAPSHOT_LAYOUT_HOLDS) {
+    if (layout === SNAPSHOT_LAYOUT_HOLDS || layout === SNAPSHOT_LAYOUT_TIED_WAITS) {
       const count = r.u32();
       for (let i = 0; i < count; i++) {
         const hold = { key: r.string(), index: r.string(), version: r.f64(), delayMs: r.u32(), entriesBefore: r.u32() };
@@ -412,6 +649,7 @@ export class ReplicaState {
     };
     const entries = r.u32();
     for (let i = 0; i < entries; i++) {
+      if (i > 0 && i % sliceEntries === 0) yield;
       loadHoldsBefore(i);
       const key = r.string();
       const index = r.string();
@@ -438,8 +676,24 @@ export class ReplicaState {
     }
     loadHoldsBefore(Number.POSITIVE_INFINITY);
     if (layout === SNAPSHOT_LAYOUT_UNTOKENED_STAGED || (tokened && r.u8() !== 0)) state.staging = readStaging(r);
+    if (layout === SNAPSHOT_LAYOUT_TIED_WAITS) state.readTiedWaits(r);
     if (!r.done) throw new LogFormatError('bytes after the last snapshot entry');
     return state;
+  }
+
+  /** Layout 5's tied waits (each must hold in the table just loaded) and ended incarnations. */
+  private readTiedWaits(r: CheckedReader): void {
+    const tied = r.u32();
+    for (let i = 0; i < tied; i++) {
+      const w: TiedWait = { key: r.string(), index: r.string(), owner: r.string(), ticket: r.f64(), node: r.string(), incarnation: r.u32() };
+      if (!this.holds(w) || this.tiedWaits.has(w.ticket)) throw new LogFormatError(`snapshot tied wait ${i}: no such waiting entry`);
+      this.tieWait(w.key, w.index, w.owner, w.node, w.incarnation);
+    }
+    const ended = r.u32();
+    for (let i = 0; i < ended; i++) {
+      const name = r.string();
+      this.endedIncarnations.add(proposerKey(name, r.u32()));
+    }
   }
 
   /** A short fingerprint of the whole replicated state (tests compare replicas with it). */
@@ -491,6 +745,15 @@ function remainingOf(c: { readonly remainingMs: number }): number | null {
   return c.remainingMs === NO_REMAINING ? null : c.remainingMs;
 }
 
+/** The first `n` items of `items`. */
+function* take<T>(items: Iterator<T>, n: number): IterableIterator<T> {
+  for (let i = 0; i < n; i++) {
+    const next = items.next();
+    if (next.done === true) return;
+    yield next.value;
+  }
+}
+
 function proposerKey(name: ByteString, incarnation: number): string {
   return `${name}\0${incarnation}`;
 }
@@ -498,4 +761,11 @@ function proposerKey(name: ByteString, incarnation: number): string {
 function splitProposerKey(key: string): [ByteString, number] {
   const cut = key.lastIndexOf('\0');
   return [key.slice(0, cut), Number(key.slice(cut + 1))];
+}
+
+type BulkCommand = Extract<LogCommand, { op: typeof LogOp.ReleaseAll | typeof LogOp.ReleaseKey | typeof LogOp.ImportCommit }>;
+
+/** A command whose apply may touch any number of entries, done in slices (see applyInSlices). */
+function isBulk(c: LogCommand): c is BulkCommand {
+  return c.op === LogOp.ReleaseAll || c.op === LogOp.ReleaseKey || c.op === LogOp.ImportCommit;
 }

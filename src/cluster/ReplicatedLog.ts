@@ -125,18 +125,41 @@ export interface StoredSnapshot {
   readonly bytes: Uint8Array;
 }
 
-/** A cluster member's registration, held by a lease that the store renews while we live. */
+/**
+ * A cluster member's registration, held by a lease that the store renews while we live. The lease
+ * only cleans up: anyone who can reach etcd may keep any lease alive by its id (etcd checks no
+ * permission on keep-alive), so the member's liveness is its heartbeat (`beat`), a write only its
+ * holder can make, never the lease's existence.
+ */
 export interface MemberSession {
-  /** Set once the store has dropped the registration (the lease expired or was revoked). */
+  /** Set once the store has dropped the registration (the lease expired or was revoked, or the name was taken over). */
   readonly lost: boolean;
   /** Called once if the registration is lost while we still hold it. */
   onLost(handler: (why: string) => void): void;
+  /**
+   * Rewrites the name key, if this registration still holds it: its mod revision (the member's
+   * `beat`) moves. Rejects when the store did not confirm it; a name found taken over or gone
+   * loses the session (onLost) and rejects.
+   */
+  beat(timeoutMs: number): Promise<void>;
   /** Gives the name up at once (orderly leave). */
   release(): Promise<void>;
 }
 
 /** The outcome of trying to take a node name. */
 export type NameClaim = { readonly taken: true; readonly session: MemberSession } | { readonly taken: false; readonly holder: string };
+
+/** A registered node name, as one read of the store saw it. */
+export interface Member {
+  readonly name: string;
+  /**
+   * The mod revision of its name key: moved by each heartbeat of its holder (MemberSession.beat)
+   * and by nothing else a node does. Only a role that may write the cluster's keys can move it.
+   */
+  readonly beat: number;
+  /** Its candidacy, when it stands for leader: the priority and registration revision of Candidate. */
+  readonly candidate: Candidate | undefined;
+}
 
 export interface Candidate {
   readonly name: string;
@@ -233,10 +256,13 @@ export interface ReplicatedLog {
   compact(revision: number, timeoutMs: number): Promise<void>;
   /**
    * Takes `name` for this node, held by a lease of `leaseSeconds`, and registers it as a leader
-   * candidate when `priority` is set. Someone else's live registration of the name is not taken.
+   * candidate when `priority` is set. Someone else's registration of the name is not taken, unless
+   * `silentBeat` is given and the name key's beat (mod revision) is still that one: the caller
+   * proved its holder silent (NodeLiveness), and the name, with its candidacy and declarations, moves
+   * to the new lease in one transaction (the old lease is then revoked, if it can be).
    * NodeTooOldError (and no name) when the log holds values of a format this version does not read.
    */
-  claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim>;
+  claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number, silentBeat?: number): Promise<NameClaim>;
   /** Every live candidate. */
   candidates(timeoutMs: number): Promise<Candidate[]>;
   /**
@@ -247,6 +273,8 @@ export interface ReplicatedLog {
   space?(timeoutMs: number): Promise<{ readonly asked: number; readonly members: readonly MemberSpace[] }>;
   /** Defragments one member (by its endpoint `url`), which serves nothing until it is done. */
   defragment?(url: string, timeoutMs: number): Promise<void>;
+  /** Every registered name with its heartbeat and candidacy, in one linearizable read. */
+  members(timeoutMs: number): Promise<Member[]>;
   /** Ends every stream and call of this client. */
   close(): Promise<void>;
 }

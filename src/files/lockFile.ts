@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { ByteString } from '../bytes.js';
 import { MAX_STRING_LENGTH } from '../bytes.js';
-import type { SavedLock } from '../locks/LockService.js';
+import type { SavedHold, SavedLock } from '../locks/LockService.js';
 import { writeFileAtomic } from './atomicWrite.js';
 import { FileFormatError, meaningfulLines } from './FileFormatError.js';
 
@@ -27,18 +27,29 @@ import { FileFormatError, meaningfulLines } from './FileFormatError.js';
  * Versions 1 and 2 have neither: their entries load with token 0 and a high-water of 0 (the
  * server grants their owners fresh tokens).
  *
- * The end line carries the number of entries, so a file cut short (even exactly at a line
- * boundary) is refused rather than loaded with fewer locks. Version 2 on requires it; version 1
- * files (written before the end line existed) are still read, and the loader is told that their
- * completeness could not be checked.
+ * Lock-delays (version 4): a lock held back after its owner's TTL ran out (--lock-delay) is a line
+ * `held-back key index remaining-ms`, placed before its queue's entries (a queue held back with
+ * nobody waiting has only this line); remaining-ms is what its delay had left, frozen while the
+ * server is down like an entry's. Older files hold none.
+ *
+ * The end line carries the number of entries (held-back lines not counted), so a file cut short
+ * (even exactly at a line boundary) is refused rather than loaded with fewer locks. Version 2 on
+ * requires it; version 1 files (written before the end line existed) are still read, and the
+ * loader is told that their completeness could not be checked.
  */
 export const LOCK_FILE_MAGIC = 'lockserver-locks';
-export const LOCK_FILE_VERSION = 3;
-/** Versions this server reads; the end line is required from version 2 on, tokens from version 3 on. */
-const READABLE_VERSIONS = [1, 2, 3] as const;
+export const LOCK_FILE_VERSION = 4;
+/** Versions this server reads; the end line is required from version 2 on, tokens from version 3 on, held-back lines come in version 4. */
+const READABLE_VERSIONS = [1, 2, 3, 4] as const;
 const FIRST_VERSION_WITH_END_LINE = 2;
 const FIRST_VERSION_WITH_TOKENS = 3;
+const FIRST_VERSION_WITH_HOLDS = 4;
 const END_WORD = 'end';
+const HELD_BACK_WORD = 'held-back';
+/** Fields of a held-back line: the word, key, index, remaining-ms. */
+const HELD_BACK_FIELDS = 4;
+/** The longest time a held-back line may have left: a u32 of milliseconds, as a cluster carries a lock-delay. */
+const MAX_HELD_BACK_MS = 0xffffffff;
 const HIGHEST_TOKEN_WORD = 'highest-token';
 const EMPTY_FIELD = '-';
 /** Fields of an entry line before version 3 added the token. */
@@ -92,18 +103,32 @@ function formatLine(lock: SavedLock): string {
   ].join(' ');
 }
 
+function formatHeldBack(hold: SavedHold): string {
+  return [HELD_BACK_WORD, encodeField(hold.key), encodeField(hold.index), hold.remainingMs].join(' ');
+}
+
 /**
  * The file's text, in chunks of about WRITE_CHUNK_CHARS. `highestToken` is the table's token
- * high-water (LockService.highestToken), at or above every token among `locks`.
+ * high-water (LockService.highestToken), at or above every token among `locks`; `holds` the
+ * locks held back (LockService.savedHolds), each written before the entry it names as its place.
  */
-export function* formatLockFile(locks: Iterable<SavedLock>, highestToken: number, savedAt = new Date()): IterableIterator<string> {
+export function* formatLockFile(
+  locks: Iterable<SavedLock>,
+  highestToken: number,
+  savedAt = new Date(),
+  holds: readonly SavedHold[] = [],
+): IterableIterator<string> {
   let chunk =
     `${LOCK_FILE_MAGIC} ${LOCK_FILE_VERSION}\n` +
     `${HIGHEST_TOKEN_WORD} ${highestToken}\n` +
     `# saved ${savedAt.toISOString()}; times left are frozen while the server is down\n` +
-    `# key index owner priority ttl ttw role remaining-ms token\n`;
+    `# key index owner priority ttl ttw role remaining-ms token\n` +
+    `# ${HELD_BACK_WORD} key index remaining-ms: a lock held back by the lock-delay, before its queue's entries\n`;
+  const inOrder = [...holds].sort((a, b) => a.entriesBefore - b.entriesBefore);
+  let held = 0;
   let count = 0;
   for (const lock of locks) {
+    for (; held < inOrder.length && inOrder[held]!.entriesBefore <= count; held++) chunk += formatHeldBack(inOrder[held]!) + '\n';
     count++;
     chunk += formatLine(lock) + '\n';
     if (chunk.length >= WRITE_CHUNK_CHARS) {
@@ -111,6 +136,7 @@ export function* formatLockFile(locks: Iterable<SavedLock>, highestToken: number
       chunk = '';
     }
   }
+  for (; held < inOrder.length; held++) chunk += formatHeldBack(inOrder[held]!) + '\n';
   yield chunk + `${END_WORD} ${count}\n`;
 }
 
@@ -130,6 +156,8 @@ function parseToken(text: string): number | undefined {
 export interface ParsedLockFile {
   readonly version: number;
   readonly locks: SavedLock[];
+  /** The locks held back by a lock-delay (version 4 on; none in an older file), each with its place among `locks`. */
+  readonly holds: SavedHold[];
   /**
    * At or above every fencing token the saving table had granted: the file's `highest-token`, or
    * a greater token of an entry; 0 for a file from before version 3.
@@ -147,12 +175,16 @@ export function parseLockFile(text: string, file: string): SavedLock[] {
 /** parseLockFile, also telling which version the file was, its token high-water, and whether its end line checked it. */
 export function parseLockFileVersioned(text: string, file: string): ParsedLockFile {
   const locks: SavedLock[] = [];
+  const holds: SavedHold[] = [];
   let version: number | undefined;
   let highestToken: number | undefined;
   let ended = false;
   let lastLine = 0;
   const seen = new Set<string>();
   const owned = new Set<string>();
+  const held = new Set<string>();
+  // A length-prefixed identity of (key, index) that cannot collide.
+  const queueIdOf = (key: ByteString, index: ByteString): string => `${key.length}:${index.length}:${key}${index}`;
   for (const { line, text: content } of meaningfulLines(text)) {
     lastLine = line;
     const fail = (reason: string): never => {
@@ -176,6 +208,18 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
         fail(`the end line says ${count} entries, but the file holds ${locks.length}; the file is damaged`);
       }
       ended = true;
+      continue;
+    }
+    if (fields[0] === HELD_BACK_WORD && fields.length === HELD_BACK_FIELDS && version >= FIRST_VERSION_WITH_HOLDS) {
+      const [, keyField, indexField, remaining] = fields as [string, string, string, string];
+      const key = decodeField(keyField) ?? fail(`bad key field "${keyField}" in a ${HELD_BACK_WORD} line`);
+      const index = decodeField(indexField) ?? fail(`bad index field "${indexField}" in a ${HELD_BACK_WORD} line`);
+      const remainingMs = parseInteger(remaining, MAX_HELD_BACK_MS) ?? fail(`bad remaining time "${remaining}" in a ${HELD_BACK_WORD} line`);
+      const queueId = queueIdOf(key, index);
+      if (held.has(queueId)) fail('the same key and index held back twice');
+      if (owned.has(queueId)) fail('a lock held back that has an owner');
+      held.add(queueId);
+      holds.push({ key, index, remainingMs, entriesBefore: locks.length });
       continue;
     }
     const hasToken = version >= FIRST_VERSION_WITH_TOKENS;
@@ -202,13 +246,13 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
     const remainingMs = remaining === NEVER ? null : (parseInteger(remaining, 0xffff * 1000) ?? fail(`bad remaining time "${remaining}"`));
     const token = tokenField === undefined ? 0 : (parseToken(tokenField) ?? fail(`bad token "${tokenField}": expected a decimal number below 2^53`));
     if (role === 'waiter' && token !== 0) fail(`a waiter holds no token: expected 0, got ${token}`);
-    // A length-prefixed identity of (key, index[, owner]) that cannot collide.
-    const queueId = `${key.length}:${index.length}:${key}${index}`;
+    const queueId = queueIdOf(key, index);
     const entryId = `${queueId}${owner}`;
     if (seen.has(entryId)) fail('the same key, index and owner appear twice');
     seen.add(entryId);
     if (role === 'owner') {
       if (owned.has(queueId)) fail('a second owner for the same key and index');
+      if (held.has(queueId)) fail('an owner of a lock held back');
       owned.add(queueId);
     }
     if (token > highestToken) highestToken = token;
@@ -223,7 +267,7 @@ export function parseLockFileVersioned(text: string, file: string): ParsedLockFi
   if (!ended && version >= FIRST_VERSION_WITH_END_LINE) {
     throw new FileFormatError(file, lastLine, `the file ends without its "${END_WORD} N" line after ${locks.length} entries: it was cut short`);
   }
-  return { version, locks, highestToken, verified: ended };
+  return { version, locks, holds, highestToken, verified: ended };
 }
 
 /** The version of a header line this server reads, or undefined. */
@@ -252,7 +296,7 @@ export async function loadLockFileVersioned(file: string): Promise<ParsedLockFil
   return parseLockFileVersioned(text, file);
 }
 
-/** Writes the lock file atomically: the entries and the token high-water (see formatLockFile). */
-export async function saveLockFile(file: string, locks: Iterable<SavedLock>, highestToken: number): Promise<void> {
-  await writeFileAtomic(file, formatLockFile(locks, highestToken));
+/** Writes the lock file atomically: the entries, the token high-water and the locks held back (see formatLockFile). */
+export async function saveLockFile(file: string, locks: Iterable<SavedLock>, highestToken: number, holds: readonly SavedHold[] = []): Promise<void> {
+  await writeFileAtomic(file, formatLockFile(locks, highestToken, new Date(), holds));
 }

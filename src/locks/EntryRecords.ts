@@ -7,7 +7,9 @@ const MIN_CAPACITY = 64;
 /**
  * Every owner and waiter of every lock: one record per entry, as columns indexed by entry id (see
  * records.ts). LockTable gives each field its meaning; this class only keeps the columns and the
- * ids: 54 bytes per entry. Rules that keep more per entry keep their own columns (see ReplicaRules).
+ * ids: 56 bytes per entry. It also keeps the bytes each entry is charged (TableLimits.entryBytes)
+ * and their sum, so that whatever takes an entry out (a release, an expiry, a rebuild) gives its
+ * bytes back. Rules that keep more per entry keep their own columns (see ReplicaRules).
  */
 export class EntryRecords {
   /** The (key, index) queue the entry is in. */
@@ -32,6 +34,9 @@ export class EntryRecords {
   priority = new Uint8Array(MIN_CAPACITY);
   /** 1 for the queue's owner, 0 for a waiter. */
   isOwner = new Uint8Array(MIN_CAPACITY);
+  /** The bytes the entry is charged (TableLimits.entryBytes: at most 1,024). */
+  private charged = new Uint16Array(MIN_CAPACITY);
+  private chargedSum = 0;
   private capacity = MIN_CAPACITY;
   private readonly ids = new IdAllocator();
 
@@ -39,8 +44,13 @@ export class EntryRecords {
     return this.ids.live;
   }
 
-  /** A new entry id; the caller sets every field. */
-  allocate(): number {
+  /** Bytes charged for every entry held. */
+  get bytes(): number {
+    return this.chargedSum;
+  }
+
+  /** A new entry id, charged `bytes` (TableLimits.entryBytes) until released; the caller sets every field. */
+  allocate(bytes = 0): number {
     const id = this.ids.allocate();
     if (id >= this.capacity) this.grow(grownCapacity(this.capacity, id + 1));
     this.ownerPrev[id] = NO_ID;
@@ -48,10 +58,14 @@ export class EntryRecords {
     this.deadline[id] = NO_DEADLINE;
     this.isOwner[id] = 0;
     this.token[id] = 0;
+    this.charged[id] = bytes;
+    this.chargedSum += bytes;
     return id;
   }
 
   release(id: number): void {
+    this.chargedSum -= this.charged[id]!;
+    this.charged[id] = 0;
     this.ids.release(id);
   }
 
@@ -69,5 +83,6 @@ export class EntryRecords {
     this.ttw = resized(this.ttw, capacity);
     this.priority = resized(this.priority, capacity);
     this.isOwner = resized(this.isOwner, capacity);
+    this.charged = resized(this.charged, capacity);
   }
 }

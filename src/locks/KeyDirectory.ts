@@ -164,6 +164,11 @@ export class KeyDirectory {
   }
 
   /** The queue's key, as a new byte string. */
+  /** The bytes the queue's key and index take in the NameStore (see TableLimits.entryBytes). */
+  storedBytesOf(q: number): number {
+    return this.names.slotBytes(this.keyNames[this.queueKey[q]!]!) + this.names.slotBytes(this.indexNames[q]!);
+  }
+
   keyOf(q: number): ByteString {
     return this.names.toString(this.keyNames[this.queueKey[q]!]!);
   }

@@ -5,10 +5,12 @@ import { realTimers, type Timers } from '../runtime/Timers.js';
 import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
 import { NO_DEADLINE } from './DeadlineHeap.js';
 import { NO_ID } from './HashIndex.js';
-import type { Answer, LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } from './LockService.js';
-import { LockTable, type LockTableOptions } from './LockTable.js';
+import type { Answer, LockCounts, LockRequest, LockService, SavedHold, SavedLock, WaitingFigures } from './LockService.js';
+import { Later } from './Later.js';
+import { APPLY_SLICE_ENTRIES, LockTable, type LockTableOptions, type SlicedRelease } from './LockTable.js';
 import { Waiters, type GrantObserver } from './Waiters.js';
-import { SingleNodeRules } from './SingleNodeRules.js';
+import { SingleNodeRules, type SingleNodeLimits } from './SingleNodeRules.js';
+import { NO_CLIENT, Refusal, REFUSAL_NAMES, REFUSALS, type LimitFigures } from './TableLimits.js';
 
 /**
  * Fencing tokens a single node may grant per millisecond, on average since it started, and still
@@ -30,9 +32,12 @@ export const QUIET_ARRIVALS = 100;
 /** Entries created (and gone again) since the last call that make a quiet spell worth onQuietAfterChurn. */
 export const CHURN_WORTH_COLLECTING = 100_000;
 
-export interface LocalLockServiceOptions extends LockTableOptions {
-  /** Most entries (owners + waiters) the table holds; a request for one more is refused (0). */
-  readonly maxEntries?: number;
+export interface LocalLockServiceOptions extends LockTableOptions, SingleNodeLimits {
+  /**
+   * Told of each request refused (position 0) because a limit was reached (Refusal), with the
+   * connection it came through (NO_CLIENT if none): the log line, throttled by its caller.
+   */
+  readonly onRefused?: (why: Exclude<Refusal, 0>, request: LockRequest, client: number) => void;
   /**
    * Fencing tokens start above this (default 0). The daemon passes the wall clock in milliseconds
    * times TOKENS_PER_MS, so that tokens still grow after a crash left an older lock file behind.
@@ -58,6 +63,8 @@ export interface LocalLockServiceOptions extends LockTableOptions {
   readonly onCompacted?: () => void;
   /** Told of every grant (how long it was waited for) and every end (how): the metrics. */
   readonly grants?: GrantObserver;
+  /** Entries a release-all or `*` removes per turn of the event loop (APPLY_SLICE_ENTRIES; tests vary it). */
+  readonly sliceEntries?: number;
 }
 
 /** The single-node LockService: a LockTable in this process, swept by one periodic task. */
@@ -75,13 +82,19 @@ export class LocalLockService implements LockService {
 
   /** Clients waiting for a grant or a loss (0x0B, 0x0C), answered as the table grants and ends entries. */
   private readonly waiters: Waiters;
+  /** Releases too big for one turn, oldest first, each answered once its last slice ran. */
+  private readonly sliced: Array<{ readonly release: SlicedRelease; readonly answer: Later<number> }> = [];
+  private sliceScheduled = false;
+  private readonly whenSlicedDone: Array<() => void> = [];
+  private readonly sliceEntries: number;
 
   constructor(
     private readonly clock: Clock,
     private readonly timers: Timers = realTimers,
     private readonly options: LocalLockServiceOptions = {},
   ) {
-    this.rules = new SingleNodeRules(options.maxEntries, options.tokenFloor);
+    this.sliceEntries = options.sliceEntries ?? APPLY_SLICE_ENTRIES;
+    this.rules = new SingleNodeRules(options, options.tokenFloor);
     this.table = new LockTable(clock, this.rules, options);
     this.waiters = new Waiters(
       this.table,
@@ -89,7 +102,10 @@ export class LocalLockService implements LockService {
       timers,
       {
         boundPassed: (wait) => wait.answer.resolve({ position: this.table.location(wait.key, wait.index, wait.owner), token: 0 }),
-        abandoned: (wait) => void this.table.cancelWaiter(wait.key, wait.index, wait.owner),
+        abandoned: (wait) => {
+          this.table.settle(wait.key, wait.index);
+          this.table.cancelWaiter(wait.key, wait.index, wait.owner);
+        },
       },
       options.grants,
     );
@@ -128,19 +144,80 @@ export class LocalLockService implements LockService {
     this.options.onQuietAfterChurn?.();
   }
 
-  // Commands answer directly: the table is in this process (see Answer in LockService.ts).
+  /**
+   * A release-all or `*`: one slice now; if entries are left, the rest a slice per turn of the
+   * event loop (runSlices) and the count answered after the last. What it took is gone for every
+   * command from now on (each settles the locks it names first: see SlicedRelease).
+   */
+  private released(release: SlicedRelease): number | Later<number> {
+    if (release.run(this.sliceEntries)) return release.total;
+    const answer = new Later<number>();
+    this.sliced.push({ release, answer });
+    this.scheduleSlice();
+    return answer;
+  }
+
+  private scheduleSlice(): void {
+    if (this.sliceScheduled) return;
+    this.sliceScheduled = true;
+    this.timers.soon(() => this.runSlice());
+  }
+
+  /** One slice of the oldest release in slices; the others wait their turn (a turn of the loop between slices). */
+  private runSlice(): void {
+    this.sliceScheduled = false;
+    const head = this.sliced[0];
+    if (head !== undefined && head.release.run(this.sliceEntries)) {
+      this.sliced.shift();
+      head.answer.resolve(head.release.total);
+    }
+    // A release that finished through settles (others' commands) is answered in its turn too.
+    while (this.sliced[0]?.release.done === true) {
+      const done = this.sliced.shift()!;
+      done.answer.resolve(done.release.total);
+    }
+    if (this.sliced.length > 0) this.scheduleSlice();
+    else for (const resolve of this.whenSlicedDone.splice(0)) resolve();
+  }
+
+  /** Resolves once no release in slices is left (a saved lock file then holds none half-done). */
+  private slicesDone(): Promise<void> {
+    if (this.sliced.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.whenSlicedDone.push(resolve));
+  }
+
+  // Commands answer directly: the table is in this process (see Answer in LockService.ts). While
+  // a release runs in slices each first settles the lock it names (a no-op otherwise).
 
   findOwner(key: ByteString, index: ByteString): ByteString {
+    this.table.settle(key, index);
     return this.table.findOwner(key, index);
   }
 
-  request(r: LockRequest, allowCreate: boolean): number {
-    return this.table.request(r, allowCreate);
+  request(r: LockRequest, allowCreate: boolean, _receivedAt?: number, client = NO_CLIENT): number {
+    this.table.settle(r.key, r.index);
+    const position = this.table.request(r, allowCreate, client);
+    if (position === 0) this.refused(r, client);
+    return position;
   }
 
-  requestFenced(r: LockRequest, allowCreate: boolean): FencedPosition {
-    const position = this.table.request(r, allowCreate);
+  requestFenced(r: LockRequest, allowCreate: boolean, receivedAt?: number, client = NO_CLIENT): FencedPosition {
+    const position = this.request(r, allowCreate, receivedAt, client);
     return { position, token: position === 1 ? this.table.fence(r.key, r.index, r.owner) : 0 };
+  }
+
+  /** A request answered 0: told to onRefused if a limit refused it (not a drain). */
+  private refused(r: LockRequest, client: number): void {
+    const why = this.table.lastRefusal;
+    if (why !== Refusal.None) this.options.onRefused?.(why, r, client);
+  }
+
+  limitFigures(): LimitFigures {
+    return {
+      bytesUsed: this.table.bytes,
+      bytesLimit: this.rules.maxTableBytes,
+      refused: REFUSALS.map((why) => [REFUSAL_NAMES[why], this.table.refusals(why)] as const),
+    };
   }
 
   /**
@@ -148,8 +225,8 @@ export class LocalLockService implements LockService {
    * refused, or when `waitMs` is 0; else once the entry is granted (1 and its token), goes (0),
    * or `waitMs` passes (its position then; NO_WAIT_BOUND: no bound).
    */
-  acquire(r: LockRequest, allowCreate: boolean, waitMs: number): Answer<FencedPosition> {
-    const answered = this.requestFenced(r, allowCreate);
+  acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number, client = NO_CLIENT): Answer<FencedPosition> {
+    const answered = this.requestFenced(r, allowCreate, receivedAt, client);
     if (answered.position <= 1 || waitMs === 0) return answered;
     const entry = this.table.entryOf(r.key, r.index, r.owner);
     const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : this.clock.now() + waitMs;
@@ -158,12 +235,14 @@ export class LocalLockService implements LockService {
 
   /** The loss notice (0x0C): answered when the owner's entry stops owning, with how; at once (NotOwner) if it does not own. */
   awaitLoss(key: ByteString, index: ByteString, owner: ByteString): Answer<number> {
+    this.table.settle(key, index);
     const entry = this.table.entryOf(key, index, owner);
     if (entry === NO_ID || !this.table.owns(entry)) return LossReason.NotOwner;
     return this.waiters.waitForLoss(key, index, owner, entry);
   }
 
   queues(key: ByteString, limit: number): QueueView[] {
+    this.table.settleKey(key);
     return this.table.queues(key, limit);
   }
 
@@ -172,30 +251,35 @@ export class LocalLockService implements LockService {
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.fence(key, index, owner);
   }
 
   location(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.location(key, index, owner);
   }
 
   renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
+    this.table.settle(key, index);
     return this.table.renew(key, index, owner);
   }
 
   release(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.release(key, index, owner);
   }
 
-  releaseKey(key: ByteString, owner: ByteString): number {
-    return this.table.releaseKey(key, owner);
+  releaseKey(key: ByteString, owner: ByteString): number | Later<number> {
+    return this.released(this.table.beginReleaseKey(key, owner));
   }
 
-  releaseAll(owner: ByteString): number {
-    return this.table.releaseAll(owner);
+  releaseAll(owner: ByteString): number | Later<number> {
+    return this.released(this.table.beginReleaseAll(owner));
   }
 
   list(key: ByteString, limit: number): Contender[] {
+    this.table.settleKey(key);
     return this.table.list(key, limit);
   }
 
@@ -208,6 +292,7 @@ export class LocalLockService implements LockService {
   }
 
   async snapshot(): Promise<SavedLock[]> {
+    await this.slicesDone();
     return [...this.table.snapshot()];
   }
 
@@ -215,13 +300,18 @@ export class LocalLockService implements LockService {
     return this.rules.highestToken;
   }
 
-  async restore(saved: readonly SavedLock[], highestToken = 0): Promise<void> {
+  async savedHolds(): Promise<SavedHold[]> {
+    return [...this.table.savedHolds()];
+  }
+
+  async restore(saved: readonly SavedLock[], highestToken = 0, holds: readonly SavedHold[] = []): Promise<void> {
     // Tokens go on above every one the saved table ever handed out, and above those its entries hold.
     this.rules.noteToken(highestToken);
     for (const s of saved) this.rules.noteToken(s.token);
-    this.table.restore(saved);
+    this.table.restore(saved, holds);
   }
 
+  /** Stops sweeping and answers every wait; releases in slices run on to their end (snapshot waits for them). */
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();

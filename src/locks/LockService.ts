@@ -1,6 +1,7 @@
 import type { ByteString } from '../bytes.js';
 import type { Contender, FencedPosition, QueueView, RequestedLock } from '../protocol/messages.js';
 import type { Later } from './Later.js';
+import type { LimitFigures } from './TableLimits.js';
 
 /** One entry as written to and read from the lock file. */
 export interface SavedLock {
@@ -15,6 +16,16 @@ export interface SavedLock {
   readonly token: number;
   /** Milliseconds left in the entry's current phase; null when that phase never expires. */
   readonly remainingMs: number | null;
+}
+
+/** A lock held back by a lock-delay (its owner's TTL ran out), as the lock file keeps it. */
+export interface SavedHold {
+  readonly key: ByteString;
+  readonly index: ByteString;
+  /** Milliseconds the delay had left; frozen while the server is down, as an entry's time left is. */
+  readonly remainingMs: number;
+  /** The number of entries saved before its queue's own: where the queue goes among the others. */
+  readonly entriesBefore: number;
 }
 
 export interface LockCounts {
@@ -57,6 +68,9 @@ export type Answer<T> = T | Later<T> | Promise<T>;
  * `receivedAt`, on every command, is when its bytes were read (the service's clock), if the
  * caller knows it: a cluster node counts the command's commit deadline from there, so a command
  * that waited in the connection's input is not given a fresh one. The local table ignores it.
+ * `client`, on a request, is the connection it came through (a positive number, unique in the
+ * process), if any: the entries created through one connection are capped
+ * (--max-locks-per-connection) by the node that serves it.
  */
 export interface LockService {
   /** Find owner (0x01): the owner, or '' when the lock is free. */
@@ -65,12 +79,12 @@ export interface LockService {
    * Request (0x02): the position (1 = owner). With allowCreate false (drain mode) a request that
    * would add an entry gets 0; an existing entry is still renewed.
    */
-  request(request: LockRequest, allowCreate: boolean, receivedAt?: number): Answer<number>;
+  request(request: LockRequest, allowCreate: boolean, receivedAt?: number, client?: number): Answer<number>;
   /**
    * Request with fence (0x0A): as request (0x02), answering also the fencing token of the grant
    * when the position is 1 (a renewal answers the token its grant got), else 0.
    */
-  requestFenced(request: LockRequest, allowCreate: boolean, receivedAt?: number): Answer<FencedPosition>;
+  requestFenced(request: LockRequest, allowCreate: boolean, receivedAt?: number, client?: number): Answer<FencedPosition>;
   /**
    * Acquire and wait (0x0B): a request with fence whose answer waits, up to `waitMs` (0: not at
    * all; NO_WAIT_BOUND: no bound), for the requester to own: answered 1 and the grant's token in
@@ -79,7 +93,7 @@ export interface LockService {
    * to its TTW; 0 when the entry goes meanwhile. If the client goes away first (the answer is
    * cancelled, see Waiting), its entry goes too if it still waits.
    */
-  acquire(request: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number): Answer<FencedPosition>;
+  acquire(request: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number, client?: number): Answer<FencedPosition>;
   /**
    * The loss notice (0x0C): answered when the owner's entry stops owning, with how it ended
    * (LossReason: released, released with `*`, released by release-all, expired), in the turn it
@@ -117,8 +131,15 @@ export interface LockService {
    * that after a restart (or an import into a cluster) tokens go on above every one handed out.
    */
   highestToken(): Promise<number>;
-  /** Loads saved entries (at start-up, before any client is served). */
-  restore(saved: readonly SavedLock[], highestToken?: number): Promise<void>;
+  /**
+   * The locks held back now by a lock-delay, with the time each has left, saved in the lock file
+   * beside snapshot()'s entries. A service without it saves none.
+   */
+  savedHolds?(): Promise<SavedHold[]>;
+  /** Loads saved entries and held-back locks (at start-up, before any client is served). */
+  restore(saved: readonly SavedLock[], highestToken?: number, holds?: readonly SavedHold[]): Promise<void>;
+  /** How the table stands against its limits (metrics); a service without it exports no such figures. */
+  limitFigures?(): LimitFigures;
   /** Stops background work (expiry sweeps); the state stays readable for a final snapshot. */
   close(): Promise<void>;
 }

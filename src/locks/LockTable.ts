@@ -6,11 +6,13 @@ import { EntryRecords } from './EntryRecords.js';
 import { DEFAULT_HASH_SEED } from './hashByteString.js';
 import { NO_ID } from './HashIndex.js';
 import { KeyDirectory } from './KeyDirectory.js';
-import type { LockRequest, SavedLock, WaitingFigures } from './LockService.js';
-import { NameStore } from './NameStore.js';
+import type { LockRequest, SavedHold, SavedLock, WaitingFigures } from './LockService.js';
+import { NameStore, storedNameBytes } from './NameStore.js';
 import { OwnerDirectory } from './OwnerDirectory.js';
+import { PendingReleases } from './PendingReleases.js';
 import type { QueueRules } from './QueueRules.js';
 import type { ReplicaRules, ReplicatedRequest } from './ReplicaRules.js';
+import { ENTRY_OVERHEAD_BYTES, entryBytes, NO_CLIENT, Refusal } from './TableLimits.js';
 import { WaiterQueues } from './WaiterQueues.js';
 
 const MS_PER_SECOND = 1000;
@@ -104,6 +106,31 @@ export const COMPACT_RATIO = 16;
 /** …and no more than this many, so that one rebuild stays a matter of milliseconds. */
 export const COMPACT_MAX_ENTRIES = 16_384;
 
+/**
+ * A release of many entries (release-all, release with `*`) done in slices: beginReleaseAll or
+ * beginReleaseKey takes its entries at once, and each run() removes the next of them, up to a
+ * budget, promoting the waiter behind each owner it removes. What it took is gone from every
+ * client's view at once, however many slices it needs: whoever touches a queue where it has not
+ * removed its entry yet makes it do so first (LockTable.settle), and a later release of the same
+ * owner finds only the entries made since.
+ */
+export interface SlicedRelease {
+  /** Entries it took at its start: the count its command answers. */
+  readonly total: number;
+  /** Removes up to `budget` more of its entries; true once none is left. */
+  run(budget: number): boolean;
+  readonly done: boolean;
+}
+
+/**
+ * Entries a release in slices removes (and promotes behind) per slice, an import's commit or a
+ * snapshot load puts in per slice, before the event loop gets a turn: about 0.5–2 ms of an idle
+ * node's time (a removal and its promotion cost 2–9 µs), a turn costs some microseconds more, and
+ * a 400,000-entry release-all runs in about 1,600 slices. Other clients wait at most a slice
+ * (and one turn's work of the other connections) for their answers.
+ */
+export const APPLY_SLICE_ENTRIES = 256;
+
 /** A table run by a cluster replica's rules: the only kind the cluster-mode methods accept. */
 export type ReplicaTable = LockTable<ReplicatedRequest, ReplicaRules>;
 
@@ -136,6 +163,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   /** Queues held back by a lock-delay, by queue id, until this node's clock says the delay is over. */
   private holdUntil!: DeadlineHeap;
   private holds!: Map<number, Hold>;
+  /** Entries taken by releases in slices and not yet removed; those releases, oldest first. */
+  private pending!: PendingReleases;
+  private readonly releases: ReleaseJob[] = [];
+  private releasesBegun = 0;
   private observer: TableObserver | undefined;
   private readonly seed: number;
   private readonly lockDelayMs: number;
@@ -144,6 +175,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   private ownerCount = 0;
   private waiterCount = 0;
   private overdueWaitersDropped = 0;
+  /** Requests refused for want of room, by Refusal. */
+  private readonly refusedBy = new Float64Array(5);
+  /** Why the last request answered 0 was refused (Refusal.None: not for room, a drain's). */
+  private lastRefusal_: Refusal = Refusal.None;
 
   constructor(
     private readonly clock: Clock,
@@ -171,6 +206,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     this.waitingSince = new DeadlineHeap();
     this.holdUntil = new DeadlineHeap();
     this.holds = new Map();
+    this.pending = new PendingReleases();
     this.ownerCount = 0;
     this.waiterCount = 0;
     this.peak = 0;
@@ -187,6 +223,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    */
   compactIfSparse(): boolean {
     const size = this.size;
+    // A release in slices holds entry ids, which a rebuild renumbers: it waits until they are done.
+    if (this.releases.length > 0) return false;
     if (this.peak < COMPACT_AFTER_PEAK || size * COMPACT_RATIO >= this.peak || size > COMPACT_MAX_ENTRIES) return false;
     // Carried over in flat arrays, not an object per entry: those all survive into the old
     // generation, and promoting them was most of the cost (65,536 entries: 380 ms against 110).
@@ -265,12 +303,29 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.overdueWaitersDropped;
   }
 
+  /** Bytes charged for every entry held (TableLimits.entryBytes each): what --max-table-bytes bounds. */
+  get bytes(): number {
+    return this.entries.bytes;
+  }
+
+  /** Requests refused so far because a limit was reached (see TableLimits.Refusal). */
+  refusals(why: Exclude<Refusal, 0>): number {
+    return this.refusedBy[why]!;
+  }
+
+  /** Why the last request that answered 0 was refused: a limit, or Refusal.None (not allowed to create: drain mode). */
+  get lastRefusal(): Refusal {
+    return this.lastRefusal_;
+  }
+
   /**
    * Request (0x02). A new entry becomes owner of a free lock or joins the waiters; an existing one
    * is renewed with the new TTL/TTW, keeping its priority and place. Returns the position, or 0
-   * when a new entry is not allowed: `allowCreate` false (drain mode), or no room by the rules.
+   * when a new entry is not allowed: `allowCreate` false (drain mode), or no room by the rules
+   * (see lastRefusal). `client` is the connection the request came through, if any (its entries
+   * count against a per-connection cap).
    */
-  request(request: Request, allowCreate = true): number {
+  request(request: Request, allowCreate = true, client = NO_CLIENT): number {
     const entries = this.entries;
     const { key, index, owner, ttl, ttw } = request;
     const found = this.keys.find(key, index);
@@ -283,9 +338,27 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
         return this.positionOf(found, existing);
       }
     }
-    if (!allowCreate || !this.rules.hasRoom(request, this.size)) return 0;
+    if (!allowCreate) {
+      this.lastRefusal_ = Refusal.None;
+      return 0;
+    }
+    const refusal = this.rules.refusal(
+      request,
+      {
+        entries: this.size,
+        bytes: entries.bytes,
+        entryBytes: entryBytes(key.length, index.length, owner.length),
+        ownerEntries: this.owners_.entryCountOf(owner),
+      },
+      client,
+    );
+    if (refusal !== Refusal.None) {
+      this.refusedBy[refusal] = this.refusedBy[refusal]! + 1;
+      this.lastRefusal_ = refusal;
+      return 0;
+    }
     const queue = found === NO_ID ? this.keys.createAfterMiss(key, index) : found;
-    const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw);
+    const entry = this.newEntry(queue, owner, request.priority, this.rules.newTicket(), ttl, ttw, client);
     // A lock held back after its owner's TTL ran out (lock-delay) is granted to nobody meanwhile.
     if (this.keys.queueOwner[queue] === NO_ID && !this.holds.has(queue)) {
       this.makeOwner(entry);
@@ -349,20 +422,87 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Release (0x05) with index `*`: every entry of the owner under the key, across indexes. */
   releaseKey(key: ByteString, owner: ByteString): number {
-    let removed = 0;
-    for (const entry of this.owners_.entriesOf(owner)) {
-      if (!this.keys.isUnder(this.entries.queue[entry]!, key)) continue;
-      this.remove(entry, EndReason.ReleasedKey);
-      removed++;
-    }
-    return removed;
+    const release = this.beginReleaseKey(key, owner);
+    release.run(Number.POSITIVE_INFINITY);
+    return release.total;
   }
 
   /** Release all (0x06): every entry of the owner, across all keys. */
   releaseAll(owner: ByteString): number {
-    const entries = this.owners_.entriesOf(owner);
-    for (const entry of entries) this.remove(entry, EndReason.ReleasedAll);
-    return entries.length;
+    const release = this.beginReleaseAll(owner);
+    release.run(Number.POSITIVE_INFINITY);
+    return release.total;
+  }
+
+  /** Release all (0x06) in slices (see SlicedRelease): takes every entry of the owner now, removes none yet. */
+  beginReleaseAll(owner: ByteString): SlicedRelease {
+    return this.beginRelease(this.owners_.detachAll(owner), EndReason.ReleasedAll);
+  }
+
+  /** Release with index `*` in slices: takes the owner's entries under the key now, removes none yet. */
+  beginReleaseKey(key: ByteString, owner: ByteString): SlicedRelease {
+    const taken = this.owners_.entriesOf(owner).filter((entry) => this.keys.isUnder(this.entries.queue[entry]!, key));
+    for (const entry of taken) this.owners_.detach(entry);
+    return this.beginRelease(Int32Array.from(taken), EndReason.ReleasedKey);
+  }
+
+  private beginRelease(taken: Int32Array, why: EndReason): SlicedRelease {
+    const job = new ReleaseJob(++this.releasesBegun, taken, why, this);
+    if (taken.length === 0) return job;
+    const queues = this.entries.queue;
+    for (let i = 0; i < taken.length; i++) this.pending.mark(taken[i]!, queues[taken[i]!]!, job.id);
+    this.releases.push(job);
+    return job;
+  }
+
+  /** Whether a release in slices has entries left to remove. */
+  get releasing(): boolean {
+    return this.releases.length > 0;
+  }
+
+  /**
+   * Before a command touches the lock of (key, index): every release in slices that took an entry
+   * there removes it now, so the command sees the releases as done (see SlicedRelease).
+   */
+  settle(key: ByteString, index: ByteString): void {
+    if (this.pending.count === 0) return;
+    const queue = this.keys.find(key, index);
+    if (queue !== NO_ID) this.settleQueue(queue);
+  }
+
+  /** As settle, for every lock under the key (a list, a release with `*`). */
+  settleKey(key: ByteString): void {
+    if (this.pending.count === 0) return;
+    for (const queue of [...this.keys.queuesOf(key)]) this.settleQueue(queue);
+  }
+
+  /** Removes the entries releases in slices took in the queue, the oldest release's first. */
+  private settleQueue(queue: number): void {
+    const pending = this.pending;
+    if (pending.inQueue(queue) === 0) return;
+    const holder = this.keys.queueOwner[queue]!;
+    let taken: number[];
+    if (pending.inQueue(queue) === 1 && holder !== NO_ID && pending.releaseOfEntry(holder) !== 0) {
+      taken = [holder];
+    } else {
+      taken = [...this.queueEntries(queue)].filter((entry) => pending.releaseOfEntry(entry) !== 0);
+      taken.sort((a, b) => pending.releaseOfEntry(a) - pending.releaseOfEntry(b));
+    }
+    for (const entry of taken) {
+      const id = pending.releaseOfEntry(entry);
+      this.remove(entry, this.releases.find((job) => job.id === id)!.why);
+    }
+  }
+
+  /** ReleaseJob's slice: removes the `entry` it took, if it is still there (with every earlier release's in its queue). */
+  settleTaken(job: ReleaseJob, entry: number): void {
+    if (this.pending.releaseOfEntry(entry) === job.id) this.settleQueue(this.entries.queue[entry]!);
+  }
+
+  /** ReleaseJob: it has nothing left to remove. */
+  releaseDone(job: ReleaseJob): void {
+    const at = this.releases.indexOf(job);
+    if (at >= 0) this.releases.splice(at, 1);
   }
 
   /** List (0x07): every entry under the key; indexes in creation order, each in queue order. */
@@ -411,10 +551,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
           token: e.token[entry]!,
         });
       }
-      // A hold whose deadline the leader took to propose its lift is still held (1 ms) until the lift applies.
-      const until = this.holds.has(queue) ? this.holdUntil.deadlineOf(queue) : undefined;
-      const heldForMs = until === undefined ? 0 : until === NO_DEADLINE ? 1 : Math.max(1, Math.ceil(until - now));
-      views.push({ index: this.keys.indexOf(queue), heldForMs, entries });
+      views.push({ index: this.keys.indexOf(queue), heldForMs: this.heldForMs(queue, now), entries });
       if (count > limit) break;
     }
     return views;
@@ -450,6 +587,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   /** The fencing token of the entry's grant while it owns (0 while it waits). */
   tokenOf(entry: number): number {
     return this.entries.token[entry]!;
+  }
+
+  /** The log position (cluster) or arrival number (single node) that created the entry: its ticket, unique while it lives. */
+  ticketOf(entry: number): number {
+    return this.entries.ticket[entry]!;
   }
 
   /** The entry of (key, index, owner), or NO_ID (for who waits on one: see TableObserver). */
@@ -507,16 +649,43 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Cluster mode, a snapshot: every lock held back, with the expiry that held it and the delay. */
   *holdsHeld(this: ReplicaTable): IterableIterator<DueHold & { readonly delayMs: number; readonly entriesBefore: number }> {
+    for (const { queue, hold, entriesBefore } of this.heldQueues()) {
+      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs, entriesBefore };
+    }
+  }
+
+  /**
+   * Every lock held back (lock-delay) with the time its delay has left, for the lock file: frozen
+   * while the server is down, as an entry's time left is, so a restart holds it back for the rest.
+   */
+  *savedHolds(): IterableIterator<SavedHold> {
+    const now = this.clock.now();
+    for (const { queue, entriesBefore } of this.heldQueues()) {
+      yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), remainingMs: this.heldForMs(queue, now), entriesBefore };
+    }
+  }
+
+  /**
+   * The queues held back, in directory order, each with the number of entries snapshot() and
+   * replicaEntries() yield before its queue's: a copy loads each hold at its place, so its queues
+   * (and lists) come in the same order.
+   */
+  private *heldQueues(): IterableIterator<{ readonly queue: number; readonly hold: Hold; readonly entriesBefore: number }> {
     if (this.holds.size === 0) return;
-    // In directory order, each with the number of entries replicaEntries() yields before its queue's:
-    // a snapshot loads each hold at its place, so the copy's queues (and lists) come in the same order.
     let entriesBefore = 0;
     for (const queue of this.keys.all()) {
       const hold = this.holds.get(queue);
-      if (hold !== undefined)
-        yield { key: this.keys.keyOf(queue), index: this.keys.indexOf(queue), version: hold.version, delayMs: hold.delayMs, entriesBefore };
+      if (hold !== undefined) yield { queue, hold, entriesBefore };
       entriesBefore += (this.keys.queueOwner[queue] === NO_ID ? 0 : 1) + this.waiters_.countOf(queue);
     }
+  }
+
+  /** Milliseconds the queue's lock is still held back, 0 if it is not (at least 1 while it is). */
+  private heldForMs(queue: number, now: number): number {
+    if (!this.holds.has(queue)) return 0;
+    // A hold whose deadline the leader took to propose its lift is still held (1 ms) until the lift applies.
+    const until = this.holdUntil.deadlineOf(queue);
+    return until === NO_DEADLINE ? 1 : Math.max(1, Math.ceil(until - now));
   }
 
   /** Cluster mode, loading a snapshot: holds back the lock of (key, index) from now on, for its whole delay. */
@@ -627,7 +796,13 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
         continue;
       }
       if (this.expiry.peekDeadline() > now) break;
-      this.remove(this.expiry.peekId(), EndReason.Expired, this.lockDelayMs);
+      const due = this.expiry.peekId();
+      // A release in slices that took an entry of its lock went first (see SlicedRelease).
+      if (this.pending.count > 0 && this.pending.inQueue(this.entries.queue[due]!) > 0) {
+        this.settleQueue(this.entries.queue[due]!);
+        continue;
+      }
+      this.remove(due, EndReason.Expired, this.lockDelayMs);
       removed++;
     }
     return removed;
@@ -647,14 +822,30 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /**
    * Puts saved entries back, in the order given (which is the queue order they were saved in):
-   * owners as owners, waiters behind them in their old order, each with the time it had left.
+   * owners as owners, waiters behind them in their old order, each with the time it had left; and
+   * the locks held back (lock-delay), each at its place among them, for the time its delay had left.
    */
-  restore(saved: Iterable<SavedLock>): void {
+  restore(saved: Iterable<SavedLock>, holds: readonly SavedHold[] = []): void {
     const now = this.clock.now();
+    const inOrder = [...holds].sort((a, b) => a.entriesBefore - b.entriesBefore);
+    let held = 0;
+    /** Holds back the locks whose place comes before the entry numbered `entries`. */
+    const holdUpTo = (entries: number): void => {
+      for (; held < inOrder.length && inOrder[held]!.entriesBefore <= entries; held++) {
+        const hold = inOrder[held]!;
+        const queue = this.keys.getOrCreate(hold.key, hold.index);
+        if (this.holds.has(queue)) throw new Error('one lock held back twice');
+        if (this.keys.queueOwner[queue] !== NO_ID) throw new Error('a held-back lock with an owner');
+        this.holdBack(queue, { version: this.rules.holdVersion(), delayMs: hold.remainingMs }, now + hold.remainingMs);
+      }
+    };
+    let count = 0;
     for (const s of saved) {
+      holdUpTo(count++);
       const queue = this.keys.getOrCreate(s.key, s.index);
       if (this.entryIn(queue, s.owner) !== NO_ID) throw new Error(`duplicate entry for owner in one queue`);
       if (s.isOwner && this.keys.queueOwner[queue] !== NO_ID) throw new Error(`two owners for one lock`);
+      if (s.isOwner && this.holds.has(queue)) throw new Error('an owner of a lock held back');
       const entry = this.newEntry(queue, s.owner, s.priority, this.rules.newTicket(), s.ttl, s.ttw);
       this.insertSaved(entry, s.isOwner);
       // The token it was granted, which the rules were told of (it was below their highest); an
@@ -662,6 +853,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       if (s.isOwner) this.entries.token[entry] = s.token > 0 ? s.token : this.rules.grantToken();
       this.setDeadline(entry, s.remainingMs === null ? NO_DEADLINE : now + s.remainingMs);
     }
+    holdUpTo(Number.POSITIVE_INFINITY);
     // A queue saved between an owner leaving and its successor's promotion cannot happen, but a
     // hand-edited file might list only waiters: the first of them takes the lock.
     // Waiters saved with no time left are dropped by that promotion; a queue left empty goes too.
@@ -711,6 +903,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** The lock-delay is over: the queue's first waiter takes the lock; a queue left empty goes. */
   private releaseHold(queue: number): void {
+    this.settleQueue(queue);
     this.holds.delete(queue);
     this.holdUntil.remove(queue);
     this.promoteNext(queue);
@@ -746,9 +939,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /** A new entry in the queue, filed under its owner, neither owner nor waiter yet; the rules are told. */
-  private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number): number {
+  private newEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number, client = NO_CLIENT): number {
     const entry = this.makeEntry(queue, owner, priority, ticket, ttl, ttw, this.clock.now());
-    this.rules.entryAdded(entry);
+    this.rules.entryAdded(entry, client);
     this.notePeak();
     return entry;
   }
@@ -766,10 +959,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     if (this.size >= this.peak) this.peak = this.size + 1;
   }
 
-  /** The record of a new entry, filed under its owner. */
+  /** The record of a new entry, filed under its owner, charged its bytes (TableLimits.entryBytes). */
   private makeEntry(queue: number, owner: ByteString, priority: number, ticket: number, ttl: number, ttw: number, requestedAt: number): number {
     const e = this.entries;
-    const entry = e.allocate();
+    const entry = e.allocate(this.keys.storedBytesOf(queue) + storedNameBytes(owner.length) + ENTRY_OVERHEAD_BYTES);
     e.queue[entry] = queue;
     e.priority[entry] = priority;
     e.ticket[entry] = ticket;
@@ -841,6 +1034,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       this.observer?.ended(next, EndReason.Expired);
       this.rules.entryRemoved(next);
       this.expiry.remove(next);
+      this.pending.forget(next, queue);
       this.owners_.remove(next);
       this.entries.release(next);
       this.overdueWaitersDropped++;
@@ -857,6 +1051,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     this.observer?.ended(entry, why);
     this.rules.entryRemoved(entry);
     this.expiry.remove(entry);
+    this.pending.forget(entry, queue);
     this.owners_.remove(entry);
     if (e.isOwner[entry] === 1) {
       this.keys.queueOwner[queue] = NO_ID;
@@ -871,5 +1066,32 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       e.release(entry);
     }
     if (this.isEmpty(queue)) this.keys.delete(queue);
+  }
+}
+
+/** A release in slices (see SlicedRelease): the entries it took, and how far it got through them. */
+class ReleaseJob implements SlicedRelease {
+  private next = 0;
+
+  constructor(
+    readonly id: number,
+    private readonly taken: Int32Array,
+    readonly why: EndReason,
+    private readonly table: LockTable,
+  ) {}
+
+  get total(): number {
+    return this.taken.length;
+  }
+
+  get done(): boolean {
+    return this.next >= this.taken.length;
+  }
+
+  run(budget: number): boolean {
+    const taken = this.taken;
+    for (let work = 0; work < budget && this.next < taken.length; work++) this.table.settleTaken(this, taken[this.next++]!);
+    if (this.done) this.table.releaseDone(this);
+    return this.done;
   }
 }

@@ -16,6 +16,11 @@ function classOf(length: number): number {
   return Math.max(0, 32 - Math.clz32(length) - SMALLEST_SLOT_SHIFT);
 }
 
+/** The bytes a name of `length` bytes takes in a NameStore: its slot (the length byte included). */
+export function storedNameBytes(length: number): number {
+  return 1 << (classOf(length) + SMALLEST_SLOT_SHIFT);
+}
+
 /**
  * The bytes of every name the lock table holds (keys, indexes, owners), in fixed-size slots by size
  * class; a name is known by its handle (slot number and class in one integer).
@@ -75,6 +80,11 @@ export class NameStore {
     const c = handle & CLASS_MASK;
     if (this.freeCount[c] === this.free[c]!.length) this.free[c] = resized(this.free[c]!, this.free[c]!.length * 2);
     this.free[c]![this.freeCount[c]!++] = handle >>> CLASS_BITS;
+  }
+
+  /** The bytes the handle's slot takes (storedNameBytes of its name's length, without reading it). */
+  slotBytes(handle: number): number {
+    return 1 << ((handle & CLASS_MASK) + SMALLEST_SLOT_SHIFT);
   }
 
   /** Whether the handle's name is exactly these bytes. */

@@ -13,6 +13,12 @@ const MIN_CAPACITY = 64;
  * least recently emptied goes once this many are kept, so they cost at most a few hundred KiB.
  */
 export const KEPT_EMPTY_OWNERS = 4_096;
+/**
+ * The list link of an entry taken out of its owner's list by detach() (a release done in slices):
+ * it still belongs to its owner (its name, the owner's count) but is no longer one of the entries
+ * a later release-all or `*` of that owner finds.
+ */
+const DETACHED = -2;
 
 /**
  * Every owner name that holds or waits for a lock, with its entries across all keys in a doubly
@@ -107,7 +113,7 @@ export class OwnerDirectory {
     let id = owner === this.lastName ? this.lastId : NO_ID;
     if (id === NO_ID) id = this.findOrMake(owner);
     const entries = this.entries;
-    if (this.entryCount[id] === 0) {
+    if (this.entryCount[id] === 0 || this.firstEntry[id] === NO_ID) {
       this.firstEntry[id] = entry;
     } else {
       const last = this.lastEntry[id]!;
@@ -123,18 +129,58 @@ export class OwnerDirectory {
   remove(entry: number): void {
     const entries = this.entries;
     const id = entries.owner[entry]!;
-    const prev = entries.ownerPrev[entry]!;
-    const next = entries.ownerNext[entry]!;
-    if (prev === NO_ID) this.firstEntry[id] = next;
-    else entries.ownerNext[prev] = next;
-    if (next === NO_ID) this.lastEntry[id] = prev;
-    else entries.ownerPrev[next] = prev;
+    if (entries.ownerPrev[entry] !== DETACHED) this.unlink(id, entry);
     entries.ownerPrev[entry] = NO_ID;
     entries.ownerNext[entry] = NO_ID;
     if (--this.entryCount[id]! > 0 || this.isKept[id] === 1) return;
     if (this.keptCount === KEPT_EMPTY_OWNERS) this.dropOldestKept();
     this.kept[(this.keptHead + this.keptCount++) % KEPT_EMPTY_OWNERS] = id;
     this.isKept[id] = 1;
+  }
+
+  /** Takes the entry out of its owner's list (its neighbours and the list's ends joined up). */
+  private unlink(id: number, entry: number): void {
+    const entries = this.entries;
+    const prev = entries.ownerPrev[entry]!;
+    const next = entries.ownerNext[entry]!;
+    if (prev === NO_ID) this.firstEntry[id] = next;
+    else entries.ownerNext[prev] = next;
+    if (next === NO_ID) this.lastEntry[id] = prev;
+    else entries.ownerPrev[next] = prev;
+  }
+
+  /**
+   * Takes the entry out of its owner's list but leaves it the owner's (see DETACHED): a release
+   * done in slices owns it from now on, and a later release of that owner no longer finds it.
+   */
+  detach(entry: number): void {
+    const entries = this.entries;
+    if (entries.ownerPrev[entry] === DETACHED) return;
+    this.unlink(entries.owner[entry]!, entry);
+    entries.ownerPrev[entry] = DETACHED;
+    entries.ownerNext[entry] = DETACHED;
+  }
+
+  /**
+   * Every entry of the owner, in the order they were added, detached at once (see detach): the
+   * whole list is handed over in one pass, without joining neighbours one by one.
+   */
+  detachAll(owner: ByteString): Int32Array {
+    const id = this.find(owner);
+    if (id === NO_ID || this.firstEntry[id] === NO_ID) return new Int32Array(0);
+    const entries = this.entries;
+    const result = new Int32Array(this.entryCount[id]!);
+    let n = 0;
+    for (let entry = this.firstEntry[id]!; entry !== NO_ID;) {
+      const next = entries.ownerNext[entry]!;
+      result[n++] = entry;
+      entries.ownerPrev[entry] = DETACHED;
+      entries.ownerNext[entry] = DETACHED;
+      entry = next;
+    }
+    this.firstEntry[id] = NO_ID;
+    this.lastEntry[id] = NO_ID;
+    return n === result.length ? result : result.subarray(0, n);
   }
 
   /** Takes the least recently emptied owner out of the ring, and forgets it if it is still empty. */
@@ -148,6 +194,21 @@ export class OwnerDirectory {
     this.index.remove(this.hashes[id]!, id);
     this.nameStore.remove(this.names[id]!);
     this.ids.release(id);
+  }
+
+  /**
+   * How many entries `owner` has (0 if it has no record). A record found is remembered as the last
+   * one looked up, so the add() that follows a check finds it without hashing again.
+   */
+  entryCountOf(owner: ByteString): number {
+    let id = owner === this.lastName ? this.lastId : NO_ID;
+    if (id === NO_ID) {
+      id = this.find(owner);
+      if (id === NO_ID) return 0;
+      this.lastName = owner;
+      this.lastId = id;
+    }
+    return this.entryCount[id]!;
   }
 
   /** The owner's entries in the order they were added: a copy, safe to use while removing them. */

@@ -1,4 +1,5 @@
 import type { LockRequest } from './LockService.js';
+import type { Refusal, TableRoom } from './TableLimits.js';
 
 /**
  * What a lock table's queues do differently on a single node and in a cluster replica. The table
@@ -11,12 +12,15 @@ import type { LockRequest } from './LockService.js';
  * rules for its life, so every call here goes to one class and stays cheap.
  */
 export interface QueueRules<Request extends LockRequest = LockRequest> {
-  /** Whether a request may add one more entry to a table that holds `size`. */
-  hasRoom(request: Request, size: number): boolean;
+  /**
+   * Whether a request, through connection `client` (NO_CLIENT if none), may add one more entry to
+   * a table that holds `room`: Refusal.None, or the limit it would pass.
+   */
+  refusal(request: Request, room: TableRoom, client: number): Refusal;
   /** The ticket of a new entry: among waiters of one priority, the lower ticket goes first. */
   newTicket(): number;
-  /** A new entry joined the table (its record filled, not yet owner or waiter). */
-  entryAdded(entry: number): void;
+  /** A new entry joined the table through connection `client` (its record filled, not yet owner or waiter). */
+  entryAdded(entry: number, client: number): void;
   /** An entry is leaving the table; its record is still readable. */
   entryRemoved(entry: number): void;
   /**

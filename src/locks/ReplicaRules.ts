@@ -2,6 +2,7 @@ import type { ByteString } from '../bytes.js';
 import type { LockRequest } from './LockService.js';
 import type { QueueRules } from './QueueRules.js';
 import { emptyNames, grownCapacity, resized, resizedNames } from './records.js';
+import { Refusal, type TableRoom } from './TableLimits.js';
 
 const MIN_CAPACITY = 64;
 
@@ -11,6 +12,13 @@ export interface ReplicatedRequest extends LockRequest {
   readonly allowCreate: boolean;
   /** The proposing node's --max-locks. */
   readonly maxEntries: number;
+  /**
+   * The proposing node's --max-table-bytes, and its --max-locks-per-owner: bounds on what the
+   * table holds that every replica applies alike (the bytes are charged from the names, see
+   * TableLimits.entryBytes). Absent in a command that does not carry them: no such bound.
+   */
+  readonly maxTableBytes?: number;
+  readonly maxEntriesPerOwner?: number;
 }
 
 /** Told of every entry that joins or leaves a replicated table, by origin node (per-node counts for drain). */
@@ -100,9 +108,16 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     this.hooks.added(origin);
   }
 
-  /** The limit is the proposing node's, carried in the command. */
-  hasRoom(request: ReplicatedRequest, size: number): boolean {
-    return size < request.maxEntries;
+  /**
+   * The limits are the proposing node's, carried in the command; what the table holds is the same
+   * on every replica. The per-connection cap is the proposing node's own, checked before it
+   * proposes: no connection reaches apply.
+   */
+  refusal(request: ReplicatedRequest, room: TableRoom): Refusal {
+    if (room.entries >= request.maxEntries) return Refusal.MaxLocks;
+    if (request.maxTableBytes !== undefined && room.bytes + room.entryBytes > request.maxTableBytes) return Refusal.MaxTableBytes;
+    if (request.maxEntriesPerOwner !== undefined && room.ownerEntries >= request.maxEntriesPerOwner) return Refusal.MaxLocksPerOwner;
+    return Refusal.None;
   }
 
   /** The bakery ticket: the position of the request in the log. */

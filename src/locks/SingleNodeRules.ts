@@ -1,24 +1,56 @@
 import type { LockRequest } from './LockService.js';
 import { DEFAULT_MAX_ENTRIES } from './LockTable.js';
 import type { QueueRules } from './QueueRules.js';
+import { grownCapacity, resized } from './records.js';
+import { DEFAULT_MAX_LOCKS_PER_CONNECTION, DEFAULT_MAX_LOCKS_PER_OWNER, DEFAULT_MAX_TABLE_BYTES, NO_CLIENT, Refusal, type TableRoom } from './TableLimits.js';
+
+const MIN_CAPACITY = 64;
+
+/** What a single node's table may hold (see TableLimits); each undefined takes its default. */
+export interface SingleNodeLimits {
+  /** Most entries (owners + waiters); --max-locks. */
+  readonly maxEntries?: number;
+  /** Most bytes charged for them (TableLimits.entryBytes); --max-table-bytes. */
+  readonly maxTableBytes?: number;
+  /** Most entries of one owner; --max-locks-per-owner. */
+  readonly maxEntriesPerOwner?: number;
+  /** Most entries created through one connection and still held; --max-locks-per-connection. */
+  readonly maxEntriesPerConnection?: number;
+}
 
 /**
  * The queue rules of a lock server on its own: this process alone knows the time, so it decides
- * expiry itself. Tickets count arrivals; the table holds at most `maxEntries`.
+ * expiry itself. Tickets count arrivals; the table holds at most its limits (SingleNodeLimits),
+ * and counts per connection the entries created through it that are still held.
  */
 export class SingleNodeRules implements QueueRules {
   private nextArrival = 0;
   private lastToken: number;
+  readonly maxEntries: number;
+  readonly maxTableBytes: number;
+  readonly maxEntriesPerOwner: number;
+  readonly maxEntriesPerConnection: number;
+  /** Per entry, the connection it was created through (NO_CLIENT: none, not counted). */
+  private clientOf = new Int32Array(MIN_CAPACITY);
+  /** Per connection that created entries still held, how many. */
+  private readonly clientEntries = new Map<number, number>();
 
   /**
-   * @param maxEntries most entries (owners + waiters) the table holds; a request for one more is refused (0).
+   * @param limits what the table holds at most; a request for one more entry beyond any is refused (0).
    * @param tokenFloor fencing tokens handed out are all above it (see LocalLockServiceOptions.tokenFloor).
    */
-  constructor(
-    private readonly maxEntries: number = DEFAULT_MAX_ENTRIES,
-    tokenFloor = 0,
-  ) {
+  constructor(limits: SingleNodeLimits | number = {}, tokenFloor = 0) {
+    const given = typeof limits === 'number' ? { maxEntries: limits } : limits;
+    this.maxEntries = given.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    this.maxTableBytes = given.maxTableBytes ?? DEFAULT_MAX_TABLE_BYTES;
+    this.maxEntriesPerOwner = given.maxEntriesPerOwner ?? DEFAULT_MAX_LOCKS_PER_OWNER;
+    this.maxEntriesPerConnection = given.maxEntriesPerConnection ?? DEFAULT_MAX_LOCKS_PER_CONNECTION;
     this.lastToken = tokenFloor;
+  }
+
+  /** Entries created through connection `client` that are still held. */
+  entriesOfClient(client: number): number {
+    return this.clientEntries.get(client) ?? 0;
   }
 
   /** The highest fencing token handed out or restored: what the lock file keeps, so the next start goes on above it. */
@@ -41,17 +73,32 @@ export class SingleNodeRules implements QueueRules {
     return this.nextArrival;
   }
 
-  hasRoom(_request: LockRequest, size: number): boolean {
-    return size < this.maxEntries;
+  refusal(_request: LockRequest, room: TableRoom, client: number): Refusal {
+    if (room.entries >= this.maxEntries) return Refusal.MaxLocks;
+    if (room.bytes + room.entryBytes > this.maxTableBytes) return Refusal.MaxTableBytes;
+    if (room.ownerEntries >= this.maxEntriesPerOwner) return Refusal.MaxLocksPerOwner;
+    if (client !== NO_CLIENT && this.entriesOfClient(client) >= this.maxEntriesPerConnection) return Refusal.MaxLocksPerConnection;
+    return Refusal.None;
   }
 
   newTicket(): number {
     return this.nextArrival++;
   }
 
-  entryAdded(): void {}
+  entryAdded(entry: number, client: number): void {
+    if (entry >= this.clientOf.length) this.clientOf = resized(this.clientOf, grownCapacity(this.clientOf.length, entry + 1));
+    this.clientOf[entry] = client;
+    if (client !== NO_CLIENT) this.clientEntries.set(client, this.entriesOfClient(client) + 1);
+  }
 
-  entryRemoved(): void {}
+  entryRemoved(entry: number): void {
+    const client = this.clientOf[entry]!;
+    if (client === NO_CLIENT) return;
+    this.clientOf[entry] = NO_CLIENT;
+    const left = this.entriesOfClient(client) - 1;
+    if (left > 0) this.clientEntries.set(client, left);
+    else this.clientEntries.delete(client);
+  }
 
   phaseBegins(): void {}
 
@@ -67,5 +114,11 @@ export class SingleNodeRules implements QueueRules {
     return 0;
   }
 
-  recordsRebuilt(): void {}
+  recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void {
+    let highest = -1;
+    for (let i = 0; i < count; i++) highest = Math.max(highest, to[i]!);
+    const clientOf = new Int32Array(grownCapacity(MIN_CAPACITY, highest + 1));
+    for (let i = 0; i < count; i++) clientOf[to[i]!] = this.clientOf[from[i]!] ?? NO_CLIENT;
+    this.clientOf = clientOf;
+  }
 }

@@ -3,6 +3,7 @@ import type { AppendRoute } from '../cluster/AppendRouter.js';
 import type { ClusterFigures, ClusterObserver } from '../cluster/ClusterOptions.js';
 import { EndReason } from '../locks/LockTable.js';
 import type { LockCounts, WaitingFigures } from '../locks/LockService.js';
+import type { LimitFigures } from '../locks/TableLimits.js';
 import type { GrantObserver } from '../locks/Waiters.js';
 import { COMMAND_NAMES } from '../protocol/constants.js';
 import type { CommandObserver } from '../server/Connection.js';
@@ -24,7 +25,7 @@ export interface MetricsSource {
     readonly draining: boolean;
     commandObserver: CommandObserver | undefined;
   };
-  readonly service: { counts(): Promise<LockCounts>; readonly waiting: WaitingFigures };
+  readonly service: { counts(): Promise<LockCounts>; readonly waiting: WaitingFigures; limitFigures?(): LimitFigures };
 }
 
 /** Upper bounds of the latency buckets, in seconds: 25 µs to 1 s. */
@@ -140,6 +141,19 @@ export class ServerMetrics implements CommandObserver, ClusterObserver, GrantObs
       'lockserver_lock_waiters',
       'Entries waiting in lock queues behind an owner (summed over all queues)',
       async () => (await read((source) => source.service.counts()))?.waiters,
+    );
+    const limits = (): LimitFigures | undefined => read((source) => source.service.limitFigures?.());
+    gauge(
+      'lockserver_table_bytes',
+      'Bytes the lock table is charged for its entries: their names as stored plus a measured cost per entry (what --max-table-bytes bounds)',
+      () => limits()?.bytesUsed,
+    );
+    gauge('lockserver_table_bytes_limit', 'The bound on lockserver_table_bytes (--max-table-bytes)', () => limits()?.bytesLimit);
+    labelledCounter(
+      'lockserver_requests_refused_total',
+      'Requests for a new entry refused (position 0) because a limit was reached, by limit: max-locks, max-table-bytes, max-locks-per-owner, max-locks-per-connection',
+      'limit',
+      () => limits()?.refused.map(([name, count]) => [name, count]),
     );
     gauge('lockserver_draining', '1 while draining after SIGSYS (no new entries), else 0', () => read((source) => (source.server.draining ? 1 : 0)));
     this.expiries = new Counter({

@@ -212,7 +212,15 @@ const MUTATING = byCommandByte([Command.Request, Command.RequestFenced, Command.
  * Bounds: at most MAX_OUTSTANDING_ANSWERS answers outstanding; when the client stops reading, we
  * stop reading from it (backpressure); neither side can make us buffer without bound.
  */
+/** The last connection number handed out: each connection's is the next, so no two of a process's share one. */
+let lastConnectionNumber = 0;
+
 export class Connection {
+  /**
+   * This connection's number, which its requests give the lock service (`client`): the entries
+   * created through one connection are capped (--max-locks-per-connection).
+   */
+  readonly number = ++lastConnectionNumber;
   private readonly decoder = new RequestDecoder();
   private readonly replies = new BufferWriter(REPLY_BUFFER_INITIAL, REPLY_BUFFER_RETAINED);
   /** Replies not yet written because an answer (theirs or an earlier one) is outstanding. */
@@ -539,7 +547,7 @@ export class Connection {
       case Command.FindOwner:
         return this.reply(request.command, service.findOwner(request.key, request.index, at), encodeOwnerReply);
       case Command.Request:
-        return this.reply(request.command, service.request(request, !this.host.draining, at), encodePositionReply);
+        return this.reply(request.command, service.request(request, !this.host.draining, at, this.number), encodePositionReply);
       case Command.FindLocation:
         return this.reply(request.command, service.location(request.key, request.index, request.owner, at), encodePositionReply);
       case Command.Renew:
@@ -557,13 +565,13 @@ export class Connection {
       case Command.ListDetailed:
         return this.reply(request.command, service.queues(request.key, MAX_U16, at), encodeQueuesReply);
       case Command.AcquireWait:
-        return this.reply(request.command, service.acquire(request, !this.host.draining, request.waitMs, at), encodeFencedPositionReply);
+        return this.reply(request.command, service.acquire(request, !this.host.draining, request.waitMs, at, this.number), encodeFencedPositionReply);
       case Command.AwaitLoss:
         return this.reply(request.command, service.awaitLoss(request.key, request.index, request.owner, at), encodeLossReply);
       case Command.Fence:
         return this.reply(request.command, service.fence(request.key, request.index, request.owner, at), encodeTokenReply);
       case Command.RequestFenced:
-        return this.reply(request.command, service.requestFenced(request, !this.host.draining, at), encodeFencedPositionReply);
+        return this.reply(request.command, service.requestFenced(request, !this.host.draining, at, this.number), encodeFencedPositionReply);
       case Command.Stats: {
         // The counters as of now (this request counted, later ones not); the lock gauges once known.
         const stats = this.host.statsSnapshot(NO_LOCKS);

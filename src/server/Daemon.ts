@@ -12,6 +12,8 @@ import type { ClusterObserver } from '../cluster/ClusterOptions.js';
 import type { GrantObserver } from '../locks/Waiters.js';
 import { STALE_INPUT_MS, startClusterService, type ClusterConfig, type ClusterNode } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
+import { EventThrottle } from '../runtime/EventThrottle.js';
+import { REFUSAL_NAMES } from '../locks/TableLimits.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
 import type { Logger } from '../runtime/Logger.js';
@@ -30,6 +32,10 @@ export interface DaemonConfig {
   /** Close connections with no traffic this long; 0 or absent = never. */
   readonly idleTimeoutSeconds?: number;
   readonly maxLocks: number;
+  /** `--max-table-bytes`, `--max-locks-per-owner`, `--max-locks-per-connection` (single node; defaults in TableLimits). */
+  readonly maxTableBytes?: number;
+  readonly maxLocksPerOwner?: number;
+  readonly maxLocksPerConnection?: number;
   /**
    * `--lock-delay` in ms (0 or absent: none, the 0.9b behaviour): an owner whose TTL runs out holds
    * its lock back this long before the next grant. In a cluster, the leader's setting applies.
@@ -247,10 +253,12 @@ export class Daemon {
   saveLocks(): Promise<void> {
     const save = async (): Promise<void> => {
       const locks = await this.service.snapshot();
+      // In the same turn as the snapshot (the local table answers at once), so each hold's place among its entries holds.
+      const holds = (await this.service.savedHolds?.()) ?? [];
       // Read after the snapshot, so it is at or above every token the snapshot holds.
       const highestToken = await this.service.highestToken();
       try {
-        await saveLockFile(this.config.lockFile, locks, highestToken);
+        await saveLockFile(this.config.lockFile, locks, highestToken, holds);
       } catch (error) {
         this.deps.logger.event('locks-save-failed', { file: this.config.lockFile, error: (error as Error).message });
         throw error;
@@ -301,8 +309,19 @@ export class Daemon {
 /** The single node: a LockTable in this process, filled from the lock file. */
 async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ service: LockService; restored: number }> {
   const { logger, clock } = deps;
+  // One line per limit a second at most (and a count of those left out): a client filling the table must not flood the log.
+  const refusals = new EventThrottle(clock, 1);
   const service = new LocalLockService(clock, deps.timers ?? realTimers, {
     maxEntries: config.maxLocks,
+    maxTableBytes: config.maxTableBytes,
+    maxEntriesPerOwner: config.maxLocksPerOwner,
+    maxEntriesPerConnection: config.maxLocksPerConnection,
+    onRefused: (why, request) => {
+      const limit = REFUSAL_NAMES[why];
+      const suppressed = refusals.admit(limit);
+      if (suppressed === undefined) return;
+      logger.event('request-refused', { limit, owner: request.owner, key: request.key, suppressed: suppressed > 0 ? suppressed : undefined });
+    },
     lockDelayMs: config.lockDelayMs,
     grants: deps.grants,
     // Above every token a crashed predecessor may have granted after its last save (see TOKENS_PER_MS).
@@ -327,7 +346,7 @@ async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ ser
       if (saved.length > config.maxLocks) {
         throw new Error(`it holds ${saved.length} entries, more than --max-locks ${config.maxLocks}`);
       }
-      await service.restore(saved, file.highestToken);
+      await service.restore(saved, file.highestToken, file.holds);
       restored = saved.length;
     }
   } catch (error) {

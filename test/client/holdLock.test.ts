@@ -53,11 +53,12 @@ test('waits in line without polling: one acquire-and-wait (0x0B), answered at th
   const other = await connectClient(t, server.port);
   const client = await connectClient(t, server.port);
   t.is(await other.request('k', 'i', 'first'), 1);
-  // Were it polling, its second poll would come long after the bounded wait below gives up.
-  const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, ...NO_POLLS });
+  // Were it polling, its second poll would come long after the bounded wait below gives up; TTW 600: the wait is sent again only every 200 s.
+  const acquiring = holdLock(client, 'k', 'i', 'second', { ttl: 30, ttw: 600, ...NO_POLLS });
   await pollUntil('the waiter to queue', async () => ((await other.location('k', 'i', 'second')) === 2 ? true : undefined));
   const [queue] = await other.queues('k');
-  t.like(queue!.entries[1], { owner: Buffer.from('second'), ttw: 0, remainingMs: null }, 'asked with TTW 0: it lasts as long as its connection');
+  t.like(queue!.entries[1], { owner: Buffer.from('second'), ttw: 600 }, 'asked with its TTW, not for as long as its connection');
+  t.true(queue!.entries[1]!.remainingMs! <= 600_000);
   const renewalsBefore = (await other.stats()).renewals;
   t.is(await other.release('k', 'i', 'first'), 1);
   const lock = await bounded(acquiring, WAIT_MS, 'the lock at the release');
@@ -307,7 +308,7 @@ test('a LockServer 0.9b (closes the connection on 0x0A): holdLock carries on wit
   t.true(plain.isOpen);
 });
 
-test('a single server stopping (SIGTERM) while holdLock waits: it rejects with a connection error, and the server has saved the waiting entry', async (t) => {
+test('a single server stopping (SIGTERM) while holdLock waits: it rejects with a connection error, and the server has saved the waiting entry with its TTW', async (t) => {
   const server = await startServer(t);
   const client = await connectClient(t, server.port);
   t.is(await client.request('k', 'i', 'owner'), 1);
@@ -322,7 +323,8 @@ test('a single server stopping (SIGTERM) while holdLock waits: it rejects with a
     saved.map((e) => [e.owner, e.isOwner, e.ttw]),
     [
       ['owner', true, 30],
-      ['waiter', false, 0],
+      // Not renewed after the restart, it leaves the queue a TTW later instead of being granted to nobody.
+      ['waiter', false, 30],
     ],
   );
 });

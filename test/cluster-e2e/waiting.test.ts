@@ -3,6 +3,7 @@ import { Command, LossReason, NO_WAIT_BOUND } from '../../src/protocol/constants
 import type { Request } from '../../src/protocol/messages.js';
 import { needsEtcd, startCluster } from '../helpers/etcdCluster.js';
 import { get, sample } from '../helpers/metrics.js';
+import { lockDelayInForce } from '../helpers/lockDelay.js';
 import { pollUntil } from '../helpers/poll.js';
 import type { RawClient } from '../helpers/rawClient.js';
 import type { ServerProcess } from '../helpers/serverProcess.js';
@@ -36,33 +37,6 @@ async function waiting(node: ServerProcess, what: 'grant' | 'loss', count: numbe
   await pollUntil(
     `${count} client(s) waiting for a ${what} on port ${node.port}`,
     async () => (sample((await get(port, '/metrics')).body, `lockserver_clients_waiting{for="${what}"}`) === count ? true : undefined),
-    WAIT_MS,
-  );
-}
-
-/**
- * Until a TTL expiry through `client` holds its lock back: a cluster writes lock-delay's log format
- * only once every live node has declared it reads it, a second or so after a fresh start (the
- * format-4 window, src/cluster/README.md), and an expiry before that grants at once. Each try
- * lets a probe lock of its own expire and looks whether it is held back.
- */
-async function lockDelayInForce(client: RawClient): Promise<void> {
-  let tries = 0;
-  await pollUntil(
-    'an expiry to hold its lock back (every node reading the lock-delay format)',
-    async () => {
-      const index = `probe-${tries++}`;
-      await ask.request(client, 'lock-delay-probe', index, 'probe', { ttl: 1 });
-      const { heldForMs } = await pollUntil(
-        `probe ${index} to expire`,
-        async () => {
-          const queue = (await call(client, { command: Command.ListDetailed, key: 'lock-delay-probe' })).find((q) => q.index === index);
-          return queue === undefined || queue.entries.length === 0 ? { heldForMs: queue?.heldForMs ?? 0 } : undefined;
-        },
-        WAIT_MS,
-      );
-      return heldForMs > 0 ? true : undefined;
-    },
     WAIT_MS,
   );
 }
@@ -115,7 +89,7 @@ etcdTest.serial(
     const leader = await Promise.any(nodes.map((n) => n.event('leader', (e) => e.fields.self === 'true', 30_000).then(() => n)));
     const [first, second] = nodes.filter((n) => n !== leader) as [ServerProcess, ServerProcess];
     const owner = await first.accepted();
-    await lockDelayInForce(owner);
+    await lockDelayInForce(owner, WAIT_MS);
     t.is(await ask.request(owner, 'k', '1', 'alice', { ttl: 1 }), 1);
     const waiter: RawClient = await second.accepted();
     waiter.send(frames(acquireWait('k', '1', 'bob'), req.findOwner('k', '1')));

@@ -12,6 +12,7 @@ import {
   MAX_BATCH_COMMANDS,
   NO_REMAINING,
   OPS_FORMAT,
+  INCARNATION_WAITS_FORMAT,
   REFERENCE_VALUE,
   type Batch,
   type ValuePart,
@@ -36,10 +37,12 @@ function command(random: Random): LogCommand {
   const key = byteString(random);
   const index = byteString(random);
   const owner = byteString(random);
-  switch (1 + int(random, 13)) {
+  const op = 1 + int(random, 15);
+  switch (op) {
     case LogOp.Request:
+    case LogOp.AcquireWait:
       return {
-        op: LogOp.Request,
+        op,
         key,
         index,
         owner,
@@ -75,6 +78,8 @@ function command(random: Random): LogCommand {
       return { op: LogOp.ExpireAndHold, key, index, owner, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)), holdMs: int(random, 2 ** 32) };
     case LogOp.LiftHold:
       return { op: LogOp.LiftHold, key, index, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)) };
+    case LogOp.CancelWaitsOf:
+      return { op: LogOp.CancelWaitsOf, node: owner, incarnation: int(random, 2 ** 32) };
     default:
       return { op: LogOp.Expire, key, index, owner, version: commandPosition(int(random, 2 ** 37), int(random, 65_536)) };
   }
@@ -159,6 +164,26 @@ test('a batch is written in format 1 unless it holds a command of format 4 (wait
   const relabelled = Uint8Array.from(withCancel);
   relabelled[1] = 1;
   t.throws(() => decodeBatch(relabelled), { instanceOf: LogFormatError });
+});
+
+test('a batch holding a wait tied to its incarnation (AcquireWait, CancelWaitsOf) is written in format 5; formats 1 and 4 refuse those ops', (t) => {
+  const encoder = new BatchEncoder();
+  const header = { proposer: 'n1', incarnation: 7, seq: 1 };
+  const acquire = { op: LogOp.AcquireWait, key: 'k', index: 'i', owner: 'o', ttl: 30, ttw: 0, priority: 0, allowCreate: true, maxEntries: 10 } as const;
+  const end = { op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 0xfffffffe } as const;
+  const cancel = { op: LogOp.CancelWait, key: 'k', index: 'i', owner: 'o' } as const;
+  for (const commands of [[acquire], [cancel, end], [end, cancel]]) {
+    const bytes = encoder.encode({ ...header, commands });
+    t.is(bytes[1], INCARNATION_WAITS_FORMAT);
+    t.deepEqual(decodeBatch(bytes).commands, commands);
+    // The same bytes labelled format 4 or 1, as a node of an earlier version would read them: refused, not misread.
+    for (const older of [OPS_FORMAT, 1]) {
+      const relabelled = Uint8Array.from(bytes);
+      relabelled[1] = older;
+      t.throws(() => decodeBatch(relabelled), { instanceOf: LogFormatError });
+    }
+  }
+  t.is(encoder.encode({ ...header, commands: [cancel] })[1], OPS_FORMAT, 'a cancel of one wait stays format 4');
 });
 
 test('the encoder hands out independent buffers: a later batch does not overwrite an earlier one', (t) => {

@@ -16,7 +16,12 @@ import { FakeClock } from '../doubles/FakeClock.js';
 const int = (random: Random, below: number): number => Math.floor(random() * below);
 const pick = <T>(random: Random, items: readonly T[]): T => items[int(random, items.length)]!;
 
-function request(key: string, index: string, owner: string, fields: Partial<Extract<LogCommand, { op: 1 }>> = {}): LogCommand {
+function request(
+  key: string,
+  index: string,
+  owner: string,
+  fields: Partial<Omit<Extract<LogCommand, { op: 1 }>, 'op'>> & { op?: typeof LogOp.Request | typeof LogOp.AcquireWait } = {},
+): LogCommand {
   return { op: LogOp.Request, key, index, owner, ttl: 30, ttw: 60, priority: 0, allowCreate: true, maxEntries: 1_000, ...fields };
 }
 
@@ -63,6 +68,9 @@ function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, numbe
     if (roll < 0.55) {
       commands.push(
         request(key, index, owner, {
+          // One owner asks through 0x0B: a waiting entry it leaves is tied to the batch's incarnation
+          // (chosen without a draw, so the other tests' random streams stay as they were).
+          op: owner === 'o1' ? LogOp.AcquireWait : LogOp.Request,
           ttl: int(random, 3),
           ttw: int(random, 3),
           priority: int(random, 3),
@@ -74,8 +82,11 @@ function randomBatch(random: Random, view: ReplicaState, seqs: Map<string, numbe
     else if (roll < 0.7) commands.push({ op: LogOp.Release, key, index, owner });
     else if (roll < 0.73) commands.push({ op: LogOp.ReleaseKey, key, owner });
     else if (roll < 0.75) commands.push({ op: LogOp.ReleaseAll, owner });
-    else if (roll < 0.78) commands.push({ op: LogOp.CancelWait, key, index, owner });
-    else if (roll < 0.84) {
+    else if (roll < 0.78) {
+      // Now and then the end of an incarnation's waits (a node died or restarted; no draw, as above).
+      if (key === 'k1' && index === '') commands.push({ op: LogOp.CancelWaitsOf, node: proposer, incarnation: 3 - incarnation });
+      else commands.push({ op: LogOp.CancelWait, key, index, owner });
+    } else if (roll < 0.84) {
       // The end of a lock-delay: mostly of one held now, now and then of none (or an older one).
       const held = [...view.table.holdsHeld()];
       const hold = held.length > 0 && random() < 0.8 ? pick(random, held) : { key, index, version: int(random, 2 ** 20) };
@@ -156,6 +167,116 @@ test('encode then decode gives the same digest and answers, and the copy goes on
   }
   t.is(copy.digest(), original.digest());
   t.deepEqual(answers(copy), answers(original));
+});
+
+/** A request through 0x0B (AcquireWait) with TTW 0, as holdLock sends it. */
+function acquireWait(key: string, index: string, owner: string, ttl = 30): LogCommand {
+  return request(key, index, owner, { op: LogOp.AcquireWait, ttl, ttw: 0 });
+}
+
+test('the end of an incarnation’s waits removes the entries its 0x0B left waiting, in every replica alike; owners, 0x02 waiters and other incarnations’ waits stay', (t) => {
+  const a = new ReplicaState(new FakeClock());
+  const b = new ReplicaState(new FakeClock(7e9));
+  const feed = new Feed();
+  const both = (batch: Batch): number[] | undefined => {
+    const version = ++feed.version;
+    const ra = a.apply(batch, at(version));
+    t.deepEqual(b.apply(batch, at(version)), ra);
+    t.is(a.digest(), b.digest());
+    return ra;
+  };
+  t.deepEqual(both(feed.batch('n1', [request('k', '1', 'owner', { ttl: 0, ttw: 0 })])), [1]);
+  // Through n3 (incarnation 5): two waits with TTW 0 (TTL 30 and TTL 0), one granted at once elsewhere.
+  t.deepEqual(both(feed.batch('n3', [acquireWait('k', '1', 'w30'), acquireWait('k', '1', 'w0', 0), acquireWait('free', '1', 'got')], 5)), [2, 3, 1]);
+  // A 0x02 waiter through n3, and a 0x0B waiter through n2.
+  t.deepEqual(both(feed.batch('n3', [request('k', '1', 'polls', { ttw: 0 })], 5)), [4]);
+  t.deepEqual(both(feed.batch('n2', [acquireWait('k', '1', 'other')], 9)), [5]);
+  t.deepEqual(
+    [...a.waitingIncarnations()].map((w) => `${w.node}/${w.incarnation}`),
+    ['n3/5', 'n2/9'],
+  );
+  t.false(a.waitsEnded('n3', 5));
+  // n3 restarted (incarnation 6) and ends its earlier one's waits.
+  t.deepEqual(both(feed.batch('n3', [{ op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 }], 6)), [2]);
+  t.true(a.waitsEnded('n3', 5));
+  t.deepEqual(
+    a.table.list('k').map((c) => c.owner),
+    ['owner', 'polls', 'other'],
+  );
+  t.is(a.table.findOwner('free', '1'), 'got', 'a grant stays: its TTL rules');
+  t.deepEqual(
+    [...a.waitingIncarnations()].map((w) => `${w.node}/${w.incarnation}`),
+    ['n2/9'],
+  );
+  // A late batch of the ended incarnation (its append landing after the cancel): its 0x0B does nothing.
+  t.deepEqual(both(feed.batch('n3', [acquireWait('k', '1', 'late'), request('k', '1', 'late-02')], 5)), [0, 4]);
+  t.is(a.table.location('k', '1', 'late'), 0);
+  // Ending it again, or one never seen, changes nothing in the table.
+  t.deepEqual(
+    both(
+      feed.batch('n1', [
+        { op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 },
+        { op: LogOp.CancelWaitsOf, node: 'n9', incarnation: 1 },
+      ]),
+    ),
+    [0, 0],
+  );
+  // The owner releases: the next waiter (a live client's) is granted, no phantom.
+  t.deepEqual(both(feed.batch('n1', [{ op: LogOp.Release, key: 'k', index: '1', owner: 'owner' }])), [1]);
+  t.is(a.table.findOwner('k', '1'), 'polls');
+});
+
+test('a wait granted before its incarnation’s end is a grant; one asked again through another node is tied to that node', (t) => {
+  const state = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(state, feed.batch('n1', [request('k', '1', 'owner', { ttl: 0, ttw: 0 })]));
+  feed.apply(state, feed.batch('n3', [acquireWait('k', '1', 'granted'), acquireWait('k', '1', 'moved'), acquireWait('k', '1', 'cancelled')], 5));
+  // The release applies before the cancel: 'granted' owns, for its TTL.
+  feed.apply(state, feed.batch('n1', [{ op: LogOp.Release, key: 'k', index: '1', owner: 'owner' }]));
+  t.is(state.table.findOwner('k', '1'), 'granted');
+  // 'moved' asks again through n2 before n3's end: its entry (same place) is n2's wait now.
+  t.deepEqual(feed.apply(state, feed.batch('n2', [acquireWait('k', '1', 'moved')], 2)), [2]);
+  // n3's own cancel of 'moved' (its connection there closed) comes late: the newer wait through n2 stays.
+  t.deepEqual(feed.apply(state, feed.batch('n3', [{ op: LogOp.CancelWait, key: 'k', index: '1', owner: 'moved' }], 5)), [0]);
+  t.deepEqual(feed.apply(state, feed.batch('n1', [{ op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 }])), [1]);
+  t.deepEqual(
+    state.table.list('k').map((c) => [c.owner, c.isOwner]),
+    [
+      ['granted', true],
+      ['moved', false],
+    ],
+  );
+  // n2's own cancel of it (the client left n2 too) removes it.
+  t.deepEqual(feed.apply(state, feed.batch('n2', [{ op: LogOp.CancelWait, key: 'k', index: '1', owner: 'moved' }], 2)), [1]);
+  t.is(state.table.location('k', '1', 'moved'), 0);
+});
+
+test('a snapshot carries the waits tied to incarnations and the incarnations ended; the copy ends them alike', (t) => {
+  const original = new ReplicaState(new FakeClock());
+  const feed = new Feed();
+  feed.apply(original, feed.batch('n1', [request('k', '1', 'owner', { ttl: 0, ttw: 0 }), acquireWait('k', '1', 'n1-waiter')]));
+  feed.apply(original, feed.batch('n3', [acquireWait('k', '1', 'a'), acquireWait('k', '2', 'b'), acquireWait('k', '1', 'c')], 5));
+  feed.apply(original, feed.batch('n2', [{ op: LogOp.CancelWaitsOf, node: 'n2', incarnation: 1 }], 4));
+  // A tie that no longer holds (its entry granted) is not part of the state.
+  feed.apply(original, feed.batch('n1', [{ op: LogOp.Release, key: 'k', index: '2', owner: 'b' }]));
+  const bytes = original.encode();
+  t.is(bytes[1], 5, 'layout 5');
+  const copy = ReplicaState.decode(bytes, new FakeClock(99));
+  t.is(copy.digest(), original.digest());
+  t.deepEqual(copy.tiedWaitsHeld(), original.tiedWaitsHeld());
+  t.true(copy.waitsEnded('n2', 1));
+  const end = feed.batch('n1', [{ op: LogOp.CancelWaitsOf, node: 'n3', incarnation: 5 }]);
+  const version = ++feed.version;
+  t.deepEqual(copy.apply(end, at(version)), original.apply(end, at(version)));
+  t.is(copy.digest(), original.digest());
+  t.deepEqual(
+    copy.table.list('k').map((c) => c.owner),
+    ['owner', 'n1-waiter'],
+  );
+  // Without ties or ends, the layout is an older one (an older node reads it).
+  const plain = new ReplicaState(new FakeClock());
+  plain.apply({ proposer: 'n1', incarnation: 1, seq: 1, commands: [request('k', '1', 'x')] }, at(1));
+  t.is(plain.encode()[1], 3);
 });
 
 test('damaged snapshots are LogFormatErrors', (t) => {

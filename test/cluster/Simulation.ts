@@ -1,7 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import type { ByteString } from '../../src/bytes.js';
 import { ClusterLockService } from '../../src/cluster/ClusterLockService.js';
-import { decodeValue, isRefused, type BatchHeader } from '../../src/cluster/LogCodec.js';
+import { COMMANDS_PER_VERSION, decodeValue, isRefused, LogOp, type BatchHeader } from '../../src/cluster/LogCodec.js';
+import { LIVE_NODES_EVERY_MS } from '../../src/cluster/OrphanedWaits.js';
+import { NO_ID } from '../../src/locks/HashIndex.js';
 import type { LentLease, LogPosition } from '../../src/cluster/ReplicatedLog.js';
 import { AppendRouter, type SequencerChannel } from '../../src/cluster/AppendRouter.js';
 import { Sequencer } from '../../src/cluster/Sequencer.js';
@@ -24,7 +26,9 @@ import { Ownership, RATE_MARGIN } from './Ownership.js';
  * offset and rate; quorum loss; a node cut from the store; an etcd member cut from the others,
  * leader changes and elections; a node's whole watch stream stalling; broken, gapped, repeated or
  * stalled watches; appends refused, with their answer lost, or landing late within the seed's
- * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store.
+ * lateCommitMs (0–3000 ms); slow fsync; compaction by another cluster sharing the store; in half
+ * the seeds a read-only etcd user keeps every lease alive, a crashed node's name lease included
+ * (liveness and name takeover then rest on heartbeats alone).
  *
  * Clients act like 0.9b ones: holders wait in the request; pollers request with a short TTW and a
  * long TTL, then poll 0x03 / 0x01 / 0x07 until told they own the lock; after a release they ask
@@ -40,8 +44,10 @@ import { Ownership, RATE_MARGIN } from './Ownership.js';
  * have run out, nor an entry back after its release was answered (an effect after a hang-up or a
  * batch applied twice); no answer comes from a node that reached no leader since before the
  * command was sent (itself, or through a sequencer by an append attempt started since); every command is answered or closed within the commit timeout plus
- * lateCommitMs (plus its node's pauses); at the end every node is ready, at the same version and
- * state, holding every acknowledged never-expiring entry in order.
+ * lateCommitMs (plus its node's pauses); no entry a 0x0B left waiting through a crashed
+ * incarnation is granted after its cancel landed, nor committed granted later than a commit's bound
+ * after that cancel could have been proposed; at the end every node is ready, at the same version
+ * and state, holding every acknowledged never-expiring entry in order and no wait of a dead incarnation.
  */
 
 /** Nodes' clocks run at a rate in [MIN_RATE, MAX_RATE] of true time, offsets anywhere. */
@@ -72,6 +78,8 @@ export interface SimulationOptions {
    * change: the landings after an unsealed give-up show what the janitor removes.
    */
   readonly overdueRevokes?: boolean;
+  /** Whether a read-only user keeps every lease alive (MemoryStore.readerKeepsLeasesAlive); default: the even seeds. */
+  readonly readerKeepsLeasesAlive?: boolean;
 }
 
 export class SimulationFailure extends Error {
@@ -157,6 +165,36 @@ export interface SimulationReport {
   readonly forwards: number;
   readonly forwardsCommitted: number;
   readonly forwardsLied: number;
+  /** Crashed incarnations, and those whose waits a CancelWaitsOf ended. */
+  readonly deadIncarnations: number;
+  readonly deadIncarnationsEnded: number;
+  /** Incarnations whose waits were ended while they lived (a node paused past its name lease, taken for gone). */
+  readonly liveIncarnationsEnded: number;
+  /** Waits tied to a dead incarnation seen on a replica, and those of them granted (each before its cancel could be proposed). */
+  readonly phantomWaitsSeen: number;
+  readonly phantomGrants: number;
+}
+
+/**
+ * A crashed node incarnation, whose waits (0x0B entries tied to it) must end: `cancellableAt` is
+ * when their cancel could first be proposed (its node's next incarnation ready, or its name gone
+ * while a node leads and that leader's next look), `cancelledAt` the log version its CancelWaitsOf
+ * first landed at.
+ */
+interface DeadIncarnation {
+  readonly name: string;
+  readonly incarnation: number;
+  cancellableAt: number | undefined;
+  cancelledAt: number | undefined;
+}
+
+/** A wait tied to a dead incarnation, as last seen on a replica. */
+interface Phantom {
+  readonly dead: DeadIncarnation;
+  readonly key: string;
+  readonly index: string;
+  readonly owner: string;
+  readonly ticket: number;
 }
 
 export async function runSimulation(options: SimulationOptions): Promise<SimulationReport> {
@@ -188,6 +226,13 @@ class Simulation {
   private readonly landed = new Set<string>();
   private landedAfterUnsealedGiveUp = 0;
   private landedAfterLaterAnswer = 0;
+  /** Crashed incarnations by `name/incarnation`. */
+  private readonly dead = new Map<string, DeadIncarnation>();
+  /** Waits tied to a dead incarnation seen on a replica and not yet seen gone, by `key/index/owner#ticket`. */
+  private readonly phantoms = new Map<string, Phantom>();
+  private phantomWaitsSeen = 0;
+  private phantomGrants = 0;
+  private liveIncarnationsEnded = 0;
   private replicaChecks = 0;
   private readonly trace: string[] = [];
   private readonly lateCommitMs: number;
@@ -232,10 +277,15 @@ class Simulation {
       members: 3,
     });
     this.store.overdueRevokes = options.overdueRevokes !== false;
+    this.store.readerKeepsLeasesAlive = options.readerKeepsLeasesAlive ?? options.seed % 2 === 0;
     this.store.onAppend = (record) => {
       this.committedAt[record.version] = this.vt.now();
       const parts = decodeValue(record.value);
       for (const batch of parts) if (!isRefused(batch)) this.checkLanding(batch, record.version);
+      for (const batch of parts) {
+        if (isRefused(batch)) continue;
+        for (const c of batch.commands) if (c.op === LogOp.CancelWaitsOf) this.waitsEnded(c.node, c.incarnation, record.version);
+      }
       if (process.env.SIM_TRACE_FILE !== undefined) {
         for (const batch of parts) {
           if (isRefused(batch)) {
@@ -395,6 +445,8 @@ class Simulation {
     node.sequencer.close();
     node.log.crash();
     this.crashes++;
+    const incarnation = node.service.incarnation;
+    this.dead.set(`${node.name}/${incarnation}`, { name: node.name, incarnation, cancellableAt: undefined, cancelledAt: undefined });
     this.note(`${node.name} crashes (kill -9)`);
     // Its connections close: every command in flight there ends unanswered. A crash cannot wait
     // for the fence (ReplicatedLog.lateCommitMs): its last batch may still commit that long after,
@@ -538,6 +590,11 @@ class Simulation {
       forwards: this.forwards,
       forwardsCommitted: this.forwardsCommitted,
       forwardsLied: this.forwardsLied,
+      deadIncarnations: this.dead.size,
+      deadIncarnationsEnded: [...this.dead.values()].filter((d) => d.cancelledAt !== undefined).length,
+      liveIncarnationsEnded: this.liveIncarnationsEnded,
+      phantomWaitsSeen: this.phantomWaitsSeen,
+      phantomGrants: this.phantomGrants,
     };
   }
 
@@ -556,7 +613,11 @@ class Simulation {
       if (this.failure !== undefined) throw this.failure;
       this.checkReplicas();
       this.checkHangUps();
-      if (++this.replicaChecks % 5 === 0) this.checkOwnershipOnReplicas();
+      this.noteCancellable();
+      if (++this.replicaChecks % 5 === 0) {
+        this.checkOwnershipOnReplicas();
+        this.checkPhantoms();
+      }
     }
   }
 
@@ -657,6 +718,90 @@ class Simulation {
           return replica.table.fence(key, index, client);
         },
       );
+    }
+  }
+
+  /** A CancelWaitsOf landed at `version`: the first for a dead incarnation is when its waits ended. */
+  private waitsEnded(node: string, incarnation: number, version: number): void {
+    const dead = this.dead.get(`${node}/${incarnation}`);
+    if (dead === undefined) {
+      if (this.nodes.some((n) => n.alive && n.name === node && n.service.incarnation === incarnation)) this.liveIncarnationsEnded++;
+      return;
+    }
+    if (dead.cancelledAt !== undefined) return;
+    dead.cancelledAt = version;
+    this.note(`the waits of ${node}.${incarnation % 1000} end at v${version}`);
+  }
+
+  /**
+   * When the cancel of each dead incarnation's waits could first be proposed (OrphanedWaits): its
+   * node's next incarnation is ready, or its name is gone while some ready node leads (then at
+   * that leader's next look).
+   */
+  private noteCancellable(): void {
+    let live: ReadonlySet<string> | undefined;
+    const now = this.vt.now();
+    for (const dead of this.dead.values()) {
+      if (dead.cancellableAt !== undefined) continue;
+      const next = this.nodes.find((n) => n.name === dead.name)!;
+      if (next.alive && next.service.isReady && next.service.incarnation !== dead.incarnation) {
+        dead.cancellableAt = now;
+        continue;
+      }
+      live ??= this.store.liveNodes();
+      if (!live.has(dead.name) && this.nodes.some((n) => n.alive && n.service.isReady && n.service.isLeader)) dead.cancellableAt = now + LIVE_NODES_EVERY_MS;
+    }
+  }
+
+  /**
+   * No entry of a dead incarnation is granted after its cancel could have been proposed: every
+   * wait tied to a dead incarnation that a replica shows is watched; one seen granted is a
+   * failure if its grant (its token's log version) came after the cancel landed, or was committed
+   * later than a commit's bound after the cancel could have been proposed. And none is still tied
+   * on a replica that applied the cancel.
+   */
+  private checkPhantoms(): void {
+    if (this.dead.size === 0) return;
+    let replica: ClusterLockService['replica'] | undefined;
+    for (const n of this.nodes) {
+      if (n.alive && n.service.isReady && (replica === undefined || n.service.replica.position.version > replica.position.version)) replica = n.service.replica;
+    }
+    if (replica === undefined) return;
+    const version = replica.position.version;
+    const tied = new Set<string>();
+    for (const w of replica.tiedWaitsHeld()) {
+      const dead = this.dead.get(`${w.node}/${w.incarnation}`);
+      if (dead === undefined) continue;
+      const id = `${w.key}/${w.index}/${w.owner}#${w.ticket}`;
+      tied.add(id);
+      if (dead.cancelledAt !== undefined && version >= dead.cancelledAt) {
+        this.fail(`${id} still waits tied to ${dead.name}.${dead.incarnation % 1000} at v${version}, after its cancel landed at v${dead.cancelledAt}`);
+      }
+      if (!this.phantoms.has(id)) {
+        this.phantoms.set(id, { dead, key: w.key, index: w.index, owner: w.owner, ticket: w.ticket });
+        this.phantomWaitsSeen++;
+      }
+    }
+    const table = replica.table;
+    for (const [id, phantom] of this.phantoms) {
+      if (tied.has(id)) continue;
+      this.phantoms.delete(id);
+      const entry = table.entryOf(phantom.key, phantom.index, phantom.owner);
+      if (entry === NO_ID || !table.owns(entry) || table.ticketOf(entry) !== phantom.ticket) continue;
+      // Granted: the token is the granting command's log position (no import in the simulation, so no base).
+      this.phantomGrants++;
+      const grantedAt = Math.floor(table.tokenOf(entry) / COMMANDS_PER_VERSION);
+      const { dead } = phantom;
+      if (dead.cancelledAt !== undefined && grantedAt > dead.cancelledAt) {
+        this.fail(`${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} after its cancel landed at v${dead.cancelledAt}`);
+      }
+      const committed = this.committedAt[grantedAt];
+      if (dead.cancellableAt !== undefined && committed !== undefined && committed > dead.cancellableAt + this.hangUpBoundMs) {
+        this.fail(
+          `${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} (t=${committed.toFixed(1)}), ` +
+            `though its cancel could be proposed from t=${dead.cancellableAt.toFixed(1)}`,
+        );
+      }
     }
   }
 
@@ -1014,6 +1159,14 @@ class Simulation {
     for (const node of ready) {
       const lag = node.service.figures().lagBatches;
       if (lag !== 0) this.fail(`${node.name} believes it lags ${lag} batches behind a log head etcd never had`);
+    }
+    // No wait of a dead incarnation is left: every node restarted, and each ended its earlier incarnations' waits.
+    for (const node of ready) {
+      const phantom = node.service.replica.tiedWaitsHeld().find((w) => this.dead.has(`${w.node}/${w.incarnation}`));
+      if (phantom !== undefined)
+        this.fail(
+          `${node.name} still holds ${phantom.key}/${phantom.index} ${phantom.owner} waiting, tied to dead ${phantom.node}.${phantom.incarnation % 1000}`,
+        );
     }
     for (const [lock, owners] of this.durable) {
       const [key, index] = lock.split('/') as [ByteString, ByteString];

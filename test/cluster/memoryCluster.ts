@@ -12,17 +12,21 @@ export interface MemoryCluster {
   readonly clients: MemoryLog[];
 }
 
-/** A node named `name` on `store`: candidate priority 1, commit timeout 2 s, name lease 2 s, and `options`. */
+/**
+ * A node named `name` on `store`: candidate priority 1, commit timeout 2 s, name lease 2 s, and `options`.
+ * `seed` draws its incarnation (another seed: a restarted process).
+ */
 export function memoryNode(
   store: MemoryStore,
   vt: VirtualTimers,
   name: string,
   options: Partial<ClusterOptions> = {},
+  seed = name.charCodeAt(0),
 ): { node: ClusterLockService; client: MemoryLog } {
   const client = store.client(name);
   const node = new ClusterLockService(
     { nodeName: name, candidatePriority: 1, commitTimeoutMs: 2_000, maxEntries: 1_000, leaseSeconds: 2, ...options },
-    { log: client, clock: vt, timers: vt, random: mulberry32(name.charCodeAt(0)), logger: { event: () => {}, debug: undefined } },
+    { log: client, clock: vt, timers: vt, random: mulberry32(seed), logger: { event: () => {}, debug: undefined } },
   );
   return { node, client };
 }

@@ -7,6 +7,7 @@ import type {
   LogPosition,
   LogRecord,
   LogWatch,
+  Member,
   MemberSession,
   NameClaim,
   ReplicatedLog,
@@ -90,6 +91,9 @@ import type { Timers } from '../../src/runtime/Timers.js';
  * - `faults.watchStall`: per delivery, the watch stays open but delivers nothing more, ever (a
  *   stream stuck without an error); only the listener's own watchdog can notice.
  * - `latencyMs`, `client.extraDelayMs`: delays, per hop.
+ * - `readerKeepsLeasesAlive`: a client that may only read keeps every lease alive (etcd checks no
+ *   permission on LeaseKeepAlive and every read shows a key's lease id): no lease expires while
+ *   it is set, a crashed node's name lease included. Only a revoke ends one.
  * - `client.crash()` (= close): every pending call rejects ('closed'), its watches stop silently,
  *   its leases are no longer kept alive and expire after their TTL. A request already on its way
  *   still reaches the store and may commit, as a put sent just before a crash does.
@@ -303,6 +307,8 @@ export class MemoryStore {
   private readonly bundleEncoder = new BatchEncoder();
   /** Told of every batch appended, as it commits (tests: a trace of what the log holds). */
   onAppend: ((record: LogRecord) => void) | undefined;
+  /** See the file comment: a read-only client renews every lease, so none expires. */
+  readerKeepsLeasesAlive = false;
   /** Slow fsync; all zero (instant) by default. */
   readonly fsync: FsyncProfile = { min: 0, max: 0, slowChance: 0, slowMs: 0 };
   readonly lateCommitMs: number;
@@ -872,16 +878,24 @@ export class MemoryStore {
     return { ...this.logHead, storeRevision: this.revision };
   }
 
-  /** @internal The name claim: one txn, "if the name key is absent, put it (and the candidate key) under a new lease". */
-  claim(client: MemoryLog, name: string, priority: number | undefined, ttlMs: number): { leaseId: number } | { holder: string } {
+  /**
+   * @internal The name claim: one txn, "if the name key is absent, put it (and the candidate key)
+   * under a new lease"; with `silentBeat`, "if the name key's mod revision is still that one", which
+   * moves the name and candidacy to the new lease (deleting a candidacy not claimed again) and then
+   * revokes the holder's lease, as EtcdLog's takeover does.
+   */
+  claim(client: MemoryLog, name: string, priority: number | undefined, ttlMs: number, silentBeat?: number): { leaseId: number } | { holder: string } {
     const nameKey = NAME_PREFIX + name;
     const current = this.kv.get(nameKey);
-    if (current !== undefined) return { holder: Buffer.from(current.value).toString('latin1') };
+    if (silentBeat === undefined ? current !== undefined : current?.modRevision !== silentBeat) {
+      return { holder: current === undefined ? 'nobody' : Buffer.from(current.value).toString('latin1') };
+    }
     if (this.leases.size >= this.maxLeases) throw new MemoryLogError('no-space', `more than ${this.maxLeases} leases`);
     const lease: Lease = { id: this.nextLeaseId++, ttlMs, expiresAt: this.clock.now() + ttlMs, keys: new Set(), cancelCheck: undefined };
     this.leases.set(lease.id, lease);
     const mutations: Mutation[] = [{ key: nameKey, value: Buffer.from(client.label, 'latin1'), lease: lease.id }];
     if (priority !== undefined) mutations.push({ key: CANDIDATE_PREFIX + name, value: Buffer.from(String(priority)), lease: lease.id });
+    else if (current !== undefined && this.kv.has(CANDIDATE_PREFIX + name)) mutations.push({ key: CANDIDATE_PREFIX + name, delete: true });
     try {
       this.write(mutations);
     } catch (error) {
@@ -889,8 +903,26 @@ export class MemoryStore {
       throw error;
     }
     this.armLease(lease);
-    this.note(`${client.label} claims ${name} (lease ${lease.id})`);
+    this.note(`${client.label} claims ${name} (lease ${lease.id})${current === undefined ? '' : ` from silent lease ${current.lease}`}`);
+    if (current !== undefined && current.lease !== 0) this.revoke(current.lease, 'revoked by the takeover');
     return { leaseId: lease.id };
+  }
+
+  /** @internal A heartbeat: puts the name key again if `leaseId` still holds it; false when it does not. */
+  beat(name: string, leaseId: number): boolean {
+    const current = this.kv.get(NAME_PREFIX + name);
+    if (current === undefined || current.lease !== leaseId) return false;
+    this.write([{ key: NAME_PREFIX + name, value: current.value, lease: leaseId }]);
+    return true;
+  }
+
+  /** @internal Every name key with its mod revision, and the candidacies, in one read. */
+  members(): Member[] {
+    const standing = new Map(this.candidates().map((c) => [c.name, c]));
+    return this.keys(NAME_PREFIX).map((k) => {
+      const name = k.key.slice(NAME_PREFIX.length);
+      return { name, beat: k.modRevision, candidate: standing.get(name) };
+    });
   }
 
   /** @internal A keep-alive; false when the lease is gone. */
@@ -917,9 +949,15 @@ export class MemoryStore {
     lease.cancelCheck = this.timers.after(lease.expiresAt - this.clock.now(), () => {
       lease.cancelCheck = undefined;
       if (!this.leases.has(lease.id) || !this.hasLeader) return;
+      if (this.readerKeepsLeasesAlive) lease.expiresAt = Math.max(lease.expiresAt, this.clock.now() + lease.ttlMs / 3);
       if (this.clock.now() < lease.expiresAt) this.armLease(lease);
       else this.revoke(lease.id, 'expired');
     });
+  }
+
+  /** @internal The names held now. */
+  liveNodes(): ReadonlySet<string> {
+    return new Set(this.keys(NAME_PREFIX).map((k) => k.key.slice(NAME_PREFIX.length)));
   }
 
   /** @internal */
@@ -1021,6 +1059,7 @@ class MemorySession implements MemberSession {
     readonly leaseId: number,
     private readonly ttlMs: number,
     sentAt: number,
+    private readonly name: string,
   ) {
     this.renewedAt = sentAt;
     this.schedule();
@@ -1038,6 +1077,15 @@ class MemorySession implements MemberSession {
     this.stop();
     this.lost = true;
     await this.client.call('release', this.client.store.releaseTimeoutMs, () => this.client.store.revoke(this.leaseId, 'revoked'));
+  }
+
+  /** See MemberSession.beat (EtcdLog's NameLease): the name key put again while this lease holds it. */
+  async beat(timeoutMs: number): Promise<void> {
+    if (this.lost) throw new MemoryLogError('rejected', `name lease ${this.leaseId} is no longer held`);
+    const held = await this.client.call('heartbeat', timeoutMs, () => this.client.store.beat(this.name, this.leaseId), 'write');
+    if (held) return;
+    this.lose('the name key is gone or held by another lease (taken over)');
+    throw new MemoryLogError('rejected', `heartbeat: name ${this.name} is not held by lease ${this.leaseId}`);
   }
 
   /** Keeps the lease alive: a keep-alive every third of the TTL, as etcd3's Lease does. */
@@ -1471,20 +1519,25 @@ export class MemoryLog implements ReplicatedLog {
     });
   }
 
-  async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number): Promise<NameClaim> {
+  async claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number, silentBeat?: number): Promise<NameClaim> {
     if (!(leaseSeconds > 0)) throw new RangeError(`lease of ${leaseSeconds} s`);
     const ttlMs = leaseSeconds * 1000;
     const sentAt = this.store.clock.now();
-    const outcome = await this.call('claim name', timeoutMs, () => this.store.claim(this, name, priority, ttlMs));
+    // A transaction with puts, as on etcd: a write, taken or not.
+    const outcome = await this.call('claim name', timeoutMs, () => this.store.claim(this, name, priority, ttlMs, silentBeat), 'write');
     if ('holder' in outcome) return { taken: false, holder: outcome.holder };
     // Closed meanwhile: call() would have rejected, so the client is open here.
-    const session = new MemorySession(this, outcome.leaseId, ttlMs, sentAt);
+    const session = new MemorySession(this, outcome.leaseId, ttlMs, sentAt, name);
     this.sessions.add(session);
     return { taken: true, session };
   }
 
   candidates(timeoutMs: number): Promise<Candidate[]> {
     return this.call('candidates', timeoutMs, () => this.store.candidates());
+  }
+
+  members(timeoutMs: number): Promise<Member[]> {
+    return this.call('members', timeoutMs, () => this.store.members());
   }
 
   /** A crash: see the file comment. Leases are not revoked (etcd3's close does not either). */

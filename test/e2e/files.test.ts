@@ -73,7 +73,7 @@ test('a version 1 lock file (no end line) is loaded, and the log says it could n
   t.is(await ask.findOwner(await server.accepted(), 'users', '42'), 'alice');
   server.signal('SIGTERM');
   await server.waitForExit();
-  t.regex(await readFile(server.lockFile, 'latin1'), /^lockserver-locks 3\nhighest-token \d+\n[^]*\nend 1\n$/);
+  t.regex(await readFile(server.lockFile, 'latin1'), /^lockserver-locks 4\nhighest-token \d+\n[^]*\nend 1\n$/);
 });
 
 test('a lock file in a missing directory stops the start before serving, naming it', async (t) => {

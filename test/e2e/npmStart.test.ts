@@ -53,7 +53,7 @@ test('npm start -- --port N: SIGTERM to npm reaches the server, which saves and 
   const exit = npm.nextEvent('exit');
   npm.signal('SIGTERM');
   t.is((await exit).fields.code, '0');
-  t.regex(await readFile(serverFiles(dir).lockFile, 'latin1'), /^lockserver-locks 3\nhighest-token \d+\n[^]*\nend 0\n$/);
+  t.regex(await readFile(serverFiles(dir).lockFile, 'latin1'), /^lockserver-locks 4\nhighest-token \d+\n[^]*\nend 0\n$/);
 });
 
 test('SIGHUP kills npm; the server sees its parent gone, saves every lock and exits 0, leaving nothing running', async (t) => {

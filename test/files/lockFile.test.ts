@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import test from 'ava';
 import { FileFormatError } from '../../src/files/FileFormatError.js';
 import { decodeField, encodeField, formatLockFile, loadLockFile, parseLockFile, parseLockFileVersioned, saveLockFile } from '../../src/files/lockFile.js';
-import type { SavedLock } from '../../src/locks/LockService.js';
+import type { SavedHold, SavedLock } from '../../src/locks/LockService.js';
 
 const every = String.fromCharCode(...Array.from({ length: 255 }, (_, i) => i));
 
@@ -29,17 +29,64 @@ test('fields round-trip every byte; the text stays printable ASCII with no blank
 
 test('format then parse gives back every entry in order, with its token, and the token high-water', (t) => {
   const text = [...formatLockFile(LOCKS, HIGHEST, new Date(0))].join('');
-  t.true(text.startsWith('lockserver-locks 3\nhighest-token 9007199254740991\n'));
+  t.true(text.startsWith('lockserver-locks 4\nhighest-token 9007199254740991\n'));
   t.true(text.includes('\nusers 42 alice 10 30 60 owner 29500 1790000000000041\n'));
   t.true(text.includes('\nusers 42 bob%20smith 0 30 0 waiter never 0\n'));
   t.true(text.endsWith('\nend 4\n'));
-  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 3, locks: LOCKS, highestToken: HIGHEST, verified: true });
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 4, locks: LOCKS, holds: [], highestToken: HIGHEST, verified: true });
 });
 
 test('an empty table is a valid file with the header, its high-water and "end 0"', (t) => {
   const text = [...formatLockFile([], 12)].join('');
   t.true(text.endsWith('\nend 0\n'));
-  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 3, locks: [], highestToken: 12, verified: true });
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 4, locks: [], holds: [], highestToken: 12, verified: true });
+});
+
+test('locks held back by a lock-delay round-trip with the time their delay had left, each at its place among the entries', (t) => {
+  const holds: SavedHold[] = [
+    // Held back with nobody waiting, before every entry; then one before bob's queue; then one at the end.
+    { key: 'jobs', index: '', remainingMs: 28_537, entriesBefore: 0 },
+    { key: 'users', index: '7', remainingMs: 1, entriesBefore: 2 },
+    { key: every, index: '\x00 #', remainingMs: 3_600_000, entriesBefore: 4 },
+  ];
+  const waiter: SavedLock = { key: 'users', index: '7', owner: 'bob', priority: 0, ttl: 30, ttw: 60, isOwner: false, token: 0, remainingMs: 59_000 };
+  const locks = [LOCKS[0]!, LOCKS[1]!, waiter, LOCKS[2]!];
+  const text = [...formatLockFile(locks, HIGHEST, new Date(0), holds)].join('');
+  t.true(text.includes('\nheld-back jobs - 28537\nusers 42 alice '), text);
+  t.true(text.includes('\nheld-back users 7 1\nusers 7 bob 0 30 60 waiter 59000 0\n'), text);
+  t.true(text.endsWith(`\nheld-back ${encodeField(every)} %00%20%23 3600000\nend 4\n`), text);
+  t.deepEqual(parseLockFileVersioned(text, 'x'), { version: 4, locks, holds, highestToken: HIGHEST, verified: true });
+});
+
+test('a version 3 file (before lock-delays were saved) still loads, with nothing held back; a held-back line is not version 3', (t) => {
+  const v3 = 'lockserver-locks 3\nhighest-token 10\nusers 42 alice 10 30 60 owner 29500 9\nusers 42 bob 0 30 60 waiter never 0\nend 2\n';
+  const parsed = parseLockFileVersioned(v3, 'x');
+  t.like(parsed, { version: 3, highestToken: 10, verified: true, holds: [] });
+  t.deepEqual(
+    parsed.locks.map((lock) => [lock.owner, lock.token]),
+    [
+      ['alice', 9],
+      ['bob', 0],
+    ],
+  );
+  t.throws(() => parseLockFile('lockserver-locks 3\nhighest-token 10\nheld-back k 1 500\nend 0\n', '/l'), { message: /^\/l:3: expected 9 fields, found 4/ });
+});
+
+test('a bad held-back line is refused naming file and line', (t) => {
+  const header = 'lockserver-locks 4\nhighest-token 10\n';
+  for (const [lines, line, reason] of [
+    ['held-back k 1 x\nend 0', 3, /bad remaining time "x"/],
+    ['held-back k 1 99999999999\nend 0', 3, /bad remaining time/],
+    ['held-back k%G 1 5\nend 0', 3, /bad key field/],
+    ['held-back k 1 5\nheld-back k 1 6\nend 0', 4, /held back twice/],
+    ['k 1 a 0 0 0 owner never 3\nheld-back k 1 5\nend 1', 4, /held back that has an owner/],
+    ['held-back k 1 5\nk 1 a 0 0 0 owner never 3\nend 1', 4, /an owner of a lock held back/],
+  ] as const) {
+    const error = t.throws(() => parseLockFile(header + lines + '\n', '/l'), { instanceOf: FileFormatError });
+    t.is(error?.line, line, lines);
+    t.regex(error.message, new RegExp(`^/l:${line}: `));
+    t.regex(error.message, reason);
+  }
 });
 
 test('the high-water read back is at least every token in the file, whatever the highest-token line says', (t) => {
@@ -73,12 +120,12 @@ test('a lock file cut short, even exactly at a line boundary, is refused naming 
   const whole = [...formatLockFile(LOCKS, HIGHEST, new Date(0))].join('');
   const lines = whole.split('\n');
   // Drop the end line, then also entry lines, keeping every cut at a line boundary. The error
-  // names the last meaningful line: the high-water line when only it and the two comment lines
+  // names the last meaningful line: the high-water line when only it and the three comment lines
   // are left after the header, the header when only the header is.
   for (let keep = lines.length - 2; keep >= 1; keep--) {
     const cut = lines.slice(0, keep).join('\n') + '\n';
     const error = t.throws(() => parseLockFile(cut, '/l'), { instanceOf: FileFormatError });
-    t.is(error?.line, keep === 1 ? 1 : keep <= 4 ? 2 : keep, cut);
+    t.is(error?.line, keep === 1 ? 1 : keep <= 5 ? 2 : keep, cut);
     t.regex(error.message, /cut short/);
   }
 });
@@ -116,7 +163,7 @@ test('a version 1 file (no end line) still loads, marked unverified; with an end
     [0],
   );
   t.is(parsed.highestToken, 0);
-  t.throws(() => parseLockFile('lockserver-locks 4\nend 0\n', 'x'), { message: /x:1: expected the header/ });
+  t.throws(() => parseLockFile('lockserver-locks 5\nend 0\n', 'x'), { message: /x:1: expected the header/ });
 });
 
 /** Version 3 files whose token or high-water is bad, with the line that says so. */

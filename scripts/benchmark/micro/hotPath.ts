@@ -56,7 +56,8 @@ function batch(n: number): void {
   for (let request = decoder.next(); request !== undefined; request = decoder.next()) {
     if (request.command === Command.Request) encodePositionReply(out, service.request(request, true));
     else if (request.command === Command.Release) {
-      const removed = request.index === ANY_INDEX ? service.releaseKey(request.key, request.owner) : service.release(request.key, request.index, request.owner);
+      const removed =
+        request.index === ANY_INDEX ? service.table.releaseKey(request.key, request.owner) : service.release(request.key, request.index, request.owner);
       encodeCountReply(out, removed);
     }
     ops++;

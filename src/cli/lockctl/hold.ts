@@ -3,7 +3,7 @@ import { constants, hostname } from 'node:os';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { byteString, MAX_STRING_LENGTH, type ByteString } from '../../bytes.js';
-import { holdLock, type HeldLock } from '../../client/holdLock.js';
+import { holdLock, type HeldLock, type HoldLockOptions } from '../../client/holdLock.js';
 import { LockRefusedError, LockWaitTimeoutError } from '../../client/errors.js';
 import type { LockClient } from '../../client/LockClient.js';
 import type { LockRequest } from '../../locks/LockService.js';
@@ -11,7 +11,8 @@ import { ExitCode } from './exitCodes.js';
 import { jsonBytes, shown, tokenField } from './render.js';
 import { GATE_FD, gateLine } from './gate.js';
 import type { WatchdogOrder, WatchdogReport } from './watchdog.js';
-import { stopTree } from './processTree.js';
+import { monotonicFromPerformance } from './monotonic.js';
+import { startTimeOf, stopTree } from './processTree.js';
 
 export interface HoldSpec extends LockRequest {
   /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
@@ -20,6 +21,8 @@ export interface HoldSpec extends LockRequest {
   readonly conflictExitCode: number;
   /** The command and its arguments; empty: hold the lock until SIGINT, SIGTERM or SIGHUP. */
   readonly command: readonly string[];
+  /** Seconds from SIGTERM to SIGKILL when the command's tree is stopped (--kill-after); undefined: killGraceMs's default. */
+  readonly killAfterSeconds?: number;
 }
 
 /** Where hold tells what happened: warnings on stderr, and with --json one object per step. */
@@ -45,11 +48,21 @@ const HANDLED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 const FORWARDED: ReadonlySet<NodeJS.Signals> = new Set(['SIGTERM', 'SIGHUP']);
 
 /**
- * Longest the watchdog waits between SIGTERM and SIGKILL once lockctl is gone. A third of the TTL
- * when that is less: lockctl renews every third of the TTL, so the lock has at least two thirds
- * of it left when lockctl dies, and the command is stopped before anyone else can get the lock.
+ * The default time from SIGTERM to SIGKILL when the command's tree is stopped (--kill-after): 5 s,
+ * or a third of the TTL when that is less. lockctl renews every third of the TTL, so the lock has
+ * at least two thirds of it left when lockctl dies, and the command is stopped before anyone else
+ * can get the lock; at the lock's deadline the stop starts that long before it.
  */
 const MAX_KILL_GRACE_MS = 5_000;
+/**
+ * The watchdog's SIGKILL at the lock's deadline comes this long before it (at most a tenth of
+ * the TTL): for a late timer on a loaded machine and for reading /proc, so that nothing of the
+ * command runs at the deadline itself.
+ */
+const MAX_DEADLINE_MARGIN_MS = 250;
+const DEADLINE_MARGIN_SHARE_OF_TTL = 0.1;
+/** --kill-after may be at most this share of the TTL: the stop at the deadline must leave room for renewals. */
+export const MAX_KILL_AFTER_SHARE_OF_TTL = 0.5;
 
 const WATCHDOG_PATH = fileURLToPath(new URL('./watchdog.js', import.meta.url));
 
@@ -131,7 +144,10 @@ async function hold(client: LockClient, spec: HoldSpec, output: HoldOutput, sign
   // Started while we wait, so that the command starts the moment the lock is ours (starting Node takes tens of ms).
   const watchdog = spec.command.length === 0 ? undefined : startWatchdog(spec);
   try {
-    lock = await waitForLock(client, spec, onFailover, signals, (token) => watchdog?.letGo(token));
+    lock = await waitForLock(client, spec, onFailover, signals, {
+      onOwned: (token, ownedUntil) => watchdog?.letGo(token, ownedUntil),
+      onRenewed: (ownedUntil) => watchdog?.renewed(ownedUntil),
+    });
   } catch (error) {
     watchdog?.dismiss();
     if (error instanceof LockWaitTimeoutError) {
@@ -169,7 +185,7 @@ async function waitForLock(
   spec: HoldSpec,
   onFailover: (from: string, to: string) => void,
   signals: HoldSignals,
-  onOwned: (token: number | undefined) => void,
+  { onOwned, onRenewed }: Pick<HoldLockOptions, 'onOwned' | 'onRenewed'>,
 ): Promise<HeldLock | number> {
   const interrupt = new AbortController();
   signals.handle((signal) => interrupt.abort(new Interrupted(signalExitCode(signal))));
@@ -183,6 +199,7 @@ async function waitForLock(
       signal: interrupt.signal,
       onFailover,
       onOwned,
+      onRenewed,
     });
   } catch (error) {
     if (error instanceof Interrupted) return error.exitCode;
@@ -224,9 +241,15 @@ function commandEnvironment(spec: HoldSpec): NodeJS.ProcessEnv {
   return env;
 }
 
-/** SIGTERM-to-SIGKILL grace for the watchdog (see MAX_KILL_GRACE_MS). */
-function killGraceMs(ttlSeconds: number): number {
+/** SIGTERM-to-SIGKILL grace of every stop of the command's tree: --kill-after, else MAX_KILL_GRACE_MS or a third of the TTL. */
+export function killGraceMs(ttlSeconds: number, killAfterSeconds?: number): number {
+  if (killAfterSeconds !== undefined) return killAfterSeconds * MS_PER_SECOND;
   return ttlSeconds > 0 ? Math.min(MAX_KILL_GRACE_MS, (ttlSeconds * MS_PER_SECOND) / 3) : MAX_KILL_GRACE_MS;
+}
+
+/** How long before the lock's deadline the watchdog's SIGKILL comes (see MAX_DEADLINE_MARGIN_MS). */
+function deadlineMarginMs(ttlSeconds: number): number {
+  return Math.min(MAX_DEADLINE_MARGIN_MS, ttlSeconds * MS_PER_SECOND * DEADLINE_MARGIN_SHARE_OF_TTL);
 }
 
 /** The watchdog process, started before the lock is ours; told to run the command, or dismissed. */
@@ -239,17 +262,22 @@ interface StartedWatchdog {
   /** How it ended, if it ended already (killed while lockctl waited). */
   readonly ended: () => { readonly code: number | null; readonly signal: NodeJS.Signals | null } | undefined;
   /**
-   * The lock is ours: the token goes down the gate, straight to the command's trampoline (see
-   * watchdog.ts), which then execs the command; no other process is woken on the way.
+   * The lock is ours until `ownedUntil` (performance.now()): the watchdog is told so first, then
+   * the token goes down the gate, straight to the command's trampoline (see watchdog.ts), which
+   * then execs the command; no other process is woken on the way.
    */
-  letGo(token: number | undefined): void;
+  letGo(token: number | undefined, ownedUntil: number): void;
+  /** A confirmed renewal moved the lock's deadline to `ownedUntil` (performance.now()): the watchdog's deadline moves too. */
+  renewed(ownedUntil: number): void;
   /** The lock was not had: the gate closes unwritten and the watchdog ends without running anything. */
   dismiss(): void;
 }
 
 function startWatchdog(spec: HoldSpec): StartedWatchdog {
   const [file, ...args] = spec.command;
-  const child = spawn(process.execPath, [WATCHDOG_PATH, String(killGraceMs(spec.ttl ?? 0)), file!, ...args], {
+  const ttl = spec.ttl ?? 0;
+  const watchdogArgs = [WATCHDOG_PATH, String(killGraceMs(ttl, spec.killAfterSeconds)), String(deadlineMarginMs(ttl)), file!, ...args];
+  const child = spawn(process.execPath, watchdogArgs, {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
     env: commandEnvironment(spec),
   });
@@ -269,13 +297,18 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
     startError: () => startError,
     shellPid: () => shellPid,
     ended: () => ended,
-    letGo: (token) => {
+    letGo: (token, ownedUntil) => {
       // Without its watchdog the command would outlive lockctl unwatched (and runWhileHeld would release the lock under it): not let go.
       if (ended !== undefined || child.exitCode !== null || child.signalCode !== null || !child.connected) {
         gate.destroy();
         return;
       }
+      // The deadline before the gate: lockctl stopped right after the gate, the watchdog still has it to hold.
+      child.send({ running: true, ownedUntil: monotonicFromPerformance(ownedUntil) } satisfies WatchdogOrder);
       gate.end(gateLine(token));
+    },
+    renewed: (ownedUntil) => {
+      if (child.connected) child.send({ ownedUntil: monotonicFromPerformance(ownedUntil) } satisfies WatchdogOrder);
     },
     dismiss: () => {
       gate.destroy();
@@ -285,31 +318,63 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
 }
 
 /**
- * Runs the command under the watchdog (watchdog.ts), which stops it should lockctl die, and
- * returns its exit status: the command's, 128 + N if a signal N ended it, 127 / 126 if it could
- * not be run, 70 if the watchdog itself died first.
+ * Runs the command under the watchdog (watchdog.ts), which stops it should lockctl die or stop
+ * before the lock's deadline, and returns its exit status: the command's, 128 + N if a signal N
+ * ended it, 127 / 126 if it could not be run, 70 if the watchdog itself died first. A lost lock
+ * stops the command's whole tree (stopTree: SIGTERM, SIGKILL after the grace), from lockctl
+ * itself, so that a watchdog stopped alone does not keep it running.
  */
 function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, warn: (message: string) => void, signals: HoldSignals): Promise<number> {
   return new Promise((resolve) => {
     const [file] = spec.command;
     const watchdog = started.process;
-    let commandPid: number | undefined = started.shellPid();
+    const graceMs = killGraceMs(spec.ttl ?? 0, spec.killAfterSeconds);
+    let commandPid: number | undefined;
+    /** The command's start time, so that a stop after it ended never reaches a process that got its pid. */
+    let commandStart: string | undefined;
+    const commandStarted = (pid: number | undefined): void => {
+      commandPid = pid;
+      if (pid !== undefined) void startTimeOf(pid).then((time) => (commandStart = time));
+    };
+    commandStarted(started.shellPid());
     let result: number | undefined;
-    const order = (signal: NodeJS.Signals): void => {
-      if (watchdog.connected) watchdog.send({ signal } satisfies WatchdogOrder);
+    /** lockctl's stop of the command's tree; the watchdog's own (at the deadline) told by deadlineStop. */
+    let stopping: Promise<void> | undefined;
+    let watchdogStopping = false;
+    const order = (message: WatchdogOrder): void => {
+      if (watchdog.connected) watchdog.send(message);
+    };
+    /** Stops the command's tree once: through its pid, else (not yet known) by the watchdog. */
+    const stop = (): Promise<void> => {
+      // Ended and reported: nothing of it is left to reach by its pid.
+      if (result !== undefined) return stopping ?? Promise.resolve();
+      if (stopping === undefined) {
+        if (commandPid !== undefined) stopping = stopTree(commandPid, graceMs, commandStart);
+        else order({ stop: true });
+      }
+      return stopping ?? Promise.resolve();
     };
     signals.handle((signal) => {
-      if (FORWARDED.has(signal)) order(signal);
+      if (FORWARDED.has(signal)) order({ signal });
     });
     const onLost = (): void => {
-      warn(`lost the lock on ${shown(spec.key)}/${shown(spec.index)} (${lock.lostError?.message}); sending SIGTERM to the command`);
-      order('SIGTERM');
+      // The watchdog already stops it, by the deadline that the loss by expiry is: not twice.
+      if (watchdogStopping) return warn(`lost the lock on ${shown(spec.key)}/${shown(spec.index)} (${lock.lostError?.message})`);
+      warn(
+        `lost the lock on ${shown(spec.key)}/${shown(spec.index)} (${lock.lostError?.message}); stopping the command and what it started (SIGTERM, SIGKILL after ${graceMs / MS_PER_SECOND} s)`,
+      );
+      void stop();
     };
     if (lock.signal.aborted) onLost();
     else lock.signal.addEventListener('abort', onLost, { once: true });
     watchdog.on('message', (report: WatchdogReport) => {
-      if ('started' in report) commandPid = report.started;
-      else if ('failed' in report) {
+      if ('started' in report) commandStarted(report.started);
+      else if ('deadlineStop' in report) {
+        watchdogStopping = true;
+        warn(
+          `no renewal of the lock on ${shown(spec.key)}/${shown(spec.index)} was confirmed in time: the watchdog stops the command before the lock's TTL runs out`,
+        );
+      } else if ('failed' in report) {
         warn(`cannot run ${file}: ${report.failed.message}`);
         result = report.failed.code === 'ENOENT' ? EXIT_NOT_FOUND : EXIT_NOT_EXECUTABLE;
       } else {
@@ -331,11 +396,10 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
     const startError = started.startError();
     if (startError !== undefined) return failedToStart(startError);
     watchdog.once('error', failedToStart);
-    // The command was let go at the grant (letGo); the watchdog now has it to watch.
-    if (watchdog.connected) watchdog.send({ running: true } satisfies WatchdogOrder);
     // 'close' comes after the exit and after the channel has delivered every report.
     const closed = (code: number | null, signal: NodeJS.Signals | null): void => {
-      if (result !== undefined) return finish(result);
+      // A stop under way is finished first: what the command started may run on after it.
+      if (result !== undefined) return void (stopping ?? Promise.resolve()).finally(() => finish(result!));
       // The watchdog died before the command ended: stop the command and what it started, as the
       // watchdog would have, before the lock is released (the lock is still renewed meanwhile).
       const end = signal === null ? `exit ${code}` : signal;
@@ -343,7 +407,7 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
         `the watchdog running ${file} ended (${end}) before reporting on it${commandPid === undefined ? '' : `; stopping pid ${commandPid} and what it started`}`,
       );
       if (commandPid === undefined) return finish(ExitCode.Internal);
-      void stopTree(commandPid, killGraceMs(spec.ttl ?? 0)).finally(() => finish(ExitCode.Internal));
+      void stop().finally(() => finish(ExitCode.Internal));
     };
     const endedEarly = started.ended();
     if (endedEarly !== undefined) return closed(endedEarly.code, endedEarly.signal);

@@ -68,6 +68,12 @@ export async function processTree(root: number): Promise<ProcessSnapshot | undef
   return tree;
 }
 
+/** When process `pid` started (its ProcessSnapshot value), to know it again later; undefined if it is not running or without /proc. */
+export async function startTimeOf(pid: number): Promise<string | undefined> {
+  const stat = await readStat(pid);
+  return stat === undefined || stat.zombie ? undefined : stat.startTime;
+}
+
 /** The processes of `snapshot` still running: same pid, same start time, not a zombie. */
 export async function stillRunning(snapshot: ProcessSnapshot): Promise<Map<number, string>> {
   const running = new Map<number, string>();
@@ -106,11 +112,13 @@ const STOP_CHECK_MS = 100;
  * Stops `root` and every process under it: SIGTERM to all, then, once `graceMs` has passed (looking
  * every STOP_CHECK_MS whether all have ended), SIGKILL to what is left and to what they started
  * meanwhile. Returns when all have ended or were sent SIGKILL (bounded by the grace and one look).
- * Without /proc only `root` can be reached.
+ * Without /proc only `root` can be reached. With `rootStartTime` (startTimeOf), a `root` that is
+ * not that process any more (ended, its pid reused) is left alone, and so is what runs under it.
  */
-export async function stopTree(root: number, graceMs: number): Promise<void> {
+export async function stopTree(root: number, graceMs: number, rootStartTime?: string): Promise<void> {
   const deadline = performance.now() + graceMs;
   const tree = await processTree(root);
+  if (rootStartTime !== undefined && tree !== undefined && tree.get(root) !== rootStartTime) return;
   if (tree === undefined) {
     signalAll(new Map([[root, '']]), 'SIGTERM');
     while (exists(root) && performance.now() < deadline) await delay(STOP_CHECK_MS);

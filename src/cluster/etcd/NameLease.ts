@@ -18,6 +18,11 @@ const REVOKE_TIMEOUT_MS = 2_000;
  * lease its full TTL again; declaring the name lost then would only make the node wait for its
  * own old lease to lapse before it could take its name back (seen: 7 s without a leader node).
  * Until etcd answers, this node keeps its name and keeps trying.
+ *
+ * The lease is cleanup, not liveness: etcd lets any client keep any lease alive by its id (3.4 and
+ * 3.5 check no permission on LeaseKeepAlive, only on revoke; src/cluster/README.md), and the id of
+ * this one shows in every read of the name key. What the other nodes trust is `beat`: a rewrite
+ * of the name key, made only while this lease still holds it, whose mod revision they watch move.
  */
 export class NameLease implements MemberSession {
   private isLost = false;
@@ -32,6 +37,9 @@ export class NameLease implements MemberSession {
     private readonly ttlMs: number,
     grantedAt: number,
     private readonly forget: (lease: NameLease) => void,
+    /** The name key and the value it holds: rewritten by each beat. */
+    private readonly nameKey: Buffer,
+    private readonly nameValue: Buffer,
   ) {
     this.renewedAt = grantedAt;
     this.timer = setInterval(() => void this.renew(), Math.max(100, Math.floor(ttlMs / 3)));
@@ -54,6 +62,35 @@ export class NameLease implements MemberSession {
       ({ client }, options) => client.leaseClient.leaseRevoke({ ID: this.id }, options),
       KEEPALIVE_ATTEMPT_MS,
     );
+  }
+
+  /**
+   * The heartbeat: puts the name key again, under this lease, if this lease still holds it (a
+   * compare on the key's lease). A name found gone or under another lease (taken over from this
+   * node while it was silent) loses the session.
+   */
+  async beat(timeoutMs: number): Promise<void> {
+    if (this.isLost) throw new Error(`name lease ${this.id} is no longer held`);
+    const key = this.nameKey;
+    const response = await this.pool.call(
+      'heartbeat',
+      timeoutMs,
+      ({ client }, options) =>
+        client.kv.txn(
+          {
+            compare: [{ key, target: 'Lease', result: 'Equal', lease: this.id }],
+            success: [{ request_put: { key, value: this.nameValue, lease: this.id } }],
+            failure: [{ request_range: { key } }],
+          },
+          options,
+        ),
+      KEEPALIVE_ATTEMPT_MS,
+    );
+    if (response.succeeded) return;
+    const holder = response.responses[0]?.response_range.kvs[0];
+    const why = holder === undefined ? 'the name key is gone' : `the name key is held by lease ${holder.lease}, not ${this.id} (taken over)`;
+    this.lose(why);
+    throw new Error(`heartbeat: ${why}`);
   }
 
   /** Stops keeping the lease alive without revoking it (the client is closing). */

@@ -1,5 +1,4 @@
-import test, { type ExecutionContext } from 'ava';
-import type { ChildProcess } from 'node:child_process';
+import test from 'ava';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -10,59 +9,9 @@ import { lockctlWithEnv } from '../../helpers/lockctlProcess.js';
 import { pollUntil } from '../../helpers/poll.js';
 import { startServer, tempDir } from '../../helpers/serverProcess.js';
 import { processTree } from '../../../src/cli/lockctl/processTree.js';
+import { gone, holdQueuedBehindFirst, killIfRunning, ownerOf, processesUnder, stdoutLine, watchdogOf } from './holdProcesses.js';
 
 const node = process.execPath;
-
-/** The owner a `lockctl hold` process uses for the owner it was given: unique to that process. */
-const ownerOf = (given: string, hold: ChildProcess): string => `${given}@${hold.pid}.${hostname()}`;
-
-/**
- * A server where "first" owns jobs/n, and `lockctl hold [holdOptions] jobs n second -- command…`
- * queued behind it (bounded).
- */
-async function holdQueuedBehindFirst(t: ExecutionContext, holdOptions: readonly string[], command: readonly string[]) {
-  const server = await startServer(t);
-  const client = await connectClient(t, server.port);
-  t.is(await client.request('jobs', 'n', 'first'), 1);
-  const hold = startLockctl(['-p', String(server.port), 'hold', ...holdOptions, 'jobs', 'n', 'second', '--', ...command]);
-  const owner = ownerOf('second', hold.child);
-  await pollUntil('hold to queue', async () => ((await client.location('jobs', 'n', owner)) === 2 ? true : undefined));
-  return { server, client, hold, owner };
-}
-
-/** The processes under `hold` whose command line has `part` in it. */
-async function processesUnder(hold: ChildProcess, part: string): Promise<number[]> {
-  const tree = await processTree(hold.pid!);
-  const pids = [...(tree?.keys() ?? [])].filter((pid) => pid !== hold.pid);
-  const named = await Promise.all(pids.map(async (pid) => ((await readFile(`/proc/${pid}/cmdline`, 'latin1').catch(() => '')).includes(part) ? pid : 0)));
-  return named.filter((pid) => pid !== 0);
-}
-
-/** The pid of `hold`'s watchdog, once it runs (bounded). */
-function watchdogOf(hold: ChildProcess): Promise<number> {
-  return pollUntil('the watchdog to run while hold waits', async () => {
-    const found = await processesUnder(hold, 'watchdog.js');
-    return found.length === 1 ? found[0] : undefined;
-  });
-}
-
-/** Whether process `pid` is gone (reaped: not even a zombie). */
-async function gone(pid: number): Promise<boolean> {
-  return (await readFile(`/proc/${pid}/stat`, 'latin1').catch(() => undefined)) === undefined;
-}
-
-/** Resolves with the first line of the process's stdout that matches `pattern` (bounded). */
-function stdoutLine(child: ChildProcess, pattern: RegExp): Promise<string> {
-  let seen = '';
-  const line = new Promise<string>((resolve) => {
-    child.stdout!.on('data', (text: string) => {
-      seen += text;
-      const found = seen.split('\n').find((l) => pattern.test(l));
-      if (found !== undefined) resolve(found);
-    });
-  });
-  return bounded(line, 10_000, () => `a stdout line matching ${pattern}; so far:\n${seen}`);
-}
 
 test('hold runs the command while owning the lock, releases it after, and exits with its code', async (t) => {
   const server = await startServer(t);
@@ -242,7 +191,10 @@ test("losing the lock while the command runs sends it SIGTERM at once, at the se
   t.is(await client.releaseAll(owner), 1);
   const run = await hold.result;
   t.is(run.code, 128 + 15);
-  t.regex(run.stderr, /lost the lock on jobs\/n \(the lock was released by someone else's release-all \(0x06\) of its owner\); sending SIGTERM/);
+  t.regex(
+    run.stderr,
+    /lost the lock on jobs\/n \(the lock was released by someone else's release-all \(0x06\) of its owner\); stopping the command and what it started \(SIGTERM, SIGKILL after 5 s\)/,
+  );
 });
 
 test('hold waits without polling: one acquire-and-wait (0x0B) while the lock is taken, however long', async (t) => {
@@ -393,15 +345,6 @@ test('hold without a command: losing the lock ends it with exit 1', async (t) =>
 });
 
 // kill -9 of lockctl: its command must not run on while the lock, renewed by nobody, expires.
-
-/** Test teardown: a command the watchdog failed to stop must not outlive the test. */
-function killIfRunning(pid: number): void {
-  try {
-    process.kill(pid, 'SIGKILL');
-  } catch {
-    // Gone, as it should be.
-  }
-}
 
 /** A node command that prints `ready PID` and, on SIGTERM, `SIGTERM PID` before exiting (or not, with `ignore`). */
 function waitingCommand(onTerm: 'exit' | 'ignore'): string {

@@ -352,7 +352,11 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   if (!claim.taken) return t.fail(`not taken: ${claim.holder}`);
   const formats = await raw.get(`/${cluster}/formats/n1`).exec();
   const name = await raw.get(`/${cluster}/nodes/n1`).exec();
-  t.is(formats.kvs[0]?.value.toString(), '1,2,3,4', 'one batch, bundles, references to retained batches, and batches with the commands of waiting');
+  t.is(
+    formats.kvs[0]?.value.toString(),
+    '1,2,3,4,5,6',
+    'one batch, bundles, references to retained batches, batches with the commands of waiting, and with waits tied to their incarnation',
+  );
   t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
   t.not(name.kvs[0]?.lease, '0');
   await claim.session.release();

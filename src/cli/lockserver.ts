@@ -17,6 +17,7 @@ import { PACKAGE_ROOT } from '../packageRoot.js';
 import { PACKAGE_VERSION } from '../packageVersion.js';
 import { readFile } from 'node:fs/promises';
 import { ClusterLockService } from '../cluster/ClusterLockService.js';
+import { DEFAULT_ETCD_QUOTA_BYTES, MAX_ETCD_QUOTA_BYTES, MIN_ETCD_QUOTA_BYTES } from '../cluster/EntryBytesRules.js';
 import { hostname } from 'node:os';
 import { DEFAULT_CLUSTER_NAME, DEFAULT_COMMIT_TIMEOUT_SECONDS, type ClusterConfig } from '../cluster/startClusterService.js';
 import { Daemon, StartupError } from '../server/Daemon.js';
@@ -117,6 +118,11 @@ const program = new Command()
   )
   .option('--import-lock-file <file>', "cluster mode: seed an empty cluster from a single node's lock file (refused if it holds entries)", parseFileName)
   .option(
+    '--etcd-quota-bytes <bytes>',
+    `cluster mode: etcd's --quota-backend-bytes; new entries are refused (position 0) once they would take a twentieth of it (default ${DEFAULT_ETCD_QUOTA_BYTES}, etcd's own)`,
+    integerIn(MIN_ETCD_QUOTA_BYTES, MAX_ETCD_QUOTA_BYTES),
+  )
+  .option(
     '--snapshot-every <batches>',
     'cluster mode: the leader snapshots after this many batches (or 60 s with any change; default 10000)',
     integerIn(1, 1_000_000_000),
@@ -154,14 +160,24 @@ interface CliOptions {
   importLockFile?: string;
   advertise?: Advertised;
   snapshotEvery?: number;
+  etcdQuotaBytes?: number;
 }
 
 /** Cluster settings from the command line; undefined without --etcd (the single node). */
 async function clusterConfig(options: CliOptions, etcdPassword: EtcdPasswordSource | undefined): Promise<ClusterConfig | undefined> {
   if (options.etcd === undefined) {
-    const stray = ['name', 'snapshotEvery', 'etcdCacert', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile', 'importLockFile', 'advertise'].filter(
-      (o) => (options as unknown as Record<string, unknown>)[o] !== undefined,
-    );
+    const stray = [
+      'name',
+      'snapshotEvery',
+      'etcdQuotaBytes',
+      'etcdCacert',
+      'etcdCert',
+      'etcdKey',
+      'etcdUser',
+      'etcdPasswordFile',
+      'importLockFile',
+      'advertise',
+    ].filter((o) => (options as unknown as Record<string, unknown>)[o] !== undefined);
     if (stray.length > 0)
       throw new StartupError('--name, --snapshot-every, --import-lock-file, --advertise and the --etcd-* options need --etcd (cluster mode)');
     return undefined;
@@ -193,6 +209,7 @@ async function clusterConfig(options: CliOptions, etcdPassword: EtcdPasswordSour
     candidatePriority: options.candidatePriority === 'off' ? undefined : options.candidatePriority,
     commitTimeoutSeconds: options.commitTimeout,
     snapshotEveryBatches: options.snapshotEvery,
+    etcdQuotaBytes: options.etcdQuotaBytes,
     advertise: options.advertise,
     importLockFile: options.importLockFile === undefined ? undefined : resolve(options.importLockFile),
   };

@@ -8,9 +8,10 @@ import type { LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } 
 import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
+import { DEFAULT_ETCD_QUOTA_BYTES, entryBytesBound } from './EntryBytesRules.js';
 import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
-import { LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
+import { ETCD_BOUND_FORMAT, LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
 import { OrphanedWaits } from './OrphanedWaits.js';
 import { ReplicaState } from './ReplicaState.js';
@@ -47,6 +48,8 @@ export class ClusterLockService implements LockService, WaitersHost {
   private readonly contact = new StoreContact();
   private readonly follower: LogFollower;
   private readonly committer: Committer;
+  /** The bound on the entries' etcd bytes this node's batches carry once every live node reads it (a share of --etcd-quota-bytes). */
+  private readonly entryBytesBound: number;
   private readonly leadership: Leadership;
   /** Clients waiting for a grant or a loss (0x0B, 0x0C), answered as this node applies the log. */
   private readonly waiters: Waiters;
@@ -69,7 +72,13 @@ export class ClusterLockService implements LockService, WaitersHost {
     const hashSeed = Math.floor(deps.random() * 0x100000000) | 0;
     // Each layer is built after the ones it uses: the committer answers what the follower applies,
     // and leadership reads what the follower publishes and submits through the committer.
-    this.committer = new Committer({ nodeName: options.nodeName, incarnation: this.incarnation }, options.commitTimeoutMs, deps, this.contact);
+    this.entryBytesBound = entryBytesBound(options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES);
+    this.committer = new Committer(
+      { nodeName: options.nodeName, incarnation: this.incarnation, entryBytesBound: this.entryBytesBound },
+      options.commitTimeoutMs,
+      deps,
+      this.contact,
+    );
     const initial = new ReplicaState(deps.clock, hashSeed);
     this.waiters = new Waiters(initial.table, deps.clock, deps.timers, this, deps.grants);
     this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, initial, this.committer, (state) =>
@@ -121,6 +130,21 @@ export class ClusterLockService implements LockService, WaitersHost {
       snapshotBytes: this.leadership.lastSnapshotBytes,
       expiriesProposed: this.leadership.expiriesProposed,
       logValuesRefused: this.follower.refusedParts,
+      ...this.spaceFigures(),
+    };
+  }
+
+  /** etcd's space: what the entries cost there and their bound, and what the members say. */
+  private spaceFigures(): Partial<ClusterFigures> {
+    const space = this.leadership.space.figures;
+    return {
+      etcdEntryBytes: this.follower.state.entryEtcdBytes,
+      etcdEntryBytesBound: this.deps.log.mayWrite(ETCD_BOUND_FORMAT) ? this.entryBytesBound : 0,
+      etcdQuotaBytes: this.options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES,
+      etcdDbBytes: space.dbBytes,
+      etcdDbBytesInUse: space.dbBytesInUse,
+      etcdNoSpace: space.noSpace,
+      etcdDefragments: space.defragments,
     };
   }
 

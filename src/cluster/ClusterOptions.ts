@@ -24,6 +24,12 @@ export interface ClusterOptions {
    * again after this, or taken over by its restart once it was silent this long.
    */
   readonly leaseSeconds?: number;
+  /**
+   * --etcd-quota-bytes (etcd's default 2 GiB when absent): etcd's backend quota. A share of it bounds
+   * the entries' etcd bytes, carried in each batch so every replica refuses alike (EntryBytesRules);
+   * the node compares etcd's own figures with it (SpaceWatch).
+   */
+  readonly etcdQuotaBytes?: number;
   /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
   readonly snapshotEveryBatches?: number;
   /**
@@ -87,6 +93,19 @@ export interface ClusterFigures {
   readonly expiriesProposed: number;
   /** Parts of log values no node can read, refused (skipped alike on every node) as this node applied them. */
   readonly logValuesRefused: number;
+  /** What the table's entries cost in etcd, one copy each (replicated: the same on every node at one version). */
+  readonly etcdEntryBytes?: number;
+  /** The bound on it this node's batches carry (a share of --etcd-quota-bytes); 0 until every live node reads it. */
+  readonly etcdEntryBytesBound?: number;
+  /** --etcd-quota-bytes. */
+  readonly etcdQuotaBytes?: number;
+  /** The largest backend among the etcd members (what etcd compares with its quota), and the part of it in use. */
+  readonly etcdDbBytes?: number;
+  readonly etcdDbBytesInUse?: number;
+  /** An etcd member reported a NOSPACE alarm on the last check: etcd refuses every write. */
+  readonly etcdNoSpace?: boolean;
+  /** etcd members this node defragmented as leader. */
+  readonly etcdDefragments?: number;
 }
 
 /** How often deadlines, leadership, watch progress and round timeouts are looked at. */

@@ -3,7 +3,7 @@ import type { BatchApplier } from './LogFollower.js';
 import type { Appender, ClusterDeps } from './ClusterOptions.js';
 import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
-import { BatchEncoder, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
+import { BatchEncoder, ETCD_BOUND_FORMAT, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
 import { runToEnd, type PlaceInValue, type ReplicaState, type Sliced } from './ReplicaState.js';
 import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -32,6 +32,11 @@ export interface ProposerIdentity {
   readonly nodeName: string;
   /** Random per process: with the name it tells one process's batches from a restarted one's. */
   readonly incarnation: number;
+  /**
+   * The bound on the entries' etcd bytes this node's batches carry (--etcd-quota-bytes' share),
+   * once every live node reads it (ETCD_BOUND_FORMAT); 0 or absent: none.
+   */
+  readonly entryBytesBound?: number;
 }
 
 /**
@@ -201,11 +206,18 @@ export class Committer implements BatchApplier {
         incarnation: this.identity.incarnation,
         seq: round.seq,
         commands: round.commands,
+        entryBytesBound: this.entryBytesBound(),
       });
       void this.append(round, round.bytes);
     } else {
       void this.barrier(round);
     }
+  }
+
+  /** The bound this node's next batch carries: its own, once every live node reads it (else none). */
+  private entryBytesBound(): number {
+    const bound = this.identity.entryBytesBound ?? 0;
+    return bound > 0 && this.deps.log.mayWrite(ETCD_BOUND_FORMAT) ? bound : 0;
   }
 
   /** Whether attempts of this round may still be sent. */

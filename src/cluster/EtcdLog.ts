@@ -6,6 +6,7 @@ import { asBuffer } from '../bytes.js';
 import { hasPrefix, isLeaseNotFound, isNoLeaderRefusal, prefixEnd } from './etcd/calls.js';
 import { appendPuts } from './etcd/appendTransaction.js';
 import { EndpointPool, type Endpoint, type EtcdConnection } from './etcd/EndpointPool.js';
+import { defragmentMember, memberSpace } from './etcd/memberSpace.js';
 import { NameLease } from './etcd/NameLease.js';
 import { SnapshotStore } from './etcd/SnapshotStore.js';
 import { WriterLeaseJanitor } from './etcd/WriterLeaseJanitor.js';
@@ -23,7 +24,16 @@ import type {
   RetainedSince,
   StoredSnapshot,
 } from './ReplicatedLog.js';
-import { AppendRefusedError, leaseOutcomeOf, MAX_APPEND_BYTES, NodeTooOldError, type BundlePart, type LeaseOutcome, type LentLease } from './ReplicatedLog.js';
+import {
+  AppendRefusedError,
+  leaseOutcomeOf,
+  MAX_APPEND_BYTES,
+  NodeTooOldError,
+  type BundlePart,
+  type LeaseOutcome,
+  type LentLease,
+  type MemberSpace,
+} from './ReplicatedLog.js';
 export { NodeTooOldError } from './ReplicatedLog.js';
 import { BUNDLE_FORMAT, encodeBundle, GATED_FORMATS, isReference, LOG_FORMATS_READ, REFERENCE_FORMAT, REFERENCE_VALUE } from './LogCodec.js';
 import type { PeerView } from './PeerDeclarations.js';
@@ -724,6 +734,15 @@ export class EtcdLog implements ReplicatedLog {
       client.kv.range({ key: prefix, range_end: prefixEnd(prefix) }, options),
     );
     return response.kvs.map((kv) => this.candidateOf(kv, prefix));
+  }
+
+  async space(timeoutMs: number): Promise<{ readonly asked: number; readonly members: readonly MemberSpace[] }> {
+    const members = await Promise.all(this.pool.endpoints.map((endpoint) => memberSpace(endpoint, timeoutMs)));
+    return { asked: members.length, members: members.filter((m): m is MemberSpace => m !== undefined) };
+  }
+
+  defragment(url: string, timeoutMs: number): Promise<void> {
+    return defragmentMember(this.pool.endpoints, url, timeoutMs);
   }
 
   async close(): Promise<void> {

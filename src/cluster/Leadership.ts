@@ -9,6 +9,8 @@ import type { StoreContact } from './StoreContact.js';
 import { electLeader, NodeTooOldError, type Candidate, type MemberSession } from './ReplicatedLog.js';
 import { NodeLiveness } from './NodeLiveness.js';
 import { pause } from '../runtime/Timers.js';
+import { DEFAULT_ETCD_QUOTA_BYTES } from './EntryBytesRules.js';
+import { SpaceWatch } from './SpaceWatch.js';
 
 /** How often the candidate list is read to see who leads. */
 export const LEADER_CHECK_MS = 500;
@@ -28,6 +30,14 @@ const SNAPSHOT_MAX_AGE_MS = 60_000;
 const EXPIRY_BUDGET = 2_000;
 /** Snapshots up to this size (one etcd chunk) are cheap to rewrite: the log-volume rule skips them. */
 const SMALL_SNAPSHOT_BYTES = 1024 * 1024;
+/**
+ * The log applied since the last snapshot stays in etcd (its retained batches) until the next one:
+ * once it reaches this share of --etcd-quota-bytes, and the last snapshot's size (so that rewriting
+ * the table never costs etcd more than the log it frees), the leader snapshots whatever the other
+ * rules say, and the compaction after it frees the log's history (see EntryBytesRules for the
+ * rest of the quota).
+ */
+export const LOG_QUOTA_SHARE = 1 / 20;
 
 /**
  * The node's standing in the cluster: its name (held by a lease), its candidacy, and, while it
@@ -57,6 +67,10 @@ export class Leadership {
   private written: { readonly version: number; readonly bytes: number; readonly at: number; readonly appliedLogBytes: number } | undefined;
   /** When the leader last considered the age rule (a node that never snapshotted counts from start). */
   private snapshotClock: number;
+  /** etcd's space as every member says it: NOSPACE alarms, and the leader's defragmentations. */
+  readonly space: SpaceWatch;
+  /** The log volume past which a snapshot is written now (LOG_QUOTA_SHARE). */
+  private readonly logBytesForSpace: number;
   changes = 0;
   snapshotsWritten = 0;
   expiriesProposed = 0;
@@ -71,6 +85,9 @@ export class Leadership {
     private readonly committer: Committer,
   ) {
     this.snapshotClock = deps.clock.now();
+    const quotaBytes = options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES;
+    this.space = new SpaceWatch(deps.log, deps.clock, deps.logger, quotaBytes);
+    this.logBytesForSpace = quotaBytes * LOG_QUOTA_SHARE;
     const silenceMs = (options.leaseSeconds ?? DEFAULT_LEASE_SECONDS) * 1000;
     this.beatEveryMs = silenceMs / BEATS_PER_LEASE;
     // Half the bound: two or three of this node's own beats may go missing before etcd counts as not taking writes.
@@ -233,6 +250,7 @@ export class Leadership {
       this.lastCheck = now;
       void this.checkLeader();
     }
+    this.space.tick(this.isLeader);
     if (!this.isLeader) return;
     this.proposeExpiries();
     this.maybeSnapshot(now);
@@ -314,11 +332,14 @@ export class Leadership {
     const last = this.lastSnapshot;
     const behind = state.position.version - (last?.version ?? 0);
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;
-    if (behind <= 0 || (behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS)) return;
+    if (behind <= 0) return;
+    const logBytesSince = this.follower.appliedLogBytes - (last?.appliedLogBytes ?? 0);
+    // The log retained since the last snapshot is taking a share of etcd's quota: snapshot now.
+    const forSpace = logBytesSince >= Math.max(this.logBytesForSpace, last?.bytes ?? 0);
+    if (!forSpace && behind < every && now - this.snapshotClock < SNAPSHOT_MAX_AGE_MS) return;
     // Rewriting a big table for a little log costs etcd more than the history it frees: past one
     // chunk, wait until the log since the last snapshot is at least half that snapshot's size.
-    const logBytesSince = this.follower.appliedLogBytes - (last?.appliedLogBytes ?? 0);
-    if ((last?.bytes ?? 0) > SMALL_SNAPSHOT_BYTES && logBytesSince * 2 < last!.bytes) return;
+    if (!forSpace && (last?.bytes ?? 0) > SMALL_SNAPSHOT_BYTES && logBytesSince * 2 < last!.bytes) return;
     this.snapshotting = true;
     void this.writeSnapshot(state).finally(() => {
       this.snapshotting = false;

@@ -9,9 +9,11 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  * and incarnation), its sequence number (so a retried append applies once), and the mutating
  * commands its clients sent meanwhile. Keys, indexes and owners travel as raw bytes, never text.
  *
- * Layout (big-endian): 'B' format(1, 4 or 5) name(str) incarnation(u32) reserved(u32, 0) seq(u32) count(u16) command*
+ * Layout (big-endian): 'B' format(1, 4 or 5) name(str) incarnation(u32) entryKiB(u32) seq(u32) count(u16) command*
  *   format 4 is format 1 that may also hold the commands for waiting and lock-delays (LogOp 11-13)
  *   format 5 is format 4 that may also hold the waits tied to their node's incarnation (LogOp 14-15)
+ *   entryKiB: the proposer's bound on the etcd bytes of the table's entries, in KiB (ETCD_BOUND_FORMAT;
+ *   0, and reserved, before it: no bound)
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
  *
  * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
@@ -149,6 +151,13 @@ export interface BatchHeader {
 
 export interface Batch extends BatchHeader {
   readonly commands: readonly LogCommand[];
+  /**
+   * The proposing node's bound on what the table's entries may cost in etcd (bytes, a multiple of
+   * 1024; see src/cluster/EtcdSpace.ts): a request of this batch that would create an entry past it
+   * gets 0, on every replica alike. 0 or absent: no bound (a batch of a version before
+   * ETCD_BOUND_FORMAT, or written before every live node read it).
+   */
+  readonly entryBytesBound?: number;
 }
 
 const BATCH_MAGIC = 0x42; // 'B'
@@ -165,6 +174,13 @@ export const OPS_FORMAT = 4;
  * every live node declares it reads it.
  */
 export const INCARNATION_WAITS_FORMAT = 5;
+/**
+ * Not a value's format but what a node that declares it reads in every batch header: the word older
+ * versions wrote as 0 and skipped carries the proposer's bound on the entries' etcd bytes
+ * (Batch.entryBytesBound), which apply enforces. Written non-zero only once every live node declares
+ * it: a node that skips the word would let an entry in that the others refuse.
+ */
+export const ETCD_BOUND_FORMAT = 6;
 /** A log value holding several batches (see the file comment). */
 export const BUNDLE_FORMAT = 2;
 /**
@@ -186,7 +202,7 @@ export function isReference(bytes: Uint8Array): boolean {
  * declares them in the store with its name: a format is written only once every live node
  * declares it (rolling upgrades).
  */
-export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, INCARNATION_WAITS_FORMAT];
+export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, INCARNATION_WAITS_FORMAT, ETCD_BOUND_FORMAT];
 /** The formats of LOG_FORMATS_READ beyond a plain batch: each written only once every live node reads it (EtcdLog.peerView). */
 export const GATED_FORMATS: readonly number[] = LOG_FORMATS_READ.filter((format) => format !== FORMAT);
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
@@ -221,7 +237,8 @@ export class BatchEncoder {
       if (c.op >= FIRST_FORMAT_4_OP) format = OPS_FORMAT;
     }
     try {
-      out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(0).u32(batch.seq).u16(batch.commands.length);
+      const entryKiB = Math.min(Math.floor((batch.entryBytesBound ?? 0) / 1024), 0xffffffff);
+      out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(entryKiB).u32(batch.seq).u16(batch.commands.length);
       for (const c of batch.commands) writeCommand(out, c);
     } catch (error) {
       // The writer is reused: what a failed batch wrote must not lead the next one.
@@ -438,27 +455,33 @@ export type OwnCommands = (header: BatchHeader) => OwnBatch | undefined;
  */
 export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
-  const { proposer, incarnation, seq, count, format } = readBatchHeader(r);
+  const { proposer, incarnation, seq, count, format, entryBytesBound } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
-  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes))) return { proposer, incarnation, seq, commands: known.commands };
+  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes)))
+    return withBound({ proposer, incarnation, seq, commands: known.commands }, entryBytesBound);
   const commands: LogCommand[] = [];
   const lastOp = format === INCARNATION_WAITS_FORMAT ? LogOp.CancelWaitsOf : format === OPS_FORMAT ? FIRST_FORMAT_5_OP - 1 : FIRST_FORMAT_4_OP - 1;
   for (let i = 0; i < count; i++) commands.push(readCommand(r, lastOp));
   if (!r.done) throw new LogFormatError('bytes after the last command');
-  return { proposer, incarnation, seq, commands };
+  return withBound({ proposer, incarnation, seq, commands }, entryBytesBound);
+}
+
+/** The batch with the bound its header carries; without the field when there is none (as every older version's batch). */
+function withBound(batch: Batch, entryBytesBound: number): Batch {
+  return entryBytesBound > 0 ? { ...batch, entryBytesBound } : batch;
 }
 
 /** A batch's header (format 1, 4 or 5), and the number of commands after it; LogFormatError if not a batch. */
-function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number } {
+function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number; readonly entryBytesBound: number } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
   if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT)
     throw new LogFormatError(`batch format ${format} is not known to this version`);
   const proposer = r.string();
   const incarnation = r.u32();
-  r.u32(); // reserved
+  const entryBytesBound = r.u32() * 1024;
   const seq = r.u32();
-  return { proposer, incarnation, seq, count: r.u16(), format };
+  return { proposer, incarnation, seq, count: r.u16(), format, entryBytesBound };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Clock } from '../runtime/Clock.js';
 import type { LockCounts } from '../locks/LockService.js';
 import { NO_ID } from '../locks/HashIndex.js';
 import { APPLY_SLICE_ENTRIES, LockTable, type ReplicaEntry, type ReplicaTable, type SlicedRelease } from '../locks/LockTable.js';
-import { ReplicaRules, type ReplicatedRequest } from '../locks/ReplicaRules.js';
+import type { ReplicaRules, ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
 import {
   CheckedReader,
@@ -18,6 +18,7 @@ import {
   type ImportStagedCommand,
   type LogCommand,
 } from './LogCodec.js';
+import { EntryBytesRules } from './EntryBytesRules.js';
 import type { LogPosition } from './ReplicatedLog.js';
 
 /** Proposers (node incarnations) whose last sequence number is remembered; the oldest is forgotten past this. */
@@ -132,8 +133,11 @@ export function runToEnd<T>(work: Sliced<T>): T {
  */
 export class ReplicaState {
   readonly table: ReplicaTable;
-  /** The table's rules: apply tells them the position and origin of each command it runs. */
-  private readonly rules: ReplicaRules;
+  /**
+   * The table's rules: apply tells them the position and origin of each command it runs, and the
+   * bound on the entries' etcd bytes each batch carries.
+   */
+  private readonly rules: EntryBytesRules;
   /** The last batch applied. */
   position: LogPosition = { version: 0, revision: 0 };
   /**
@@ -176,7 +180,7 @@ export class ReplicaState {
   /** @param hashSeed for the table's hash indexes: any value applies the log alike (see LockTableOptions). */
   constructor(clock: Clock, hashSeed?: number) {
     this.clock = new BatchClock(clock);
-    this.rules = new ReplicaRules({
+    this.rules = new EntryBytesRules({
       added: (origin) => {
         (this.byOrigin.get(origin) ?? this.newOriginCounter(origin)).entries++;
       },
@@ -259,6 +263,7 @@ export class ReplicaState {
     const commands = batch.commands;
     // An import whose first entry finds the table in use is refused whole (every result 0).
     const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;
+    this.rules.beginBatch(batch.entryBytesBound ?? 0);
     this.clock.freeze();
     try {
       for (let i = 0; i < commands.length; i++) {
@@ -332,6 +337,7 @@ export class ReplicaState {
       case LogOp.Expire:
         return table.expireVersion(c.key, c.index, c.owner, c.version);
       case LogOp.Import:
+        this.rules.nextEntry(c.key, c.index, c.owner);
         return table.importEntry(c, remainingOf(c), position, origin);
       case LogOp.ImportStaged:
       case LogOp.ImportStagedFenced:
@@ -485,6 +491,7 @@ export class ReplicaState {
         yield* this.pauseBetweenSlices(position, origin);
         inSlice = 1;
       }
+      this.rules.nextEntry(command.key, command.index, command.owner);
       imported += this.table.importEntry(command, remainingOf(command), ticket, origin);
     }
     return imported;
@@ -501,6 +508,14 @@ export class ReplicaState {
    */
   get highestToken(): number {
     return this.rules.tokenFloor + commandPosition(this.position.version + 1, 0);
+  }
+
+  /**
+   * What the table's entries cost in etcd, one copy each (see EntryBytesRules): the same on every
+   * replica at one position, and what the bound a batch carries is compared with.
+   */
+  get entryEtcdBytes(): number {
+    return this.rules.entryBytes;
   }
 
   /** Owners and waiters cluster-wide. */
@@ -653,6 +668,7 @@ export class ReplicaState {
       const token = tokened ? r.f64() : isOwner ? entryVersion : 0;
       const entry: ReplicaEntry = { key, index, owner, priority, ttl, ttw, isOwner, token, ticket, version: entryVersion, origin: r.string() };
       try {
+        state.rules.nextEntry(key, index, owner);
         state.table.load(entry);
       } catch (error) {
         throw new LogFormatError(`snapshot entry ${i}: ${(error as Error).message}`);

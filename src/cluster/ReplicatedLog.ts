@@ -265,10 +265,28 @@ export interface ReplicatedLog {
   claimName(name: string, priority: number | undefined, leaseSeconds: number, timeoutMs: number, silentBeat?: number): Promise<NameClaim>;
   /** Every live candidate. */
   candidates(timeoutMs: number): Promise<Candidate[]>;
+  /**
+   * Each member's backend size, the part in use and its NOSPACE alarm, as each says itself (a
+   * member that did not answer in time is left out), and how many were asked. Absent where the
+   * store has no quota.
+   */
+  space?(timeoutMs: number): Promise<{ readonly asked: number; readonly members: readonly MemberSpace[] }>;
+  /** Defragments one member (by its endpoint `url`), which serves nothing until it is done. */
+  defragment?(url: string, timeoutMs: number): Promise<void>;
   /** Every registered name with its heartbeat and candidacy, in one linearizable read. */
   members(timeoutMs: number): Promise<Member[]>;
   /** Ends every stream and call of this client. */
   close(): Promise<void>;
+}
+
+/** One store member's space (see ReplicatedLog.space). */
+export interface MemberSpace {
+  readonly url: string;
+  /** What the store compares with its quota; falls only by a defragmentation. */
+  readonly dbBytes: number;
+  /** The part of dbBytes in use; the rest is free pages later writes reuse. */
+  readonly dbBytesInUse: number;
+  readonly noSpace: boolean;
 }
 
 /** The live candidate that leads: smallest priority, then the earliest to register. */

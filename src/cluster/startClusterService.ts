@@ -25,6 +25,8 @@ export interface ClusterConfig {
   readonly importLockFile?: string;
   /** The leader snapshots after this many batches (undefined: the default). */
   readonly snapshotEveryBatches?: number;
+  /** `--etcd-quota-bytes`: etcd's backend quota, a share of which the entries may take (undefined: etcd's default). */
+  readonly etcdQuotaBytes?: number;
   /**
    * `--advertise`: where the other nodes reach this node's lock port, to forward their batches to
    * its sequencer while it leads. Unset: the address this machine reaches etcd from (or `--listen`
@@ -126,6 +128,7 @@ export async function startClusterService(
       commitTimeoutMs: config.commitTimeoutSeconds * 1000,
       maxEntries,
       snapshotEveryBatches: config.snapshotEveryBatches,
+      etcdQuotaBytes: config.etcdQuotaBytes,
       lockDelayMs,
     },
     {

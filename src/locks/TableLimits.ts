@@ -17,6 +17,8 @@ export const Refusal = {
   MaxLocksPerOwner: 3,
   /** The connection it came through created --max-locks-per-connection entries still held. */
   MaxLocksPerConnection: 4,
+  /** Cluster mode: the entries' bytes in etcd would pass the bound the batch carries (--etcd-quota-bytes). */
+  EtcdEntryBytes: 5,
 } as const;
 export type Refusal = (typeof Refusal)[keyof typeof Refusal];
 
@@ -26,9 +28,10 @@ export const REFUSAL_NAMES: Readonly<Record<Exclude<Refusal, 0>, string>> = {
   [Refusal.MaxTableBytes]: 'max-table-bytes',
   [Refusal.MaxLocksPerOwner]: 'max-locks-per-owner',
   [Refusal.MaxLocksPerConnection]: 'max-locks-per-connection',
+  [Refusal.EtcdEntryBytes]: 'etcd-quota-bytes',
 };
 /** Refusal codes that are limits, in order. */
-export const REFUSALS = [Refusal.MaxLocks, Refusal.MaxTableBytes, Refusal.MaxLocksPerOwner, Refusal.MaxLocksPerConnection] as const;
+export const REFUSALS = [Refusal.MaxLocks, Refusal.MaxTableBytes, Refusal.MaxLocksPerOwner, Refusal.MaxLocksPerConnection, Refusal.EtcdEntryBytes] as const;
 
 /**
  * What one entry costs besides its names: its record (EntryRecords), its share of the queue, key

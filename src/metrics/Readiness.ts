@@ -6,6 +6,7 @@ export const NOT_LISTENING = 'not listening';
 export const DRAINING = 'draining';
 export const NOT_CAUGHT_UP = 'not caught up with the log';
 export const ETCD_UNREACHABLE = 'etcd unreachable';
+export const ETCD_NO_SPACE = 'etcd out of space (NOSPACE alarm): it refuses every write until an operator disarms it';
 
 /** The parts of a running daemon readiness reads at probe time (a Daemon fits as is). */
 export interface ReadinessSource {
@@ -28,7 +29,9 @@ export interface ReadinessOptions {
  * Whether this node should be sent clients (`/readyz`), from what the daemon and the cluster core
  * already know; nothing here calls etcd. A node is ready when its lock port is open and it is not
  * draining; a cluster node must also have caught up with the log and have heard from etcd on its
- * last call (the leader check calls etcd twice a second, so an idle node notices an outage too).
+ * last call (the leader check calls etcd twice a second, so an idle node notices an outage too), and
+ * no etcd member may report a NOSPACE alarm (read once a second by SpaceWatch): etcd then refuses
+ * every write, so no command that changes the table can be answered.
  */
 export class Readiness {
   private source: ReadinessSource | undefined;
@@ -65,6 +68,7 @@ export class Readiness {
       const figures = this.cluster();
       if (!this.caughtUp(figures)) problems.push(NOT_CAUGHT_UP);
       if (!figures.etcdReachable) problems.push(ETCD_UNREACHABLE);
+      if (figures.etcdNoSpace === true) problems.push(ETCD_NO_SPACE);
     } else if (this.options.clusterMode && source === undefined) {
       // A cluster node opens its lock port only once it has joined and caught up.
       problems.push(NOT_CAUGHT_UP);

@@ -276,6 +276,48 @@ export class ServerMetrics implements CommandObserver, ClusterObserver, GrantObs
       figure((f) => f.logValuesRefused),
       clusterRegisters,
     );
+    gauge(
+      'lockserver_cluster_etcd_entry_bytes',
+      "Cluster mode: what the table's entries cost in etcd, one copy each (names + 96 bytes an entry; the same on every node)",
+      figure((f) => f.etcdEntryBytes),
+      clusterRegisters,
+    );
+    gauge(
+      'lockserver_cluster_etcd_entry_bytes_bound',
+      'Cluster mode: new entries are refused (position 0) past this many etcd bytes: a twentieth of --etcd-quota-bytes (0 until every node reads the bound)',
+      figure((f) => f.etcdEntryBytesBound),
+      clusterRegisters,
+    );
+    gauge(
+      'lockserver_cluster_etcd_quota_bytes',
+      'Cluster mode: --etcd-quota-bytes, the etcd backend quota this node assumes',
+      figure((f) => f.etcdQuotaBytes),
+      clusterRegisters,
+    );
+    gauge(
+      'lockserver_cluster_etcd_db_bytes',
+      "Cluster mode: the largest etcd member's backend size (dbSize, what etcd compares with its quota), last read",
+      figure((f) => f.etcdDbBytes),
+      clusterRegisters,
+    );
+    gauge(
+      'lockserver_cluster_etcd_db_in_use_bytes',
+      "Cluster mode: the part of that member's backend in use (dbSizeInUse); the rest is free pages a defragmentation gives back",
+      figure((f) => f.etcdDbBytesInUse),
+      clusterRegisters,
+    );
+    gauge(
+      'lockserver_cluster_etcd_nospace',
+      'Cluster mode: 1 while an etcd member reports a NOSPACE alarm (etcd refuses every write until it is disarmed)',
+      figure((f) => f.etcdNoSpace),
+      clusterRegisters,
+    );
+    counter(
+      'lockserver_cluster_etcd_defragments_total',
+      'Cluster mode: etcd members this node defragmented as leader (one at a time)',
+      figure((f) => f.etcdDefragments),
+      clusterRegisters,
+    );
     this.commitLatency = new Histogram({
       name: 'lockserver_cluster_commit_duration_seconds',
       help: 'Cluster mode: time from sending a batch to etcd to having applied it here',

@@ -164,6 +164,8 @@ export interface EtcdClusterOptions {
   /** Keep etcd's fsync (the full-restart durability test); --unsafe-no-fsync otherwise. */
   readonly fsync?: boolean;
   readonly members?: number;
+  /** Further etcd flags for every member (`--quota-backend-bytes`, …). */
+  readonly extraArgs?: readonly string[];
 }
 
 export interface MemberStatus {
@@ -231,6 +233,7 @@ export class EtcdCluster {
       // shows each member's tail (elections, terms, who it voted for).
       '--log-level', 'info',
       ...(options.fsync === true ? [] : ['--unsafe-no-fsync']),
+      ...(options.extraArgs ?? []),
     ];
     const cluster = new EtcdCluster(t, dir, members, args);
     t.teardown(() => cluster.destroy());

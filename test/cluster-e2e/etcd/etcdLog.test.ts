@@ -355,7 +355,7 @@ etcdTest('a node declares the log formats it reads beside its name, held by the 
   t.is(
     formats.kvs[0]?.value.toString(),
     LOG_FORMATS_READ.join(','),
-    'one batch, bundles, references to retained batches, batches with the commands of waiting, and with waits tied to their incarnation',
+    'one batch, bundles, references to retained batches, batches with the commands of waiting, with waits tied to their incarnation, with the etcd bound',
   );
   t.is(formats.kvs[0]?.lease, name.kvs[0]?.lease);
   t.not(name.kvs[0]?.lease, '0');

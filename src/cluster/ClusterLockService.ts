@@ -5,6 +5,16 @@ import { Later, Waiting } from '../locks/Later.js';
 import { Waiters, type GrantWait, type WaitersHost } from '../locks/Waiters.js';
 import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
 import type { LockCounts, LockRequest, LockService, SavedLock, WaitingFigures } from '../locks/LockService.js';
+import {
+  DEFAULT_MAX_LOCKS_PER_CONNECTION,
+  DEFAULT_MAX_LOCKS_PER_OWNER,
+  DEFAULT_MAX_TABLE_BYTES,
+  NO_CLIENT,
+  Refusal,
+  REFUSAL_NAMES,
+  REFUSALS,
+  type LimitFigures,
+} from '../locks/TableLimits.js';
 import type { Contender, FencedPosition, QueueView } from '../protocol/messages.js';
 import { RETRY_MS, TICK_MS, type ClusterDeps, type ClusterFigures, type ClusterOptions } from './ClusterOptions.js';
 import { Committer } from './Committer.js';
@@ -50,6 +60,10 @@ export class ClusterLockService implements LockService, WaitersHost {
   private readonly committer: Committer;
   /** The bound on the entries' etcd bytes this node's batches carry once every live node reads it (a share of --etcd-quota-bytes). */
   private readonly entryBytesBound: number;
+  /** --max-table-bytes in whole KiB, as the batches carry it. */
+  private readonly tableBytesBound: number;
+  /** Requests of this node's connections refused at --max-locks-per-connection (checked here, never in apply). */
+  private connectionRefusals = 0;
   private readonly leadership: Leadership;
   /** Clients waiting for a grant or a loss (0x0B, 0x0C), answered as this node applies the log. */
   private readonly waiters: Waiters;
@@ -73,8 +87,15 @@ export class ClusterLockService implements LockService, WaitersHost {
     // Each layer is built after the ones it uses: the committer answers what the follower applies,
     // and leadership reads what the follower publishes and submits through the committer.
     this.entryBytesBound = entryBytesBound(options.etcdQuotaBytes ?? DEFAULT_ETCD_QUOTA_BYTES);
+    this.tableBytesBound = Math.floor((options.maxTableBytes ?? DEFAULT_MAX_TABLE_BYTES) / 1024) * 1024;
     this.committer = new Committer(
-      { nodeName: options.nodeName, incarnation: this.incarnation, entryBytesBound: this.entryBytesBound },
+      {
+        nodeName: options.nodeName,
+        incarnation: this.incarnation,
+        entryBytesBound: this.entryBytesBound,
+        tableBytesBound: this.tableBytesBound,
+        ownerEntriesBound: options.maxEntriesPerOwner ?? DEFAULT_MAX_LOCKS_PER_OWNER,
+      },
       options.commitTimeoutMs,
       deps,
       this.contact,
@@ -149,6 +170,21 @@ export class ClusterLockService implements LockService, WaitersHost {
   }
 
   /**
+   * The table against its bounds as this node applied the log: the refusals are every node's that
+   * apply made (the same on every node) and this node's own at --max-locks-per-connection.
+   */
+  limitFigures(): LimitFigures {
+    const table = this.follower.state.table;
+    return {
+      bytesUsed: table.bytes,
+      bytesLimit: this.tableBytesBound,
+      refused: REFUSALS.map(
+        (why) => [REFUSAL_NAMES[why], table.refusals(why) + (why === Refusal.MaxLocksPerConnection ? this.connectionRefusals : 0)] as const,
+      ),
+    };
+  }
+
+  /**
    * Joins the cluster: takes the node name, loads the newest snapshot, follows the log and
    * catches up with its head. Retries while the store is unreachable; resolves once this node
    * may answer clients.
@@ -207,8 +243,46 @@ export class ClusterLockService implements LockService, WaitersHost {
     return this.read((state) => state.table.findOwner(key, index), receivedAt);
   }
 
-  request(r: LockRequest, allowCreate: boolean, receivedAt?: number): Later<number> {
-    return this.submit(this.requestCommand(r, allowCreate), receivedAt);
+  request(r: LockRequest, allowCreate: boolean, receivedAt?: number, client = NO_CLIENT): Later<number> {
+    const answer = new Later<number>();
+    if (this.connectionIsFull(r, client)) answer.resolve(0);
+    else this.committer.submit(this.requestCommand(r, allowCreate), answer, this.afterRequest(r, client), receivedAt);
+    return answer;
+  }
+
+  /**
+   * --max-locks-per-connection, checked before a request is proposed (apply knows no connection):
+   * whether `client` already created that many entries still held, as far as this node applied,
+   * and this request would create one more. Told to onRefused and counted when it does.
+   */
+  private connectionIsFull(r: LockRequest, client: number): boolean {
+    if (client === NO_CLIENT) return false;
+    const state = this.follower.state;
+    if (state.entriesOfConnection(client) < (this.options.maxEntriesPerConnection ?? DEFAULT_MAX_LOCKS_PER_CONNECTION)) return false;
+    if (state.table.entryOf(r.key, r.index, r.owner) !== NO_ID) return false;
+    this.connectionRefusals++;
+    this.options.onRefused?.(Refusal.MaxLocksPerConnection, r, client);
+    return true;
+  }
+
+  /**
+   * What runs right after a request of connection `client` applied here: an entry it created counts
+   * against the connection; a refusal at a limit is told to onRefused. Nothing to do for no connection.
+   */
+  private afterRequest(r: LockRequest, client: number): (() => void) | undefined {
+    if (client === NO_CLIENT && this.options.onRefused === undefined) return undefined;
+    return () => this.requestApplied(r, client);
+  }
+
+  private requestApplied(r: LockRequest, client: number): void {
+    const state = this.follower.state;
+    const entry = state.table.entryOf(r.key, r.index, r.owner);
+    if (entry !== NO_ID) {
+      if (client !== NO_CLIENT) state.claimForConnection(entry, client);
+      return;
+    }
+    const why = state.table.lastRefusal;
+    if (why !== Refusal.None) this.options.onRefused?.(why, r, client);
   }
 
   /**
@@ -216,14 +290,19 @@ export class ClusterLockService implements LockService, WaitersHost {
    * with the token read from this node's table right after the command applied, before any later
    * command of its batch could release or expire the lock: the token of the grant it answers.
    */
-  requestFenced(r: LockRequest, allowCreate: boolean, receivedAt?: number): Later<FencedPosition> {
+  requestFenced(r: LockRequest, allowCreate: boolean, receivedAt?: number, client = NO_CLIENT): Later<FencedPosition> {
     const answer = new Later<FencedPosition>();
+    if (this.connectionIsFull(r, client)) {
+      answer.resolve({ position: 0, token: 0 });
+      return answer;
+    }
     let token = 0;
     this.committer.submit(
       this.requestCommand(r, allowCreate),
       answerWith(answer, (position) => ({ position, token: position === 1 ? token : 0 })),
       () => {
         token = this.follower.state.table.fence(r.key, r.index, r.owner);
+        this.requestApplied(r, client);
       },
       receivedAt,
     );
@@ -253,8 +332,12 @@ export class ClusterLockService implements LockService, WaitersHost {
    * goes as AcquireWait: an entry it leaves waiting is tied to this incarnation, and ends with it
    * (OrphanedWaits) if this process dies before its connection could cancel it.
    */
-  acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number): Waiting<FencedPosition> {
+  acquire(r: LockRequest, allowCreate: boolean, waitMs: number, receivedAt?: number, client = NO_CLIENT): Waiting<FencedPosition> {
     const answer = new Waiting<FencedPosition>();
+    if (this.connectionIsFull(r, client)) {
+      answer.resolve({ position: 0, token: 0 });
+      return answer;
+    }
     const deadline = waitMs === NO_WAIT_BOUND ? NO_DEADLINE : (receivedAt ?? this.deps.clock.now()) + waitMs;
     let cancelledBeforeApply = false;
     // Its connection closed before the command applied (an abandon waits for the wait to begin, in Waiters).
@@ -266,6 +349,7 @@ export class ClusterLockService implements LockService, WaitersHost {
       this.requestCommand(r, allowCreate, waitMs !== 0 && this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
       { resolve: () => {}, reject: (error) => answer.reject(error) },
       () => {
+        this.requestApplied(r, client);
         const table = this.follower.state.table;
         const entry = table.entryOf(r.key, r.index, r.owner);
         const position = entry === NO_ID ? 0 : table.positionOfEntry(entry);

@@ -1,4 +1,6 @@
 import type { ByteString } from '../bytes.js';
+import type { LockRequest } from '../locks/LockService.js';
+import type { Refusal } from '../locks/TableLimits.js';
 import type { Clock } from '../runtime/Clock.js';
 import type { Logger } from '../runtime/Logger.js';
 import type { Random } from '../runtime/Random.js';
@@ -17,6 +19,21 @@ export interface ClusterOptions {
   readonly commitTimeoutMs: number;
   /** --max-locks, carried in each request so every replica decides alike. */
   readonly maxEntries: number;
+  /**
+   * --max-table-bytes and --max-locks-per-owner (a single node's defaults when absent), carried in
+   * each batch once every live node reads them, so every replica refuses alike (EntryBytesRules).
+   */
+  readonly maxTableBytes?: number;
+  readonly maxEntriesPerOwner?: number;
+  /**
+   * --max-locks-per-connection (a single node's default when absent): checked by this node before
+   * it proposes a request for a new entry, against the entries its connection created that this
+   * node has applied (its requests in flight, at most Connection's MAX_OUTSTANDING_ANSWERS, are not
+   * counted yet).
+   */
+  readonly maxEntriesPerConnection?: number;
+  /** Told of each request of this node's clients answered 0 at a limit (the log line; throttled by the caller). */
+  readonly onRefused?: (why: Exclude<Refusal, 0>, request: LockRequest, client: number) => void;
   /**
    * Lease of the node name and candidacy (5 s by default), and the silence bound: a node whose
    * heartbeat (a rewrite of its name key, every fifth of this) stood still this long is proven

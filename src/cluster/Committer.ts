@@ -3,7 +3,7 @@ import type { BatchApplier } from './LogFollower.js';
 import type { Appender, ClusterDeps } from './ClusterOptions.js';
 import type { Later } from '../locks/Later.js';
 import { CommitTimeoutError, ReadAnswer, Round, type WriteAnswer } from './GroupCommit.js';
-import { BatchEncoder, ETCD_BOUND_FORMAT, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
+import { BatchEncoder, ETCD_BOUND_FORMAT, TABLE_BOUNDS_FORMAT, type Batch, type BatchHeader, type LogCommand, type OwnBatch } from './LogCodec.js';
 import { runToEnd, type PlaceInValue, type ReplicaState, type Sliced } from './ReplicaState.js';
 import { AppendRefusedError, type LogRecord } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
@@ -37,6 +37,12 @@ export interface ProposerIdentity {
    * once every live node reads it (ETCD_BOUND_FORMAT); 0 or absent: none.
    */
   readonly entryBytesBound?: number;
+  /**
+   * --max-table-bytes and --max-locks-per-owner, carried in this node's batches once every live
+   * node reads them (TABLE_BOUNDS_FORMAT); 0 or absent: none.
+   */
+  readonly tableBytesBound?: number;
+  readonly ownerEntriesBound?: number;
 }
 
 /**
@@ -207,6 +213,7 @@ export class Committer implements BatchApplier {
         seq: round.seq,
         commands: round.commands,
         entryBytesBound: this.entryBytesBound(),
+        ...this.tableBounds(),
       });
       void this.append(round, round.bytes);
     } else {
@@ -218,6 +225,13 @@ export class Committer implements BatchApplier {
   private entryBytesBound(): number {
     const bound = this.identity.entryBytesBound ?? 0;
     return bound > 0 && this.deps.log.mayWrite(ETCD_BOUND_FORMAT) ? bound : 0;
+  }
+
+  /** The table's bounds this node's next batch carries: its own, once every live node reads them (else none). */
+  private tableBounds(): { tableBytesBound?: number; ownerEntriesBound?: number } {
+    const { tableBytesBound = 0, ownerEntriesBound = 0 } = this.identity;
+    if ((tableBytesBound === 0 && ownerEntriesBound === 0) || !this.deps.log.mayWrite(TABLE_BOUNDS_FORMAT)) return {};
+    return { tableBytesBound, ownerEntriesBound };
   }
 
   /** Whether attempts of this round may still be sent. */

@@ -44,14 +44,23 @@ export function entryEtcdBytes(key: ByteString, index: ByteString, owner: ByteSt
   return ENTRY_ETCD_OVERHEAD_BYTES + key.length + index.length + owner.length;
 }
 
+/** The bounds a batch carries (LogCodec's Batch): what its requests may add to the table; 0 or absent: none. */
+export interface BatchBounds {
+  readonly entryBytesBound?: number;
+  readonly tableBytesBound?: number;
+  readonly ownerEntriesBound?: number;
+}
+
 /**
- * A replica's queue rules, bounded in etcd bytes as well as in entries: apply refuses a request
- * that would add an entry (0, as a full table does) once the entries' etcd bytes plus the new
- * one's would pass the bound its batch carries (the proposing node's, like --max-locks in each
- * request; 0: none). The bytes are counted from the names of each entry as it joins and leaves,
- * so every replica that applied the same log counts the same, and a snapshot load counts again.
+ * A replica's queue rules, bounded as a single node's table is and in etcd bytes besides: apply
+ * refuses a request that would add an entry (0, as a full table does) once the table would pass
+ * a bound its batch carries, the proposing node's own (as --max-locks is in each request): the
+ * entries' etcd bytes (from --etcd-quota-bytes), the table's bytes (--max-table-bytes, charged as
+ * a single node charges them, TableLimits.entryBytes) and one owner's entries
+ * (--max-locks-per-owner). The bytes are counted from the names of each entry as it joins and
+ * leaves, so every replica that applied the same log counts the same, and a snapshot load counts again.
  *
- * Each entry's cost is kept in a column under its id (2 bytes an entry), so that whatever removes
+ * Each entry's etcd cost is kept in a column under its id (2 bytes an entry), so that whatever removes
  * it (a release, release-all, an expiry, a cancel) takes off exactly what its joining added. The
  * table tells the rules of a new entry by id only: the names come from the request just admitted
  * (hasRoom runs right before entryAdded) or, for an entry loaded or imported, from `nextEntry`.
@@ -59,7 +68,7 @@ export function entryEtcdBytes(key: ByteString, index: ByteString, owner: ByteSt
 export class EntryBytesRules extends ReplicaRules {
   private cost = new Uint16Array(64);
   private total = 0;
-  private bound = 0;
+  private bounds: BatchBounds = {};
   /** The cost of the entry about to join: set by hasRoom or nextEntry, taken by entryAdded or adopt. */
   private pending = 0;
 
@@ -68,9 +77,9 @@ export class EntryBytesRules extends ReplicaRules {
     return this.total;
   }
 
-  /** The bound of the batch being applied (0: none). */
-  beginBatch(entryBytesBound: number): void {
-    this.bound = entryBytesBound;
+  /** The bounds of the batch being applied. */
+  beginBatch(bounds: BatchBounds): void {
+    this.bounds = bounds;
   }
 
   /** An entry of these names is about to be loaded (snapshot) or imported: its cost. */
@@ -81,8 +90,11 @@ export class EntryBytesRules extends ReplicaRules {
   override refusal(request: ReplicatedRequest, room: TableRoom): Refusal {
     const refusal = super.refusal(request, room);
     if (refusal !== Refusal.None) return refusal;
+    const { entryBytesBound = 0, tableBytesBound = 0, ownerEntriesBound = 0 } = this.bounds;
+    if (tableBytesBound > 0 && room.bytes + room.entryBytes > tableBytesBound) return Refusal.MaxTableBytes;
+    if (ownerEntriesBound > 0 && room.ownerEntries >= ownerEntriesBound) return Refusal.MaxLocksPerOwner;
     const cost = entryEtcdBytes(request.key, request.index, request.owner);
-    if (this.bound > 0 && this.total + cost > this.bound) return Refusal.EtcdEntryBytes;
+    if (entryBytesBound > 0 && this.total + cost > entryBytesBound) return Refusal.EtcdEntryBytes;
     this.pending = cost;
     return Refusal.None;
   }

@@ -2,6 +2,7 @@ import { asBuffer, MAX_STRING_LENGTH, sameOrNew, type ByteString } from '../byte
 import type { LockRequest, SavedLock } from '../locks/LockService.js';
 import type { ReplicatedRequest } from '../locks/ReplicaRules.js';
 import { BufferWriter } from '../protocol/BufferWriter.js';
+import type { BatchBounds } from './EntryBytesRules.js';
 import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
 
 /**
@@ -14,11 +15,14 @@ import { MAX_APPEND_BYTES } from './ReplicatedLog.js';
  *   format 5 is format 4 that may also hold the waits tied to their node's incarnation (LogOp 14-15)
  *   entryKiB: the proposer's bound on the etcd bytes of the table's entries, in KiB (ETCD_BOUND_FORMAT;
  *   0, and reserved, before it: no bound)
+ *   'B' format(7) name(str) incarnation(u32) entryKiB(u32) tableKiB(u32) ownerEntries(u32) seq(u32) count(u16) command*
+ *   format 7 is format 5 whose header also carries the proposer's --max-table-bytes (in KiB) and
+ *   --max-locks-per-owner (0: no bound), which apply enforces (TABLE_BOUNDS_FORMAT)
  *   str = u8 length + bytes;  versions are float64 (log positions are integers below 2^53)
  *
  * A log value is one batch, or a bundle of several (issue 20's sequencer: one node appends the
  * batches other nodes forwarded to it, each encoded by its own node, in one value):
- *   'B' format(2) count(u16) { length(u32) batch }*      each a whole batch (format 1, 4 or 5)
+ *   'B' format(2) count(u16) { length(u32) batch }*      each a whole batch (format 1, 4, 5 or 7)
  * The bundle's batches apply in order at one version, their commands numbered on across them
  * (so a bundle holds at most COMMANDS_PER_VERSION commands in all). Bundles are written only
  * once every live node declares it reads them (LOG_FORMATS_READ), as are references:
@@ -149,7 +153,7 @@ export interface BatchHeader {
   readonly seq: number;
 }
 
-export interface Batch extends BatchHeader {
+export interface Batch extends BatchHeader, BatchBounds {
   readonly commands: readonly LogCommand[];
   /**
    * The proposing node's bound on what the table's entries may cost in etcd (bytes, a multiple of
@@ -158,6 +162,12 @@ export interface Batch extends BatchHeader {
    * ETCD_BOUND_FORMAT, or written before every live node read it).
    */
   readonly entryBytesBound?: number;
+  /**
+   * The proposing node's --max-table-bytes (a multiple of 1024) and --max-locks-per-owner, enforced
+   * by apply on every replica alike (EntryBytesRules); carried in a format-7 batch only (0 or absent: none).
+   */
+  readonly tableBytesBound?: number;
+  readonly ownerEntriesBound?: number;
 }
 
 const BATCH_MAGIC = 0x42; // 'B'
@@ -181,6 +191,12 @@ export const INCARNATION_WAITS_FORMAT = 5;
  * it: a node that skips the word would let an entry in that the others refuse.
  */
 export const ETCD_BOUND_FORMAT = 6;
+/**
+ * A batch as format 5 whose header also carries the proposer's bounds on the table's bytes and on
+ * one owner's entries (Batch.tableBytesBound, ownerEntriesBound): written only once every live node
+ * reads it, as any batch that carries them.
+ */
+export const TABLE_BOUNDS_FORMAT = 7;
 /** A log value holding several batches (see the file comment). */
 export const BUNDLE_FORMAT = 2;
 /**
@@ -202,13 +218,21 @@ export function isReference(bytes: Uint8Array): boolean {
  * declares them in the store with its name: a format is written only once every live node
  * declares it (rolling upgrades).
  */
-export const LOG_FORMATS_READ: readonly number[] = [FORMAT, BUNDLE_FORMAT, REFERENCE_FORMAT, OPS_FORMAT, INCARNATION_WAITS_FORMAT, ETCD_BOUND_FORMAT];
+export const LOG_FORMATS_READ: readonly number[] = [
+  FORMAT,
+  BUNDLE_FORMAT,
+  REFERENCE_FORMAT,
+  OPS_FORMAT,
+  INCARNATION_WAITS_FORMAT,
+  ETCD_BOUND_FORMAT,
+  TABLE_BOUNDS_FORMAT,
+];
 /** The formats of LOG_FORMATS_READ beyond a plain batch: each written only once every live node reads it (EtcdLog.peerView). */
 export const GATED_FORMATS: readonly number[] = LOG_FORMATS_READ.filter((format) => format !== FORMAT);
 /** Commands in one batch at most (the count is a u16); positions leave room for 2^16 per log value. */
 export const MAX_BATCH_COMMANDS = 4_096;
-/** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, 0, seq, count. */
-const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 4 + 4 + 2;
+/** A batch header at most: magic, format, the proposer's name (a wire string), incarnation, three bounds, seq, count. */
+const MAX_BATCH_HEADER_BYTES = 2 + 1 + MAX_STRING_LENGTH + 4 + 3 * 4 + 4 + 2;
 /**
  * Bytes of commands a batch holds at most, so that the whole batch fits one append (which puts it
  * twice in a request etcd caps at 1.5 MiB by default until every node reads references; see MAX_APPEND_BYTES).
@@ -236,9 +260,13 @@ export class BatchEncoder {
       }
       if (c.op >= FIRST_FORMAT_4_OP) format = OPS_FORMAT;
     }
+    const tableKiB = inKiB(batch.tableBytesBound);
+    const ownerEntries = Math.min(batch.ownerEntriesBound ?? 0, 0xffffffff);
+    if (tableKiB > 0 || ownerEntries > 0) format = TABLE_BOUNDS_FORMAT;
     try {
-      const entryKiB = Math.min(Math.floor((batch.entryBytesBound ?? 0) / 1024), 0xffffffff);
-      out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(entryKiB).u32(batch.seq).u16(batch.commands.length);
+      out.u8(BATCH_MAGIC).u8(format).string(batch.proposer).u32(batch.incarnation).u32(inKiB(batch.entryBytesBound));
+      if (format === TABLE_BOUNDS_FORMAT) out.u32(tableKiB).u32(ownerEntries);
+      out.u32(batch.seq).u16(batch.commands.length);
       for (const c of batch.commands) writeCommand(out, c);
     } catch (error) {
       // The writer is reused: what a failed batch wrote must not lead the next one.
@@ -247,6 +275,11 @@ export class BatchEncoder {
     }
     return out.flush();
   }
+}
+
+/** A header's bound in whole KiB (a u32); 0 for none. */
+function inKiB(bytes: number | undefined): number {
+  return Math.min(Math.floor((bytes ?? 0) / 1024), 0xffffffff);
 }
 
 /** Encoded size of one command, so a node can close a batch before it grows too big. */
@@ -455,37 +488,46 @@ export type OwnCommands = (header: BatchHeader) => OwnBatch | undefined;
  */
 export function decodeBatch(bytes: Uint8Array, own?: OwnCommands): Batch {
   const r = new BatchReader(bytes);
-  const { proposer, incarnation, seq, count, format, entryBytesBound } = readBatchHeader(r);
+  const { proposer, incarnation, seq, count, format, bounds } = readBatchHeader(r);
   const known = own?.({ proposer, incarnation, seq });
-  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes)))
-    return withBound({ proposer, incarnation, seq, commands: known.commands }, entryBytesBound);
+  if (known !== undefined && asBuffer(known.bytes).equals(asBuffer(bytes))) return { proposer, incarnation, seq, ...bounds, commands: known.commands };
   const commands: LogCommand[] = [];
-  const lastOp = format === INCARNATION_WAITS_FORMAT ? LogOp.CancelWaitsOf : format === OPS_FORMAT ? FIRST_FORMAT_5_OP - 1 : FIRST_FORMAT_4_OP - 1;
+  const lastOp = format === OPS_FORMAT ? FIRST_FORMAT_5_OP - 1 : format === FORMAT ? FIRST_FORMAT_4_OP - 1 : LogOp.CancelWaitsOf;
   for (let i = 0; i < count; i++) commands.push(readCommand(r, lastOp));
   if (!r.done) throw new LogFormatError('bytes after the last command');
-  return withBound({ proposer, incarnation, seq, commands }, entryBytesBound);
+  return { proposer, incarnation, seq, ...bounds, commands };
 }
 
-/** The batch with the bound its header carries; without the field when there is none (as every older version's batch). */
-function withBound(batch: Batch, entryBytesBound: number): Batch {
-  return entryBytesBound > 0 ? { ...batch, entryBytesBound } : batch;
-}
-
-/** A batch's header (format 1, 4 or 5), and the number of commands after it; LogFormatError if not a batch. */
-function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number; readonly entryBytesBound: number } {
+/** A batch's header (format 1, 4, 5 or 7), and the number of commands after it; LogFormatError if not a batch. */
+function readBatchHeader(r: CheckedReader): BatchHeader & { readonly count: number; readonly format: number; readonly bounds: BatchBounds } {
   if (r.u8() !== BATCH_MAGIC) throw new LogFormatError('not a batch');
   const format = r.u8();
-  if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT)
+  if (format !== FORMAT && format !== OPS_FORMAT && format !== INCARNATION_WAITS_FORMAT && format !== TABLE_BOUNDS_FORMAT)
     throw new LogFormatError(`batch format ${format} is not known to this version`);
   const proposer = r.string();
   const incarnation = r.u32();
-  const entryBytesBound = r.u32() * 1024;
+  const bounds = readBounds(r, format);
   const seq = r.u32();
-  return { proposer, incarnation, seq, count: r.u16(), format, entryBytesBound };
+  return { proposer, incarnation, seq, count: r.u16(), format, bounds };
 }
 
+/** The bounds a header carries, only those that are set (a batch of an older version, or written before every node read them, has none). */
+function readBounds(r: CheckedReader, format: number): BatchBounds {
+  const entryBytesBound = r.u32() * 1024;
+  const tableBytesBound = format === TABLE_BOUNDS_FORMAT ? r.u32() * 1024 : 0;
+  const ownerEntriesBound = format === TABLE_BOUNDS_FORMAT ? r.u32() : 0;
+  if (entryBytesBound === 0 && tableBytesBound === 0 && ownerEntriesBound === 0) return NO_BOUNDS;
+  return {
+    ...(entryBytesBound > 0 && { entryBytesBound }),
+    ...(tableBytesBound > 0 && { tableBytesBound }),
+    ...(ownerEntriesBound > 0 && { ownerEntriesBound }),
+  };
+}
+
+const NO_BOUNDS: BatchBounds = {};
+
 /**
- * Writes a bundle of already encoded batches (each a whole batch, format 1, 4 or 5, as its node encoded it).
+ * Writes a bundle of already encoded batches (each a whole batch, format 1, 4, 5 or 7, as its node encoded it).
  * The sequencer (EtcdLog.appendBundle) and tests; the caller keeps the whole within one append (MAX_APPEND_BYTES)
  * and COMMANDS_PER_VERSION commands.
  */

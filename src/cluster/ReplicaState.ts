@@ -202,6 +202,20 @@ export class ReplicaState {
     return counter;
   }
 
+  /**
+   * The command applied last was this node's, for its connection `client`: an entry it created
+   * counts against that connection (--max-locks-per-connection). Not replicated: a node keeps it
+   * for its own connections only, and a snapshot load starts it empty.
+   */
+  claimForConnection(entry: number, client: number): void {
+    this.rules.claimForConnection(entry, client);
+  }
+
+  /** Entries created through this node's connection `client` and still held, as far as this node applied. */
+  entriesOfConnection(client: number): number {
+    return this.rules.entriesOfConnection(client);
+  }
+
   /** The last sequence number applied from that proposer incarnation (0 when none is remembered). */
   lastSeq(proposer: ByteString, incarnation: number): number {
     return this.proposers.get(proposerKey(proposer, incarnation)) ?? 0;
@@ -263,7 +277,7 @@ export class ReplicaState {
     const commands = batch.commands;
     // An import whose first entry finds the table in use is refused whole (every result 0).
     const refusedImport = commands[0]?.op === LogOp.Import && commands[0].first && this.table.size > 0;
-    this.rules.beginBatch(batch.entryBytesBound ?? 0);
+    this.rules.beginBatch(batch);
     this.clock.freeze();
     try {
       for (let i = 0; i < commands.length; i++) {

@@ -6,7 +6,7 @@ import type { Logger } from '../runtime/Logger.js';
 import { realTimers } from '../runtime/Timers.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
 import { AppendRouter } from './AppendRouter.js';
-import { ClusterLockService, type ClusterObserver } from './ClusterLockService.js';
+import { ClusterLockService, type ClusterObserver, type ClusterOptions } from './ClusterLockService.js';
 import type { GrantObserver } from '../locks/Waiters.js';
 import { PeerDeclarations } from './PeerDeclarations.js';
 import type { EtcdConnection } from './EtcdLog.js';
@@ -62,6 +62,12 @@ const REFUSAL_LOG_EVERY_MS = 60_000;
 const ANNOUNCE_TIMEOUT_MS = 5_000;
 const WILDCARD_LISTEN = new Set(['0.0.0.0', '::']);
 
+/** The table's bounds and the lock-delay, as the daemon's options set them (see ClusterOptions). */
+export type ClusterTableLimits = Pick<
+  ClusterOptions,
+  'maxEntries' | 'maxTableBytes' | 'maxEntriesPerOwner' | 'maxEntriesPerConnection' | 'onRefused' | 'lockDelayMs'
+>;
+
 /**
  * Joins the cluster through etcd and resolves once this node has caught up with the log, so the
  * lock port opens only then. While etcd is unreachable it keeps trying and says so in the log.
@@ -71,7 +77,7 @@ const WILDCARD_LISTEN = new Set(['0.0.0.0', '::']);
  */
 export async function startClusterService(
   config: ClusterConfig,
-  { maxEntries, lockDelayMs }: { readonly maxEntries: number; readonly lockDelayMs: number },
+  limits: ClusterTableLimits,
   clock: Clock,
   logger: Logger,
   { clusterObserver: observer, grants }: { readonly clusterObserver?: ClusterObserver; readonly grants?: GrantObserver } = {},
@@ -126,10 +132,9 @@ export async function startClusterService(
       nodeName: config.nodeName,
       candidatePriority: config.candidatePriority,
       commitTimeoutMs: config.commitTimeoutSeconds * 1000,
-      maxEntries,
+      ...limits,
       snapshotEveryBatches: config.snapshotEveryBatches,
       etcdQuotaBytes: config.etcdQuotaBytes,
-      lockDelayMs,
     },
     {
       log,

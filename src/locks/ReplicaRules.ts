@@ -1,6 +1,8 @@
 import type { ByteString } from '../bytes.js';
 import type { LockRequest } from './LockService.js';
 import type { QueueRules } from './QueueRules.js';
+import { ConnectionEntries } from './ConnectionEntries.js';
+import { NO_ID } from './HashIndex.js';
 import { emptyNames, grownCapacity, resized, resizedNames } from './records.js';
 import { Refusal, type TableRoom } from './TableLimits.js';
 
@@ -10,15 +12,8 @@ const MIN_CAPACITY = 64;
 export interface ReplicatedRequest extends LockRequest {
   /** False while the proposing node drains: a request that would create an entry gets 0. */
   readonly allowCreate: boolean;
-  /** The proposing node's --max-locks. */
+  /** The proposing node's --max-locks (its other bounds come with the batch: see src/cluster/EntryBytesRules.ts). */
   readonly maxEntries: number;
-  /**
-   * The proposing node's --max-table-bytes, and its --max-locks-per-owner: bounds on what the
-   * table holds that every replica applies alike (the bytes are charged from the names, see
-   * TableLimits.entryBytes). Absent in a command that does not carry them: no such bound.
-   */
-  readonly maxTableBytes?: number;
-  readonly maxEntriesPerOwner?: number;
 }
 
 /** Told of every entry that joins or leaves a replicated table, by origin node (per-node counts for drain). */
@@ -37,7 +32,8 @@ export interface ReplicaHooks {
  * watch, never for an answer.
  *
  * Per entry it keeps the version of its phase and the node it was requested through (its origin),
- * 16 bytes on top of the table's own record.
+ * 16 bytes on top of the table's own record; and, for this node's own use only, the connection of
+ * this node that created it (ConnectionEntries), which no replicated decision reads.
  */
 export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   /**
@@ -56,6 +52,14 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
    * node's lock file raises it above every token that file held (see raiseTokenBase).
    */
   private tokenBase = 0;
+  /**
+   * The entries this node's connections created (--max-locks-per-connection): told by the node
+   * after each of its own commands applied (claimForConnection), never by the log, so it is not
+   * replicated and a snapshot load starts it empty; apply's decisions never read it.
+   */
+  private readonly connections = new ConnectionEntries();
+  /** The entry the command being applied created, if any (NO_ID). */
+  private addedByCommand = NO_ID;
 
   constructor(private readonly hooks: ReplicaHooks) {}
 
@@ -63,6 +67,21 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   beginCommand(position: number, origin: ByteString): void {
     this.position = position;
     this.commandOrigin = origin;
+    this.addedByCommand = NO_ID;
+  }
+
+  /**
+   * The command applied last was this node's, sent for its connection `client`: if it created
+   * `entry`, the entry counts against that connection from now on. Called right after the
+   * command applied, before the next one begins.
+   */
+  claimForConnection(entry: number, client: number): void {
+    if (entry !== NO_ID && entry === this.addedByCommand) this.connections.add(entry, client);
+  }
+
+  /** Entries created through this node's connection `client` that are still held (as far as this node applied). */
+  entriesOfConnection(client: number): number {
+    return this.connections.of(client);
   }
 
   /** What grant tokens are counted from (replicated: a snapshot keeps it). */
@@ -109,15 +128,12 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   }
 
   /**
-   * The limits are the proposing node's, carried in the command; what the table holds is the same
-   * on every replica. The per-connection cap is the proposing node's own, checked before it
-   * proposes: no connection reaches apply.
+   * The limits are the proposing node's, carried in the command (and, in EntryBytesRules, in its
+   * batch); what the table holds is the same on every replica. The per-connection cap is the
+   * proposing node's own, checked before it proposes: no connection reaches apply.
    */
   refusal(request: ReplicatedRequest, room: TableRoom): Refusal {
-    if (room.entries >= request.maxEntries) return Refusal.MaxLocks;
-    if (request.maxTableBytes !== undefined && room.bytes + room.entryBytes > request.maxTableBytes) return Refusal.MaxTableBytes;
-    if (request.maxEntriesPerOwner !== undefined && room.ownerEntries >= request.maxEntriesPerOwner) return Refusal.MaxLocksPerOwner;
-    return Refusal.None;
+    return room.entries >= request.maxEntries ? Refusal.MaxLocks : Refusal.None;
   }
 
   /** The bakery ticket: the position of the request in the log. */
@@ -127,9 +143,12 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
 
   entryAdded(entry: number): void {
     this.adopt(entry, this.commandOrigin, this.position);
+    this.addedByCommand = entry;
   }
 
   entryRemoved(entry: number): void {
+    this.connections.remove(entry);
+    if (entry === this.addedByCommand) this.addedByCommand = NO_ID;
     const origin = this.origin[entry]!;
     this.origin[entry] = '';
     this.hooks.removed(origin);
@@ -170,6 +189,7 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     }
     this.version = version;
     this.origin = origin;
+    this.connections.renumbered(from, to, count);
   }
 
   private grow(capacity: number): void {

@@ -1,10 +1,8 @@
 import type { LockRequest } from './LockService.js';
 import { DEFAULT_MAX_ENTRIES } from './LockTable.js';
 import type { QueueRules } from './QueueRules.js';
-import { grownCapacity, resized } from './records.js';
+import { ConnectionEntries } from './ConnectionEntries.js';
 import { DEFAULT_MAX_LOCKS_PER_CONNECTION, DEFAULT_MAX_LOCKS_PER_OWNER, DEFAULT_MAX_TABLE_BYTES, NO_CLIENT, Refusal, type TableRoom } from './TableLimits.js';
-
-const MIN_CAPACITY = 64;
 
 /** What a single node's table may hold (see TableLimits); each undefined takes its default. */
 export interface SingleNodeLimits {
@@ -30,10 +28,7 @@ export class SingleNodeRules implements QueueRules {
   readonly maxTableBytes: number;
   readonly maxEntriesPerOwner: number;
   readonly maxEntriesPerConnection: number;
-  /** Per entry, the connection it was created through (NO_CLIENT: none, not counted). */
-  private clientOf = new Int32Array(MIN_CAPACITY);
-  /** Per connection that created entries still held, how many. */
-  private readonly clientEntries = new Map<number, number>();
+  private readonly connections = new ConnectionEntries();
 
   /**
    * @param limits what the table holds at most; a request for one more entry beyond any is refused (0).
@@ -50,7 +45,7 @@ export class SingleNodeRules implements QueueRules {
 
   /** Entries created through connection `client` that are still held. */
   entriesOfClient(client: number): number {
-    return this.clientEntries.get(client) ?? 0;
+    return this.connections.of(client);
   }
 
   /** The highest fencing token handed out or restored: what the lock file keeps, so the next start goes on above it. */
@@ -86,18 +81,11 @@ export class SingleNodeRules implements QueueRules {
   }
 
   entryAdded(entry: number, client: number): void {
-    if (entry >= this.clientOf.length) this.clientOf = resized(this.clientOf, grownCapacity(this.clientOf.length, entry + 1));
-    this.clientOf[entry] = client;
-    if (client !== NO_CLIENT) this.clientEntries.set(client, this.entriesOfClient(client) + 1);
+    this.connections.add(entry, client);
   }
 
   entryRemoved(entry: number): void {
-    const client = this.clientOf[entry]!;
-    if (client === NO_CLIENT) return;
-    this.clientOf[entry] = NO_CLIENT;
-    const left = this.entriesOfClient(client) - 1;
-    if (left > 0) this.clientEntries.set(client, left);
-    else this.clientEntries.delete(client);
+    this.connections.remove(entry);
   }
 
   phaseBegins(): void {}
@@ -115,10 +103,6 @@ export class SingleNodeRules implements QueueRules {
   }
 
   recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void {
-    let highest = -1;
-    for (let i = 0; i < count; i++) highest = Math.max(highest, to[i]!);
-    const clientOf = new Int32Array(grownCapacity(MIN_CAPACITY, highest + 1));
-    for (let i = 0; i < count; i++) clientOf[to[i]!] = this.clientOf[from[i]!] ?? NO_CLIENT;
-    this.clientOf = clientOf;
+    this.connections.renumbered(from, to, count);
   }
 }

@@ -7,13 +7,13 @@ import type { Clock } from '../runtime/Clock.js';
 import { LocalLockService, TOKENS_PER_MS } from '../locks/LocalLockService.js';
 import { realTimers, type Timers } from '../runtime/Timers.js';
 import { keepingAlive } from '../runtime/keepAlive.js';
-import type { LockService, SavedLock } from '../locks/LockService.js';
+import type { LockRequest, LockService, SavedLock } from '../locks/LockService.js';
 import type { ClusterObserver } from '../cluster/ClusterOptions.js';
 import type { GrantObserver } from '../locks/Waiters.js';
 import { STALE_INPUT_MS, startClusterService, type ClusterConfig, type ClusterNode } from '../cluster/startClusterService.js';
 import { collectGarbage } from './collectGarbage.js';
 import { EventThrottle } from '../runtime/EventThrottle.js';
-import { REFUSAL_NAMES } from '../locks/TableLimits.js';
+import { REFUSAL_NAMES, type Refusal } from '../locks/TableLimits.js';
 import { AllowList } from './AllowList.js';
 import { LockServer } from './LockServer.js';
 import type { Logger } from '../runtime/Logger.js';
@@ -134,7 +134,20 @@ export class Daemon {
     } else {
       // A bad file to import stops the start before the node joins anything.
       const toImport = config.cluster.importLockFile === undefined ? undefined : await readImport(config.cluster.importLockFile);
-      node = await startClusterService(config.cluster, { maxEntries: config.maxLocks, lockDelayMs: config.lockDelayMs ?? 0 }, clock, logger, deps);
+      node = await startClusterService(
+        config.cluster,
+        {
+          maxEntries: config.maxLocks,
+          maxTableBytes: config.maxTableBytes,
+          maxEntriesPerOwner: config.maxLocksPerOwner,
+          maxEntriesPerConnection: config.maxLocksPerConnection,
+          onRefused: refusalLogger(logger, clock),
+          lockDelayMs: config.lockDelayMs ?? 0,
+        },
+        clock,
+        logger,
+        deps,
+      );
       const cluster = node.service;
       service = cluster;
       logger.event('lock-file-not-loaded', { file: config.lockFile, reason: 'cluster-mode' });
@@ -306,22 +319,29 @@ export class Daemon {
   }
 }
 
+/**
+ * The `request-refused` line of a request refused at a limit: one line per limit a second at most
+ * (and a count of those left out), so that a client filling the table does not flood the log.
+ */
+function refusalLogger(logger: Logger, clock: Clock): (why: Exclude<Refusal, 0>, request: LockRequest) => void {
+  const refusals = new EventThrottle(clock, 1);
+  return (why, request) => {
+    const limit = REFUSAL_NAMES[why];
+    const suppressed = refusals.admit(limit);
+    if (suppressed === undefined) return;
+    logger.event('request-refused', { limit, owner: request.owner, key: request.key, suppressed: suppressed > 0 ? suppressed : undefined });
+  };
+}
+
 /** The single node: a LockTable in this process, filled from the lock file. */
 async function startLocal(config: DaemonConfig, deps: DaemonDeps): Promise<{ service: LockService; restored: number }> {
   const { logger, clock } = deps;
-  // One line per limit a second at most (and a count of those left out): a client filling the table must not flood the log.
-  const refusals = new EventThrottle(clock, 1);
   const service = new LocalLockService(clock, deps.timers ?? realTimers, {
     maxEntries: config.maxLocks,
     maxTableBytes: config.maxTableBytes,
     maxEntriesPerOwner: config.maxLocksPerOwner,
     maxEntriesPerConnection: config.maxLocksPerConnection,
-    onRefused: (why, request) => {
-      const limit = REFUSAL_NAMES[why];
-      const suppressed = refusals.admit(limit);
-      if (suppressed === undefined) return;
-      logger.event('request-refused', { limit, owner: request.owner, key: request.key, suppressed: suppressed > 0 ? suppressed : undefined });
-    },
+    onRefused: refusalLogger(logger, clock),
     lockDelayMs: config.lockDelayMs,
     grants: deps.grants,
     // Above every token a crashed predecessor may have granted after its last save (see TOKENS_PER_MS).

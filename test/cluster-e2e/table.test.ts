@@ -116,3 +116,35 @@ etcdTest.serial('pipelined requests on one connection are answered in order, whi
     'the queue is in the order the positions said',
   );
 });
+
+etcdTest.serial(
+  'a cluster is bounded per connection by the node serving it, and per owner on every node alike; each refusal is position 0 and a log line',
+  async (t) => {
+    t.timeout(120_000);
+    const { nodes } = await startCluster(t, { nodes: 2, args: ['--max-locks-per-connection', '2', '--max-locks-per-owner', '3'] });
+    const [a, b] = await Promise.all(nodes.map((n) => n.accepted()));
+    // One connection's third new entry is refused by its node; its renewals are not.
+    t.is(await ask.request(a!, 'k1', '1', 'alice'), 1);
+    t.is(await ask.request(a!, 'k2', '1', 'alice'), 1);
+    t.is(await ask.request(a!, 'k3', '1', 'alice'), 0);
+    t.is(await ask.request(a!, 'k1', '1', 'alice'), 1);
+    t.like((await nodes[0]!.event('request-refused')).fields, { limit: 'max-locks-per-connection', key: 'k3' });
+    t.is(await ask.request(b!, 'k3', '1', 'alice'), 1);
+    // The owner's bound goes into the batches once both nodes declared they read it (a second or two
+    // after the start): until then a fourth entry may still be granted, and is given back.
+    const deadline = Date.now() + 60_000;
+    let fourth: number;
+    for (;;) {
+      const fresh = await nodes[1]!.accepted();
+      fourth = await ask.request(fresh, 'k4', '1', 'alice');
+      if (fourth === 0 || Date.now() > deadline) break;
+      t.is(await ask.release(fresh, 'k4', '1', 'alice'), 1);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    t.is(fourth, 0, 'the owner bound was never carried');
+    t.like((await nodes[1]!.event('request-refused', (e) => e.fields.limit === 'max-locks-per-owner')).fields, { key: 'k4' });
+    // Both nodes applied the refusal alike: the same three entries everywhere.
+    for (const client of [a!, b!]) t.deepEqual((await ask.list(client, 'k4')).length, 0);
+    t.is(await ask.request(a!, 'k4', '1', 'bob'), 0, "the connection is still at its cap, whoever's the entry");
+  },
+);

@@ -111,6 +111,14 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     return this.version[entry]!;
   }
 
+  /** How many entries requested through `origin` own their lock (one pass over the origin column). */
+  ownersFrom(origin: ByteString, table: { owns(entry: number): boolean }): number {
+    const column = this.origin;
+    let owners = 0;
+    for (let entry = 0; entry < column.length; entry++) if (column[entry] === origin && table.owns(entry)) owners++;
+    return owners;
+  }
+
   /** The node the entry was requested through. */
   originOf(entry: number): ByteString {
     return this.origin[entry]!;

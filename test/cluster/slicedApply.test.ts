@@ -24,8 +24,8 @@ function staged(key: string, owner: string, isOwner: boolean, first = false): Lo
   };
 }
 
-function request(key: string, owner: string): LogCommand {
-  return { op: LogOp.Request, key, index: 'i', owner, ttl: 30, ttw: 60, priority: 0, allowCreate: true, maxEntries: 1_000_000 };
+function request(key: string, owner: string, op: typeof LogOp.Request | typeof LogOp.AcquireWait = LogOp.Request): LogCommand {
+  return { op, key, index: 'i', owner, ttl: 30, ttw: 60, priority: 0, allowCreate: true, maxEntries: 1_000_000 };
 }
 
 /** X owns LOCKS locks with a waiter W<n> behind each (an import), then X releases all, and W0 every lock under its key. */
@@ -102,4 +102,31 @@ test('a snapshot decoded in slices is the same state as one decoded at once', (t
   t.true(n >= Math.floor(state.table.size / 100) - 1, `${n} slices`);
   t.is(step.value.digest(), ReplicaState.decode(bytes, new FakeClock(5)).digest());
   t.is(step.value.digest(), state.digest());
+});
+
+test("the end of a dead incarnation's waits goes in slices too, to the same state; drain counts follow", (t) => {
+  const tied = 500;
+  const commands = (): Batch[] => [
+    { proposer: 'A', incarnation: 1, seq: 1, commands: Array.from({ length: tied }, (_, n) => request(`k${n}`, 'X')) },
+    {
+      proposer: 'B',
+      incarnation: 7,
+      seq: 1,
+      commands: Array.from({ length: tied }, (_, n) => request(`k${n}`, `W${n}`, LogOp.AcquireWait)),
+    },
+    { proposer: 'A', incarnation: 1, seq: 2, commands: [{ op: LogOp.CancelWaitsOf, node: 'B', incarnation: 7 }] },
+  ];
+  const sliced = replica();
+  const whole = replica();
+  let last: { slices: number; value: unknown } | undefined;
+  commands().forEach((batch, i) => {
+    if (i === 2) t.deepEqual(sliced.state.countsFrom('B'), { owners: 0, waiters: tied });
+    last = slices(t, sliced.state, sliced.state.applyInSlices(batch, at(i + 1), undefined, undefined, 7));
+    whole.state.apply(batch, at(i + 1));
+  });
+  t.deepEqual(last!.value, [tied]);
+  t.true(last!.slices > tied / 7, `${last!.slices} slices of 7`);
+  t.deepEqual(sliced.state.countsFrom('B'), { owners: 0, waiters: 0 });
+  t.deepEqual(sliced.state.countsFrom('A'), { owners: tied, waiters: 0 });
+  t.is(sliced.state.digest(), whole.state.digest());
 });

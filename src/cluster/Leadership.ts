@@ -1,7 +1,6 @@
 import { printable } from '../bytes.js';
 import type { DueEntry } from '../locks/LockTable.js';
 import type { Committer } from './Committer.js';
-import type { ReplicaState } from './ReplicaState.js';
 import { LogOp, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import type { LogFollower } from './LogFollower.js';
 import type { ClusterDeps, ClusterOptions } from './ClusterOptions.js';
@@ -341,19 +340,21 @@ export class Leadership {
     // chunk, wait until the log since the last snapshot is at least half that snapshot's size.
     if (!forSpace && (last?.bytes ?? 0) > SMALL_SNAPSHOT_BYTES && logBytesSince * 2 < last!.bytes) return;
     this.snapshotting = true;
-    void this.writeSnapshot(state).finally(() => {
+    void this.writeSnapshot().finally(() => {
       this.snapshotting = false;
     });
   }
 
-  private async writeSnapshot(state: ReplicaState): Promise<void> {
+  private async writeSnapshot(): Promise<void> {
     const { log, logger, clock } = this.deps;
     const started = clock.now();
-    const position = state.position;
-    const bytes = state.encode();
-    const appliedLogBytes = this.follower.appliedLogBytes;
     this.snapshotClock = started;
+    let position = this.follower.state.position;
     try {
+      // Encoded in slices, apply paused meanwhile: a big table's snapshot never holds the event loop.
+      const snapshot = await this.follower.snapshot();
+      const { bytes, appliedLogBytes, entries } = snapshot;
+      position = snapshot.position;
       if (!(await log.saveSnapshot({ position, bytes }, SNAPSHOT_TIMEOUT_MS))) {
         // Another saver's snapshot is the one followers load: ours counts for nothing (not even its age).
         logger.event('snapshot-write-failed', { version: position.version, error: 'another snapshot, as new or newer, is the one etcd names' });
@@ -365,7 +366,7 @@ export class Leadership {
       logger.event('snapshot-written', {
         version: position.version,
         revision: position.revision,
-        entries: state.table.size,
+        entries,
         bytes: bytes.length,
         ms: Math.round(clock.now() - started),
       });

@@ -2,7 +2,7 @@ import { RETRY_MS, type ClusterDeps } from './ClusterOptions.js';
 import { decodeValue, isRefused, type Batch, type OwnCommands } from './LogCodec.js';
 import { LogGapError, ReplicaState, type PlaceInValue, type Sliced } from './ReplicaState.js';
 import { APPLY_SLICE_ENTRIES } from '../locks/LockTable.js';
-import type { LogRecord, LogWatch, RetainedSince, WatchEnd } from './ReplicatedLog.js';
+import type { LogPosition, LogRecord, LogWatch, RetainedSince, WatchEnd } from './ReplicatedLog.js';
 import type { StoreContact } from './StoreContact.js';
 import { pause } from '../runtime/Timers.js';
 
@@ -93,7 +93,16 @@ export class LogFollower {
    */
   sliceEntries = APPLY_SLICE_ENTRIES;
   /** Records delivered and not applied yet, in order; each with the watch that delivered it, and who waits for it. */
-  private readonly backlog: Array<{ readonly records: readonly LogRecord[]; readonly generation: number; readonly done?: () => void }> = [];
+  /**
+   * Work waiting to run on the replica, in order, one at a time: records to apply, or a snapshot to
+   * encode (`start` makes its slices; a gap found ends it with where). `dropped` is told if it never ran.
+   */
+  private readonly backlog: Array<{
+    readonly start: () => Sliced<string | undefined>;
+    readonly generation: number;
+    readonly done?: () => void;
+    readonly dropped?: () => void;
+  }> = [];
   /** The records being applied, in slices: nothing else applies until they are done. */
   private applying: { readonly work: Sliced<string | undefined>; readonly generation: number; readonly done?: (() => void) | undefined } | undefined;
   private nextSliceScheduled = false;
@@ -272,8 +281,37 @@ export class LogFollower {
 
   /** Records to apply after those before them; `done` is told once they are. */
   private enqueue(records: readonly LogRecord[], generation: number, done?: () => void): void {
-    this.backlog.push({ records, generation, done });
+    this.backlog.push({ start: () => this.applyRecords(records), generation, done });
     if (!this.nextSliceScheduled) this.pump();
+  }
+
+  /**
+   * The replica as it stands after every record delivered so far, encoded in slices between which
+   * nothing applies (ReplicaState.encodeInSlices): a big table's snapshot never holds the event loop.
+   * Rejects if the follower closes first.
+   */
+  snapshot(): Promise<{ readonly position: LogPosition; readonly bytes: Buffer; readonly entries: number; readonly appliedLogBytes: number }> {
+    return new Promise((resolve, reject) => {
+      const closed = (): void => reject(new Error('the follower closed before the snapshot was encoded'));
+      const encode = function* (this: LogFollower): Sliced<undefined> {
+        const state = this.current;
+        let settled = false;
+        try {
+          const bytes = yield* state.encodeInSlices(this.sliceEntries);
+          settled = true;
+          resolve({ position: state.position, bytes, entries: state.table.size, appliedLogBytes: this.appliedLogBytes });
+        } catch (error) {
+          settled = true;
+          reject(error);
+        } finally {
+          // Ended between two slices (the follower closed).
+          if (!settled) closed();
+        }
+        return undefined;
+      };
+      this.backlog.push({ start: () => encode.call(this), generation: this.generation, dropped: closed });
+      if (!this.nextSliceScheduled) this.pump();
+    });
   }
 
   /**
@@ -291,7 +329,7 @@ export class LogFollower {
         if (this.applying === undefined) {
           const next = this.backlog.shift();
           if (next === undefined) break;
-          this.applying = { work: this.applyRecords(next.records), generation: next.generation, done: next.done };
+          this.applying = { work: next.start(), generation: next.generation, done: next.done };
         }
         const slice = this.applying.work.next();
         if (slice.done !== true) {
@@ -424,7 +462,7 @@ export class LogFollower {
     this.closed = true;
     this.applying?.work.return(undefined);
     this.applying = undefined;
-    this.backlog.length = 0;
+    for (const dropped of this.backlog.splice(0)) dropped.dropped?.();
     for (const resolve of this.whenIdleWaiters.splice(0)) resolve();
     this.watch?.close();
     this.watch = undefined;

@@ -766,11 +766,44 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Every entry with its replicated fields, queue by queue in directory order, owner first. */
   *replicaEntries(this: ReplicaTable): IterableIterator<ReplicaEntry> {
+    for (const e of this.replicaEntriesInPlace()) yield { ...e };
+  }
+
+  /**
+   * As replicaEntries, in one object rewritten for each entry (valid until the next step): a
+   * snapshot of a million entries makes no object per entry. The table must not change meanwhile.
+   */
+  *replicaEntriesInPlace(this: ReplicaTable): IterableIterator<Readonly<ReplicaEntry>> {
     const e = this.entries;
     const rules = this.rules;
-    for (const queue of this.keys.all()) {
+    const keys = this.keys;
+    const view: { -readonly [F in keyof ReplicaEntry]: ReplicaEntry[F] } = {
+      key: '',
+      index: '',
+      owner: '',
+      priority: 0,
+      ttl: 0,
+      ttw: 0,
+      isOwner: false,
+      token: 0,
+      ticket: 0,
+      version: 0,
+      origin: '',
+    };
+    for (const queue of keys.all()) {
+      view.key = keys.keyOf(queue);
+      view.index = keys.indexOf(queue);
       for (const entry of this.queueEntries(queue)) {
-        yield { ...this.describe(queue, entry), ticket: e.ticket[entry]!, version: rules.versionOf(entry), origin: rules.originOf(entry) };
+        view.owner = this.ownerName(entry);
+        view.priority = e.priority[entry]!;
+        view.ttl = e.ttl[entry]!;
+        view.ttw = e.ttw[entry]!;
+        view.isOwner = e.isOwner[entry] === 1;
+        view.token = e.token[entry]!;
+        view.ticket = e.ticket[entry]!;
+        view.version = rules.versionOf(entry);
+        view.origin = rules.originOf(entry);
+        yield view;
       }
     }
   }

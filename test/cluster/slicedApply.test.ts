@@ -130,3 +130,20 @@ test("the end of a dead incarnation's waits goes in slices too, to the same stat
   t.deepEqual(sliced.state.countsFrom('A'), { owners: tied, waiters: 0 });
   t.is(sliced.state.digest(), whole.state.digest());
 });
+
+test('a snapshot encoded in slices is the bytes of one encoded at once, and nothing applies in between', (t) => {
+  const { state } = replica();
+  batches().forEach((batch, i) => state.apply(batch, at(i + 1)));
+  const whole = state.encode();
+  const work = state.encodeInSlices(100);
+  let n = 0;
+  let step = work.next();
+  for (; step.done !== true; step = work.next()) {
+    n++;
+    t.true(state.applying);
+    t.throws(() => state.apply({ proposer: 'A', incarnation: 1, seq: 99, commands: [] }, at(4)));
+  }
+  t.true(n >= Math.floor(state.table.size / 100), `${n} slices`);
+  t.false(state.applying);
+  t.deepEqual(step.value, whole);
+});

@@ -40,6 +40,11 @@ interface WaitingEntry {
   readonly owner: ByteString;
 }
 
+/** A proposer incarnation: 1 … 2^32-1 (0 never: batches of some versions read it as none). */
+function drawIncarnation(random: () => number): number {
+  return 1 + Math.floor(random() * 0xfffffffe);
+}
+
 /** `--import-lock-file` into a cluster that already holds entries. */
 export class ImportRefusedError extends Error {
   override name = 'ImportRefusedError';
@@ -54,7 +59,8 @@ export class ImportRefusedError extends Error {
  * writes snapshots. This class wires them together and speaks LockService.
  */
 export class ClusterLockService implements LockService, WaitersHost {
-  readonly incarnation: number;
+  /** The incarnation this node's batches carry now (see reincarnate). */
+  private currentIncarnation: number;
   private readonly contact = new StoreContact();
   private readonly follower: LogFollower;
   private readonly committer: Committer;
@@ -81,7 +87,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     private readonly deps: ClusterDeps,
   ) {
     // 1 … 2^32-1: with the name it tells one process's batches from a restarted one's.
-    this.incarnation = 1 + Math.floor(deps.random() * 0xfffffffe);
+    this.currentIncarnation = drawIncarnation(deps.random);
     // Drawn after the incarnation, so simulations stay seeded; never shows in the state.
     const hashSeed = Math.floor(deps.random() * 0x100000000) | 0;
     // Each layer is built after the ones it uses: the committer answers what the follower applies,
@@ -91,7 +97,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     this.committer = new Committer(
       {
         nodeName: options.nodeName,
-        incarnation: this.incarnation,
+        incarnation: this.currentIncarnation,
         entryBytesBound: this.entryBytesBound,
         tableBytesBound: this.tableBytesBound,
         ownerEntriesBound: options.maxEntriesPerOwner ?? DEFAULT_MAX_LOCKS_PER_OWNER,
@@ -108,12 +114,34 @@ export class ClusterLockService implements LockService, WaitersHost {
     this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
     this.orphanedWaits = new OrphanedWaits(
       options.nodeName,
-      this.incarnation,
+      () => this.currentIncarnation,
       deps,
       this.committer,
       () => this.follower.state,
       (name) => this.leadership.isSilent(name),
+      () => this.reincarnate(),
     );
+  }
+
+  /**
+   * With the node name, identifies this process's batches and the waits tied to them (1 … 2^32-1,
+   * drawn at random); a new one once the cluster ended this one's waits while the process lived.
+   */
+  get incarnation(): number {
+    return this.currentIncarnation;
+  }
+
+  /**
+   * The cluster ended this incarnation's waits while this process lives (it was proven silent: a
+   * pause past its lease): from the next batch on it proposes as a new incarnation, so that the
+   * waits its clients begin from now on are tied again and end with it, instead of outliving it.
+   */
+  private reincarnate(): number {
+    let next = drawIncarnation(this.deps.random);
+    while (next === this.currentIncarnation) next = drawIncarnation(this.deps.random);
+    this.currentIncarnation = next;
+    this.committer.reincarnate(next);
+    return next;
   }
 
   /** The replica as applied so far (tests, metrics, the lock-file backup). */

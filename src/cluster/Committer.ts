@@ -71,6 +71,8 @@ export class Committer implements BatchApplier {
   private readonly queued: Round[] = [];
   private inFlight: Round | undefined;
   private nextSeq = 1;
+  /** The incarnation this node's next batch carries (identity's, until reincarnate). */
+  private incarnation: number;
   private dispatchScheduled = false;
   private closing = false;
   /** Commands still expected from the clients the last round answered; 0 = not waiting for them. */
@@ -96,6 +98,7 @@ export class Committer implements BatchApplier {
     private readonly deps: ClusterDeps,
     private readonly contact: StoreContact,
   ) {
+    this.incarnation = identity.incarnation;
     this.appender = deps.router ?? { append: async (value, timeoutMs) => ({ confirmed: true, position: await deps.log.append(value, timeoutMs) }) };
   }
 
@@ -207,9 +210,10 @@ export class Committer implements BatchApplier {
     round.sentAt = this.deps.clock.now();
     if (round.writes > 0) {
       round.seq = this.nextSeq++;
+      round.incarnation = this.incarnation;
       round.bytes = this.encoder.encode({
         proposer: this.identity.nodeName,
-        incarnation: this.identity.incarnation,
+        incarnation: this.incarnation,
         seq: round.seq,
         commands: round.commands,
         entryBytesBound: this.entryBytesBound(),
@@ -232,6 +236,15 @@ export class Committer implements BatchApplier {
     const { tableBytesBound = 0, ownerEntriesBound = 0 } = this.identity;
     if ((tableBytesBound === 0 && ownerEntriesBound === 0) || !this.deps.log.mayWrite(TABLE_BOUNDS_FORMAT)) return {};
     return { tableBytesBound, ownerEntriesBound };
+  }
+
+  /**
+   * From the next batch on, this node proposes as incarnation `incarnation` (its earlier one's
+   * waits were ended while it lived: see OrphanedWaits). A round already sent keeps the one it was
+   * sent with; the sequence numbers go on, so none repeats under either.
+   */
+  reincarnate(incarnation: number): void {
+    this.incarnation = incarnation;
   }
 
   /** Whether attempts of this round may still be sent. */
@@ -339,7 +352,7 @@ export class Committer implements BatchApplier {
       round !== undefined &&
       round.seq > 0 &&
       header.seq === round.seq &&
-      header.incarnation === this.identity.incarnation &&
+      header.incarnation === round.incarnation &&
       header.proposer === this.identity.nodeName;
     return mine ? round : undefined;
   }
@@ -382,7 +395,7 @@ export class Committer implements BatchApplier {
   stateReplaced(state: ReplicaState): void {
     this.applied = state.position.version;
     const round = this.inFlight;
-    if (round !== undefined && round.seq > 0 && state.lastSeq(this.identity.nodeName, this.identity.incarnation) >= round.seq) {
+    if (round !== undefined && round.seq > 0 && state.lastSeq(this.identity.nodeName, round.incarnation) >= round.seq) {
       this.finishRound(round, new CommitTimeoutError('the batch was applied inside a snapshot; its results are unknown here'), true);
     }
   }

@@ -79,8 +79,9 @@ export class Round {
   readonly deferred: PendingRead[] = [];
   /** Bytes of commands in the round (its batch's size, less the header). */
   private commandBytes = 0;
-  /** Batch sequence number once the round is sent with writes. */
+  /** Batch sequence number once the round is sent with writes, and the proposer incarnation it was sent as. */
   seq = 0;
+  incarnation = 0;
   /** The batch as encoded and sent, once the round is sent with writes. */
   bytes: Uint8Array = EMPTY;
   /** Read-only rounds: the log version the barrier returned; answered once applied. */

@@ -33,44 +33,48 @@ export class OrphanedWaits {
   private readonly proposed = new Set<string>();
   private reading = false;
   private lastRead = Number.NEGATIVE_INFINITY;
-  /** Whether this node logged that its own incarnation's waits were ended. */
-  private ownEndedTold = false;
   /** Whether this node logged that its waits are tied to its incarnation from now on. */
   private tyingTold = false;
 
   constructor(
     private readonly nodeName: string,
-    private readonly incarnation: number,
+    /** The incarnation this node proposes as now. */
+    private readonly incarnation: () => number,
     private readonly deps: ClusterDeps,
     private readonly committer: Committer,
     private readonly replica: () => ReplicaState,
     /** Whether a node's heartbeat is proven silent (Leadership.isSilent). */
     private readonly isSilent: (name: string) => boolean,
+    /** Makes this node propose as a new incarnation from its next batch on; returns it. */
+    private readonly reincarnate: () => number,
   ) {}
 
   /** Whether this node's own waits may be tied to its incarnation (see ClusterLockService.acquire). */
   get mayTie(): boolean {
-    return this.deps.log.mayWrite(INCARNATION_WAITS_FORMAT) && !this.replica().waitsEnded(this.nodeName, this.incarnation);
+    return this.deps.log.mayWrite(INCARNATION_WAITS_FORMAT) && !this.replica().waitsEnded(this.nodeName, this.incarnation());
   }
 
   /** Called every cluster tick once the node has caught up. */
   tick(now: number, isLeader: boolean): void {
     const state = this.replica();
-    if (!this.ownEndedTold && state.waitsEnded(this.nodeName, this.incarnation)) {
-      // The leader took this node for gone (its name lapsed): its waits from here on are untied, as before format 5.
-      this.ownEndedTold = true;
-      this.deps.logger.event('own-waits-ended', { node: this.nodeName, incarnation: this.incarnation });
+    const incarnation = this.incarnation();
+    if (state.waitsEnded(this.nodeName, incarnation)) {
+      // The leader took this living node for gone (proven silent: a pause past its lease) and ended
+      // its waits. Waits tied to that incarnation again would do nothing, and untied ones would
+      // outlive the process: it goes on as a new incarnation, whose waits end with it.
+      const next = this.reincarnate();
+      this.deps.logger.event('own-waits-ended', { node: this.nodeName, incarnation, next_incarnation: next });
     }
     if (!this.deps.log.mayWrite(INCARNATION_WAITS_FORMAT)) return;
     if (!this.tyingTold) {
       // From here on a 0x0B's waiting entry ends with this process (until every node read format 5, it stayed to its TTW).
       this.tyingTold = true;
-      this.deps.logger.event('waits-tied', { node: this.nodeName, incarnation: this.incarnation });
+      this.deps.logger.event('waits-tied', { node: this.nodeName, incarnation: this.incarnation() });
     }
     let others = false;
     for (const w of state.waitingIncarnations()) {
       if (w.node === this.nodeName) {
-        if (w.incarnation !== this.incarnation) this.propose(w, 'restarted');
+        if (w.incarnation !== this.incarnation()) this.propose(w, 'restarted');
       } else others = true;
     }
     if (others && isLeader && !this.reading && now - this.lastRead >= LIVE_NODES_EVERY_MS) void this.endGoneNodes(now, state);

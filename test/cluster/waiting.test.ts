@@ -260,27 +260,35 @@ test('a wait cancelled while its node cannot commit is cancelled once it can: th
   t.is(a.replica.table.findOwner('k', 'i'), '', 'nobody was granted it');
 });
 
-test('a node cut off past its name lease is taken for gone: its waits end (answered 0, never granted), and it ties no more waits but still serves them', async (t) => {
+test('a node cut off past its name lease is taken for gone: its waits end (answered 0, never granted); it goes on as a new incarnation, whose waits end with it', async (t) => {
   const cluster = await memoryCluster(t, ['a', 'b', 'c']);
   const { vt, nodes, clients } = cluster;
   t.true(await vt.until(10_000, () => nodes.some((n) => n.isLeader)));
   const cut = nodes.find((n) => !n.isLeader)!;
   const cutName = ['a', 'b', 'c'][nodes.indexOf(cut)]!;
   const owner = nodes.find((n) => n !== cut)!;
+  const first = cut.incarnation;
   await settle(vt, owner.request(lock('alice'), true));
   const bob = watch(cut.acquire(lock('bob'), true, NO_WAIT_BOUND));
   await vt.until(5_000, () => owner.replica.table.location('k', 'i', 'bob') === 2);
   clients[nodes.indexOf(cut)]!.setPartitioned(true);
-  t.true(await vt.until(10_000, () => owner.replica.waitsEnded(cutName, cut.incarnation)), 'the leader ended its waits');
+  t.true(await vt.until(10_000, () => owner.replica.waitsEnded(cutName, first)), 'the leader ended its waits');
   t.is(owner.replica.table.location('k', 'i', 'bob'), 0);
   clients[nodes.indexOf(cut)]!.setPartitioned(false);
   t.true(await vt.until(10_000, () => bob.value !== undefined), 'bob is answered once his node hears of it');
   t.deepEqual(bob.value, { position: 0, token: 0 });
-  // Its incarnation's waits ended: a new wait through it is a plain request, and is granted in its turn.
+  // Its incarnation's waits ended while it lived: it proposes as a new one, and a new wait through it is tied to that.
+  t.true(await vt.until(10_000, () => cut.incarnation !== first), 'a new incarnation');
   const carol = watch(cut.acquire(lock('carol'), true, NO_WAIT_BOUND));
   t.true(await vt.until(10_000, () => owner.replica.table.location('k', 'i', 'carol') === 2));
-  t.deepEqual(owner.replica.tiedWaitsHeld(), [], 'not tied');
+  t.deepEqual(
+    owner.replica.tiedWaitsHeld().map((w) => [w.owner, w.node, w.incarnation]),
+    [['carol', cutName, cut.incarnation]],
+  );
+  // The process dies before alice lets go: carol's wait ends with it, and nobody is granted the lock.
+  clients[nodes.indexOf(cut)]!.crash();
+  t.true(await vt.until(20_000, () => owner.replica.table.location('k', 'i', 'carol') === 0), "the new incarnation's waits ended");
   await settle(vt, owner.release('k', 'i', 'alice'));
-  t.true(await vt.until(5_000, () => carol.value !== undefined));
-  t.is(carol.value!.position, 1);
+  t.is(owner.replica.table.findOwner('k', 'i'), '');
+  t.not(carol.value?.position, 1, 'carol was never told she owns');
 });

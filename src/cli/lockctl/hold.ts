@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, hostname } from 'node:os';
 import type { Writable } from 'node:stream';
@@ -12,7 +13,7 @@ import { jsonBytes, shown, tokenField } from './render.js';
 import { GATE_FD, gateLine } from './gate.js';
 import type { WatchdogOrder, WatchdogReport } from './watchdog.js';
 import { monotonicFromPerformance } from './monotonic.js';
-import { startTimeOf, stopTree } from './processTree.js';
+import { holdMark, startTimeOf, stopTree } from './processTree.js';
 
 export interface HoldSpec extends LockRequest {
   /** Give up waiting after this many seconds (--wait); undefined = wait until interrupted. */
@@ -234,8 +235,15 @@ function holdUntilSignal(lock: HeldLock, spec: HoldSpec, { out, warn, json }: Ho
  * token — removed when the lock has none, so that the token of an outer `lockctl hold` never
  * passes for this lock's.
  */
-function commandEnvironment(spec: HoldSpec): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, LOCKCTL_KEY: shown(spec.key), LOCKCTL_INDEX: shown(spec.index), LOCKCTL_OWNER: shown(spec.owner) };
+function commandEnvironment(spec: HoldSpec, mark: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOCKCTL_KEY: shown(spec.key),
+    LOCKCTL_INDEX: shown(spec.index),
+    LOCKCTL_OWNER: shown(spec.owner),
+    // Every process of the command carries it, so that a stop finds them all (processTree.holdMark).
+    [mark]: '1',
+  };
   // The token comes with the order to run (see watchdog.ts): the command is started before the lock is ours.
   delete env.LOCKCTL_TOKEN;
   return env;
@@ -255,6 +263,8 @@ function deadlineMarginMs(ttlSeconds: number): number {
 /** The watchdog process, started before the lock is ours; told to run the command, or dismissed. */
 interface StartedWatchdog {
   readonly process: ChildProcess;
+  /** The environment variable every process of the command carries (holdMark), and so does the watchdog. */
+  readonly mark: string;
   /** Why it could not be started, if it could not (reported once the lock is ours). */
   readonly startError: () => Error | undefined;
   /** The trampoline's pid (the command's, once let go), as the watchdog reported it. */
@@ -276,10 +286,11 @@ interface StartedWatchdog {
 function startWatchdog(spec: HoldSpec): StartedWatchdog {
   const [file, ...args] = spec.command;
   const ttl = spec.ttl ?? 0;
-  const watchdogArgs = [WATCHDOG_PATH, String(killGraceMs(ttl, spec.killAfterSeconds)), String(deadlineMarginMs(ttl)), file!, ...args];
+  const mark = holdMark(randomBytes(8).toString('hex'));
+  const watchdogArgs = [WATCHDOG_PATH, String(killGraceMs(ttl, spec.killAfterSeconds)), String(deadlineMarginMs(ttl)), mark, file!, ...args];
   const child = spawn(process.execPath, watchdogArgs, {
     stdio: ['inherit', 'inherit', 'inherit', 'ipc', 'pipe'],
-    env: commandEnvironment(spec),
+    env: commandEnvironment(spec, mark),
   });
   const gate = child.stdio[GATE_FD] as Writable;
   // A watchdog that died meanwhile: its 'close' says so (runWhileHeld).
@@ -294,6 +305,7 @@ function startWatchdog(spec: HoldSpec): StartedWatchdog {
   });
   return {
     process: child,
+    mark,
     startError: () => startError,
     shellPid: () => shellPid,
     ended: () => ended,
@@ -349,8 +361,10 @@ function runWhileHeld(lock: HeldLock, spec: HoldSpec, started: StartedWatchdog, 
       // Ended and reported: nothing of it is left to reach by its pid.
       if (result !== undefined) return stopping ?? Promise.resolve();
       if (stopping === undefined) {
-        if (commandPid !== undefined) stopping = stopTree(commandPid, graceMs, commandStart);
-        else order({ stop: true });
+        if (commandPid !== undefined) {
+          const except = new Set(watchdog.pid === undefined ? [] : [watchdog.pid]);
+          stopping = stopTree({ root: commandPid, rootStartTime: commandStart, mark: started.mark, except }, graceMs);
+        } else order({ stop: true });
       }
       return stopping ?? Promise.resolve();
     };

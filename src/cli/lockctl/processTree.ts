@@ -68,6 +68,46 @@ export async function processTree(root: number): Promise<ProcessSnapshot | undef
   return tree;
 }
 
+/**
+ * The environment variable that marks the processes of one hold's command: set in the command's
+ * environment and inherited by everything it starts, even a process reparented to init once its
+ * parent died (which no walk from the command's pid finds). One name per hold, so that a hold
+ * inside a held command marks its own command without unmarking the outer one's.
+ */
+export function holdMark(token: string): string {
+  return `LOCKCTL_HOLD_${token}`;
+}
+
+/**
+ * The running processes whose environment carries `mark` (holdMark), but `except`: each with its
+ * start time. Only processes this user may read are seen; one that cleared its environment escapes.
+ */
+export async function markedProcesses(mark: string, except: ReadonlySet<number> = new Set()): Promise<Map<number, string>> {
+  const marked = new Map<number, string>();
+  let names: string[];
+  try {
+    names = await readdir('/proc');
+  } catch {
+    return marked;
+  }
+  const needle = `\0${mark}=`;
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (except.has(pid) || pid === process.pid) continue;
+    let environ: string;
+    try {
+      environ = await readFile(`/proc/${pid}/environ`, 'latin1');
+    } catch {
+      continue;
+    }
+    if (!`\0${environ}`.includes(needle)) continue;
+    const stat = await readStat(pid);
+    if (stat !== undefined && !stat.zombie) marked.set(pid, stat.startTime);
+  }
+  return marked;
+}
+
 /** When process `pid` started (its ProcessSnapshot value), to know it again later; undefined if it is not running or without /proc. */
 export async function startTimeOf(pid: number): Promise<string | undefined> {
   const stat = await readStat(pid);
@@ -108,31 +148,50 @@ function exists(pid: number): boolean {
 /** While a stop's grace runs, how often it looks whether everything has ended. */
 const STOP_CHECK_MS = 100;
 
+/** Where a hold's command is: its pid (with its start time, to know it again) and its mark (holdMark). */
+export interface CommandProcesses {
+  readonly root: number;
+  readonly rootStartTime?: string;
+  readonly mark?: string;
+  /** Processes that carry the mark but are not the command's (the watchdog, started with its environment). */
+  readonly except?: ReadonlySet<number>;
+}
+
 /**
- * Stops `root` and every process under it: SIGTERM to all, then, once `graceMs` has passed (looking
- * every STOP_CHECK_MS whether all have ended), SIGKILL to what is left and to what they started
- * meanwhile. Returns when all have ended or were sent SIGKILL (bounded by the grace and one look).
- * Without /proc only `root` can be reached. With `rootStartTime` (startTimeOf), a `root` that is
- * not that process any more (ended, its pid reused) is left alone, and so is what runs under it.
+ * Stops `root` and every process under it, and every process carrying the hold's mark (what the
+ * command started and left running, even reparented to init): SIGTERM to all, then, once
+ * `graceMs` has passed (looking every STOP_CHECK_MS whether all have ended), SIGKILL to what is
+ * left and to what they started meanwhile. Returns when all have ended or were sent SIGKILL
+ * (bounded by the grace and one look). Without /proc only `root` can be reached. With
+ * `rootStartTime` (startTimeOf), a `root` that is not that process any more (ended, its pid
+ * reused) is left alone, and so is what runs under it; the marked processes are stopped still.
  */
-export async function stopTree(root: number, graceMs: number, rootStartTime?: string): Promise<void> {
+export async function stopTree(command: CommandProcesses, graceMs: number): Promise<void> {
+  const { root, rootStartTime } = command;
   const deadline = performance.now() + graceMs;
-  const tree = await processTree(root);
-  if (rootStartTime !== undefined && tree !== undefined && tree.get(root) !== rootStartTime) return;
-  if (tree === undefined) {
+  const own = await processTree(root);
+  if (own === undefined) {
+    if (rootStartTime !== undefined) return;
     signalAll(new Map([[root, '']]), 'SIGTERM');
     while (exists(root) && performance.now() < deadline) await delay(STOP_CHECK_MS);
     signalAll(new Map([[root, '']]), 'SIGKILL');
     return;
   }
+  const rootIsOurs = rootStartTime === undefined || own.get(root) === rootStartTime;
+  const tree = new Map([...(rootIsOurs ? own : []), ...(await marked(command))]);
+  if (tree.size === 0) return;
   signalAll(tree, 'SIGTERM');
   let left = await stillRunning(tree);
   while (left.size > 0 && performance.now() < deadline) {
     await delay(STOP_CHECK_MS);
     left = await stillRunning(tree);
   }
-  // What the tree started meanwhile, read again under the same root: same pid and same start time, not a reused pid.
-  const now = await processTree(root);
-  const started = now !== undefined && now.get(root) === tree.get(root) ? now : new Map<number, string>();
-  signalAll(new Map([...left, ...started]), 'SIGKILL');
+  // What the tree started meanwhile, read again under the same root (same pid and start time, not a reused one) and by the mark.
+  const now = rootIsOurs ? await processTree(root) : undefined;
+  const started = now !== undefined && now.get(root) === own.get(root) ? now : new Map<number, string>();
+  signalAll(new Map([...left, ...started, ...(await marked(command))]), 'SIGKILL');
+}
+
+function marked(command: CommandProcesses): Promise<Map<number, string>> {
+  return command.mark === undefined ? Promise.resolve(new Map<number, string>()) : markedProcesses(command.mark, command.except);
 }

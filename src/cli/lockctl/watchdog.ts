@@ -5,7 +5,7 @@ import { monotonicNow } from './monotonic.js';
 import { stopTree } from './processTree.js';
 
 /**
- * hold's watchdog: `node watchdog.js GRACE_MS MARGIN_MS FILE [ARGS…]`, started by lockctl with an
+ * hold's watchdog: `node watchdog.js GRACE_MS MARGIN_MS MARK FILE [ARGS…]`, started by lockctl with an
  * IPC channel and the gate (gate.ts) while it waits for the lock, starts the command behind the
  * gate at once (so that starting processes is not on the way from the grant to the command), and
  * tells lockctl how it went. lockctl gone before it let the command go, nothing runs.
@@ -54,11 +54,11 @@ function report(message: WatchdogReport): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const [graceArgument, marginArgument, file, ...args] = process.argv.slice(2);
+  const [graceArgument, marginArgument, mark, file, ...args] = process.argv.slice(2);
   const graceMs = Number(graceArgument);
   const marginMs = Number(marginArgument);
-  if (file === undefined || !Number.isFinite(graceMs) || !Number.isFinite(marginMs) || process.send === undefined) {
-    process.stderr.write('lockctl watchdog: started by lockctl hold only (GRACE_MS MARGIN_MS FILE [ARGS…], with an IPC channel)\n');
+  if (file === undefined || mark === undefined || !Number.isFinite(graceMs) || !Number.isFinite(marginMs) || process.send === undefined) {
+    process.stderr.write('lockctl watchdog: started by lockctl hold only (GRACE_MS MARGIN_MS MARK FILE [ARGS…], with an IPC channel)\n');
     process.exit(2);
   }
   for (const signal of IGNORED) process.on(signal, () => {});
@@ -84,7 +84,7 @@ async function main(): Promise<void> {
    * trampoline still at the gate just ends the sooner. Once: every path stops the tree this way.
    */
   const stopCommand = (killAfterMs: number): Promise<void> => {
-    stopping ??= child.pid !== undefined && !exited ? stopTree(child.pid, Math.max(0, killAfterMs)) : Promise.resolve();
+    stopping ??= child.pid !== undefined && !exited ? stopTree({ root: child.pid, mark }, Math.max(0, killAfterMs)) : Promise.resolve();
     return stopping;
   };
 

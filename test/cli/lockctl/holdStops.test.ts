@@ -1,5 +1,5 @@
 import test from 'ava';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { bounded } from '../../helpers/bounded.js';
 import { connectClient } from '../../helpers/lockClient.js';
@@ -103,6 +103,32 @@ test('a lost lock stops a command that ignores SIGTERM: SIGKILL after --kill-aft
   t.is(run.code, 128 + 9, run.stderr);
   t.regex(run.stderr, /SIGKILL after 0\.5 s/);
   t.false(await running(shellPid));
+});
+
+test('a lost lock stops what the command left running as it was stopped: a process reparented to init is found by the mark every process of the command carries', async (t) => {
+  const server = await startServer(t);
+  const client = await connectClient(t, server.port);
+  const script = join(await tempDir(t), 'escape.sh');
+  // On SIGTERM the shell starts a background loop and exits 0 at once: the loop's parent is gone, so no walk from the command's pid finds it.
+  await writeFile(
+    script,
+    ['#!/bin/sh', `trap 'sh -c "while :; do sleep 0.05; done" & echo "left $!"; exit 0' TERM`, 'echo "ready $$"', 'while :; do sleep 0.05; done', ''].join(
+      '\n',
+    ),
+    { mode: 0o755 },
+  );
+  const hold = startLockctl(['-p', String(server.port), 'hold', '--ttl', '300', '--kill-after', '0.5', 'jobs', 'n', 'me', '--', script]);
+  const shellPid = Number((await stdoutLine(hold.child, /^ready \d+$/)).slice('ready '.length));
+  t.teardown(() => killIfRunning(shellPid));
+  const left = stdoutLine(hold.child, /^left \d+$/);
+  await pollUntil('hold to own the lock', async () => ((await client.location('jobs', 'n', ownerOf('me', hold.child))) === 1 ? true : undefined));
+  t.is(await client.release('jobs', 'n', ownerOf('me', hold.child)), 1);
+  const leftPid = Number((await left).slice('left '.length));
+  t.teardown(() => killIfRunning(leftPid));
+  const run = await hold.result;
+  t.regex(run.stderr, /lost the lock on jobs\/n/);
+  await pollUntil('the process the command left to be stopped', async () => ((await running(leftPid)) ? undefined : true));
+  t.false(await running(leftPid));
 });
 
 test('--kill-after more than half the TTL is refused (exit 2): the stop before the deadline must leave time for renewals', async (t) => {

@@ -328,8 +328,8 @@ export class ClusterLockService implements LockService, WaitersHost {
     this.committer.submit(
       this.requestCommand(r, allowCreate),
       answerWith(answer, (position) => ({ position, token: position === 1 ? token : 0 })),
-      () => {
-        token = this.follower.state.table.fence(r.key, r.index, r.owner);
+      (position) => {
+        if (position === 1) token = this.follower.state.table.fence(r.key, r.index, r.owner);
         this.requestApplied(r, client);
       },
       receivedAt,
@@ -376,11 +376,13 @@ export class ClusterLockService implements LockService, WaitersHost {
       // A bound of 0 waits for nothing (0x0A's answer): its entry stays as a 0x02's would.
       this.requestCommand(r, allowCreate, waitMs !== 0 && this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
       { resolve: () => {}, reject: (error) => answer.reject(error) },
-      () => {
+      (result) => {
         this.requestApplied(r, client);
         const table = this.follower.state.table;
         const entry = table.entryOf(r.key, r.index, r.owner);
-        const position = entry === NO_ID ? 0 : table.positionOfEntry(entry);
+        // What the command did, not only what the table shows: one that did nothing (an incarnation
+        // whose waits ended) on an entry that is there renewed nothing, and must not say it owns.
+        const position = entry === NO_ID ? 0 : result;
         if (position === 1) answer.resolve({ position, token: table.tokenOf(entry) });
         // Its client closed before it applied: an entry left waiting goes (a grant stays, as on a single node).
         else if (cancelledBeforeApply) {

@@ -107,7 +107,7 @@ export class Committer implements BatchApplier {
    * given, runs right after the command is applied here, before any later command of its batch
    * (see Round.addWrite).
    */
-  submit(command: LogCommand, answer: WriteAnswer, applied?: () => void, receivedAt?: number): void {
+  submit(command: LogCommand, answer: WriteAnswer, applied?: (result: number) => void, receivedAt?: number): void {
     if (this.closing) {
       answer.reject(leavingError());
       return;
@@ -379,7 +379,7 @@ export class Committer implements BatchApplier {
       yield* state.applyInSlices(batch, record, undefined, inValue, sliceEntries);
       return;
     }
-    const results = yield* state.applyInSlices(batch, record, (i) => round.reached(i), inValue, sliceEntries);
+    const results = yield* state.applyInSlices(batch, record, (i, previous) => round.reached(i, previous), inValue, sliceEntries);
     // Given up between two slices (its deadline passed): its connections are closed already.
     if (this.inFlight !== round) return;
     if (results === undefined) {

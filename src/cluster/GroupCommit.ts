@@ -63,7 +63,7 @@ export class Round {
   /** The writes in arrival order: their commands (the batch, as sent), where each result goes, and what runs right after each applies. */
   readonly commands: LogCommand[] = [];
   private readonly answers: WriteAnswer[] = [];
-  private readonly afterApplied: Array<(() => void) | undefined> = [];
+  private readonly afterApplied: Array<((result: number) => void) | undefined> = [];
   /** Reads in arrival order, each with the number of writes that arrived before it. */
   private readonly reads: PendingRead[] = [];
   private readonly readsAfter: number[] = [];
@@ -128,7 +128,7 @@ export class Round {
    * before the next command of the batch: what it reads of the table then is what its own command
    * left (a request with fence reads its token).
    */
-  addWrite(command: LogCommand, answer: WriteAnswer, applied?: () => void): boolean {
+  addWrite(command: LogCommand, answer: WriteAnswer, applied?: (result: number) => void): boolean {
     const size = commandSize(command);
     if (this.commands.length >= MAX_BATCH_COMMANDS || this.commandBytes + size > MAX_BATCH_BYTES) return false;
     this.commands.push(command);
@@ -147,8 +147,8 @@ export class Round {
    * Apply of the batch reached write `index` (`writes` after the last): the write before it has
    * just been applied, and the reads that arrived before it are due.
    */
-  reached(index: number): void {
-    if (index > 0) this.afterApplied[index - 1]?.();
+  reached(index: number, previousResult: number | undefined): void {
+    if (index > 0) this.afterApplied[index - 1]?.(previousResult ?? 0);
     this.answerReadsBefore(index);
   }
 

@@ -89,9 +89,12 @@ export class LogGapError extends Error {
  * once more with i = count after the last. The node that proposed the batch answers the reads
  * its clients sent between those commands here, so a pipelined read sees exactly the writes the
  * same client sent before it; and a request with fence reads its grant's token here, right after
- * its own command (i − 1), before a later one could release the lock.
+ * its own command (i − 1), before a later one could release the lock. `previousResult` is what
+ * command i − 1 returned (undefined before the first): an answer says what its command did, never
+ * only what the table shows after it (a command may do nothing, as an AcquireWait of an
+ * incarnation whose waits ended, on an entry that is there).
  */
-export type ApplyStep = (commandIndex: number) => void;
+export type ApplyStep = (commandIndex: number, previousResult: number | undefined) => void;
 
 /**
  * Where a batch sits in its log value: `first` for the value's first batch (a plain batch, or a
@@ -281,7 +284,7 @@ export class ReplicaState {
     this.clock.freeze();
     try {
       for (let i = 0; i < commands.length; i++) {
-        step?.(i);
+        step?.(i, i > 0 ? results[i - 1] : undefined);
         const position = commandPosition(at.version, place + i);
         this.rules.beginCommand(position, batch.proposer);
         const command = commands[i]!;
@@ -289,7 +292,7 @@ export class ReplicaState {
         else if (isBulk(command)) results[i] = yield* this.executeInSlices(command, position, batch.proposer, sliceEntries);
         else results[i] = this.execute(command, position, batch);
       }
-      step?.(commands.length);
+      step?.(commands.length, commands.length > 0 ? results[commands.length - 1] : undefined);
     } finally {
       this.clock.thaw();
       this.slicing = false;

@@ -292,3 +292,24 @@ test('a node cut off past its name lease is taken for gone: its waits end (answe
   t.is(owner.replica.table.findOwner('k', 'i'), '');
   t.not(carol.value?.position, 1, 'carol was never told she owns');
 });
+
+test('a 0x0B that applies after its incarnation’s waits ended does nothing, and its answer says so: an owner asking again is told 0, never 1', async (t) => {
+  const cluster = await memoryCluster(t, ['a', 'b', 'c']);
+  const { vt, nodes, clients } = cluster;
+  t.true(await vt.until(10_000, () => nodes.some((n) => n.isLeader)));
+  const cut = nodes.find((n) => !n.isLeader)!;
+  const cutName = ['a', 'b', 'c'][nodes.indexOf(cut)]!;
+  const other = nodes.find((n) => n !== cut)!;
+  await settle(vt, cut.request(lock('alice', { ttl: 30 }), true));
+  watch(cut.acquire(lock('bob'), true, NO_WAIT_BOUND));
+  await vt.until(5_000, () => other.replica.table.location('k', 'i', 'bob') === 2);
+  const first = cut.incarnation;
+  clients[nodes.indexOf(cut)]!.setPartitioned(true);
+  t.true(await vt.until(10_000, () => other.replica.waitsEnded(cutName, first)), 'the leader ended its waits');
+  // alice asks again through it while it cannot know: its batch is of the incarnation whose waits ended.
+  const again = watch(cut.acquire(lock('alice', { ttl: 30 }), true, NO_WAIT_BOUND));
+  clients[nodes.indexOf(cut)]!.setPartitioned(false);
+  t.true(await vt.until(10_000, () => again.value !== undefined || again.error !== undefined));
+  t.is(again.error, undefined);
+  t.is(again.value!.position, 0, 'the command renewed nothing: alice may not count on a new TTL');
+});

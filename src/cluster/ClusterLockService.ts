@@ -21,7 +21,7 @@ import { Committer } from './Committer.js';
 import { DEFAULT_ETCD_QUOTA_BYTES, entryBytesBound } from './EntryBytesRules.js';
 import type { WriteAnswer } from './GroupCommit.js';
 import { Leadership } from './Leadership.js';
-import { ETCD_BOUND_FORMAT, LogOp, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
+import { ETCD_BOUND_FORMAT, LogOp, MAX_BATCH_COMMANDS, NO_REMAINING, OPS_FORMAT, type LogCommand } from './LogCodec.js';
 import { LogFollower } from './LogFollower.js';
 import { OrphanedWaits } from './OrphanedWaits.js';
 import { ReplicaState } from './ReplicaState.js';
@@ -246,7 +246,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     if (this.closed) return;
     const now = this.deps.clock.now();
     this.follower.checkProgress(now);
-    this.committer.tick(now);
+    this.committer.tick(now, this.follower.busy);
     if (this.ready) {
       this.leadership.tick();
       this.orphanedWaits.tick(now, this.leadership.isLeader);
@@ -546,7 +546,7 @@ export class ClusterLockService implements LockService, WaitersHost {
     }
     if (saved.length === 0) return 0;
     const importId = 1 + Math.floor(this.deps.random() * 0xfffffffe);
-    const staged = saved.map((s, i) =>
+    const stage = (s: SavedLock, i: number): Later<number> =>
       this.submit({
         op: LogOp.ImportStagedFenced,
         importId,
@@ -561,12 +561,21 @@ export class ClusterLockService implements LockService, WaitersHost {
         token: s.token,
         remainingMs: s.remainingMs === null ? NO_REMAINING : Math.min(s.remainingMs, NO_REMAINING - 1),
         first: i === 0,
-      }),
-    );
-    const committed = this.submit({ op: LogOp.ImportCommit, importId });
+      });
+    // A batch's worth at a time, each wave once the one before committed: every round is due a
+    // commit timeout after it was submitted, and a file of many batches submitted at once would
+    // have its last rounds due before their turn came.
+    for (let from = 0; from < saved.length; from += MAX_BATCH_COMMANDS) {
+      try {
+        await Promise.all(saved.slice(from, from + MAX_BATCH_COMMANDS).map((s, i) => stage(s, from + i)));
+      } catch (error) {
+        // Staged entries are outside the table until the commit, which was not sent.
+        throw new Error(`staging the import got no answer (${(error as Error).message}); nothing was imported`);
+      }
+    }
     let imported: number;
     try {
-      [, imported] = await Promise.all([Promise.all(staged), committed]);
+      imported = await this.submit({ op: LogOp.ImportCommit, importId });
     } catch (error) {
       throw new Error(
         `the import's commit got no answer (${(error as Error).message}); whether it was imported is unknown: look with lockctl list before trying again`,

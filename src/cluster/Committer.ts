@@ -482,12 +482,17 @@ export class Committer implements BatchApplier {
     return this.mayStillLand(round) && !round.attempting && now < round.mayLandUntil;
   }
 
-  /** Called every cluster tick: gives up rounds past their deadline. */
-  tick(now: number): void {
+  /**
+   * Called every cluster tick: gives up rounds past their deadline. `applying`: the follower is
+   * applying in slices (a release-all of many entries, the leader's snapshot), so the apply of a
+   * round that committed is on its way: it is answered then, not given up meanwhile (its clients
+   * would lose the answer of a command that took effect, for want of a turn of the follower).
+   */
+  tick(now: number, applying = false): void {
     const round = this.inFlight;
     if (round !== undefined && round.deadline <= now && this.sealable(round, now)) this.seal(round, now);
     else if (this.sealOwed && now >= this.owedSealAt) this.seal(undefined, now);
-    if (round !== undefined && round.deadline <= now && this.mayGiveUp(round, now)) {
+    if (round !== undefined && round.deadline <= now && !(round.committed && applying) && this.mayGiveUp(round, now)) {
       if (this.mayStillLand(round)) this.sealOwed = true;
       this.deps.logger.event('commit-timeout', {
         seq: round.seq,

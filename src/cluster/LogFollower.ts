@@ -125,6 +125,14 @@ export class LogFollower {
   }
 
   /** The replica as applied so far. */
+  /**
+   * Whether work on the replica is under way in slices (a bulk command's apply, a snapshot's
+   * encoding): the follower is making progress, and what it delivered after waits its turn.
+   */
+  get busy(): boolean {
+    return this.applying !== undefined;
+  }
+
   get state(): ReplicaState {
     return this.current;
   }

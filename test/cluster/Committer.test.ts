@@ -39,7 +39,7 @@ function stalledLog(vt: VirtualTimers, lateCommitMs: number, commits = false): {
   return { log, attempts, seals };
 }
 
-function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Committer {
+function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[], applying: () => boolean = () => false): Committer {
   const c = new Committer(
     { nodeName: 'n1', incarnation: 1 },
     COMMIT_TIMEOUT_MS,
@@ -52,7 +52,7 @@ function committer(vt: VirtualTimers, log: ReplicatedLog, events: string[]): Com
     },
     new StoreContact(),
   );
-  vt.every(TICK_MS, () => c.tick(vt.now()));
+  vt.every(TICK_MS, () => c.tick(vt.now(), applying()));
   return c;
 }
 
@@ -194,6 +194,21 @@ test('a batch the store confirmed is given up at its deadline even if it was not
   await vt.advance(COMMIT_TIMEOUT_MS + TICK_MS);
   t.not(outcome.givenUpAt, undefined);
   t.true(outcome.givenUpAt! <= COMMIT_TIMEOUT_MS + TICK_MS);
+});
+
+test('a batch the store confirmed is not given up while the follower applies in slices (its apply is on its way): once it is idle, it is', async (t) => {
+  const vt = new VirtualTimers();
+  const { log } = stalledLog(vt, 3_000, true);
+  let applying = true;
+  const outcome = submitRelease(
+    vt,
+    committer(vt, log, [], () => applying),
+  );
+  await vt.advance(3 * COMMIT_TIMEOUT_MS);
+  t.is(outcome.givenUpAt, undefined, 'kept past its deadline while the follower was busy');
+  applying = false;
+  await vt.advance(TICK_MS);
+  t.not(outcome.givenUpAt, undefined);
 });
 
 test('a node leaving with a batch in flight closes its connections only once that batch can no longer land', async (t) => {

@@ -38,17 +38,18 @@ export const REFUSALS = [Refusal.MaxLocks, Refusal.MaxTableBytes, Refusal.MaxLoc
  * and owner records and of the hash indexes, heaps and waiter trees, with the slack of columns
  * that grow by doubling; and the 24 bytes a replica keeps more per entry (ReplicaRules).
  * Measured as resident memory growth over 200,000 entries of distinct key, index and owner, each
- * also its own queue, key and owner record: 930-993 bytes per entry with 255-byte names (768 of
- * them name slots), 215-241 with 12-byte names (48): 160-225 bytes besides the names, rounded up.
+ * also its own queue, key and owner record: 930-1,163 bytes per entry with 255-byte names (768 of
+ * them name slots; the high end on a loaded machine, the heap's slack with it), 215-268 with
+ * 12-byte names (48): up to 395 bytes besides the names, rounded up.
  */
-export const ENTRY_OVERHEAD_BYTES = 256;
+export const ENTRY_OVERHEAD_BYTES = 400;
 
 /**
  * The bytes an entry is charged: the slots its key, index and owner take in the NameStore, plus
  * ENTRY_OVERHEAD_BYTES. Computed from the names alone, never from the process's memory, so that
  * every replica of a cluster charges alike; a name shared by several entries (one key with many
  * indexes, one owner with many locks) is charged to each, so the table's real memory stays below
- * what it is charged. 1,024 bytes for three 255-byte names, 280 for three of 1 to 7 bytes.
+ * what it is charged. 1,168 bytes for three 255-byte names, 424 for three of 1 to 7 bytes.
  */
 export function entryBytes(keyLength: number, indexLength: number, ownerLength: number): number {
   return storedNameBytes(keyLength) + storedNameBytes(indexLength) + storedNameBytes(ownerLength) + ENTRY_OVERHEAD_BYTES;
@@ -58,7 +59,7 @@ export function entryBytes(keyLength: number, indexLength: number, ownerLength: 
 export const MIN_TABLE_BYTES = 4 * 2 ** 10;
 /** The most --max-table-bytes: 1 TiB. */
 export const MAX_TABLE_BYTES = 2 ** 40;
-/** --max-table-bytes unless told otherwise: 1 GiB, about a million entries of 255-byte names (four of short ones). */
+/** --max-table-bytes unless told otherwise: 1 GiB, about 920,000 entries of 255-byte names (2.5 million of short ones). */
 export const DEFAULT_MAX_TABLE_BYTES = 2 ** 30;
 /**
  * --max-locks-per-owner and --max-locks-per-connection unless told otherwise: a quarter of what the

@@ -20,7 +20,7 @@ function request(key: string, owner: string, index = '1'): LogCommand {
 test('a batch carries the table bounds in format 7, and every replica refuses at them alike; a batch without them is bounded by --max-locks alone', (t) => {
   const encoder = new BatchEncoder();
   const commands = [
-    // Two entries of 528 bytes (one 255-byte name), then one of 1,024 (three) would pass 2 KiB:
+    // Two entries of 672 bytes (one 255-byte name), then one of 1,168 (three) would pass 2 KiB:
     // refused for bytes; then the first owner's third for its cap of 2; another owner's short one fits.
     request('k0', name('o')),
     request('k1', name('o')),

@@ -17,20 +17,20 @@ async function limitedServer(t: Parameters<typeof startServer>[0]): Promise<{ se
   return { server, metricsPort: Number((await server.event('metrics-started')).fields.port) };
 }
 
-test('--max-table-bytes 8K holds eight entries of 255-byte names (1,024 bytes each): the ninth gets position 0, logged and counted; a release makes room', async (t) => {
+test('--max-table-bytes 8K holds seven entries of 255-byte names (1,168 bytes each): the eighth gets position 0, logged and counted; a release makes room', async (t) => {
   const { server, metricsPort } = await limitedServer(t);
   const clients = await Promise.all([server.accepted(), server.accepted(), server.accepted()]);
-  for (let i = 0; i < 8; i++) t.is(await ask.request(clients[i % 3]!, long('k', i), long('i', i), long('o', i)), 1, `entry ${i}`);
+  for (let i = 0; i < 7; i++) t.is(await ask.request(clients[i % 3]!, long('k', i), long('i', i), long('o', i)), 1, `entry ${i}`);
   const logged = server.nextEvent('request-refused');
-  t.is(await ask.request(clients[2], long('k', 8), long('i', 8), long('o', 8)), 0);
+  t.is(await ask.request(clients[2], long('k', 7), long('i', 7), long('o', 7)), 0);
   t.like((await logged).fields, { limit: 'max-table-bytes' });
   const body = (await get(metricsPort, '/metrics')).body;
-  t.is(sample(body, 'lockserver_table_bytes'), 8 * 1024);
+  t.is(sample(body, 'lockserver_table_bytes'), 7 * 1168);
   t.is(sample(body, 'lockserver_table_bytes_limit'), 8192);
   t.is(sample(body, 'lockserver_requests_refused_total{limit="max-table-bytes"}'), 1);
   t.is(sample(body, 'lockserver_requests_refused_total{limit="max-locks"}'), 0);
   t.is(await ask.release(clients[0], long('k', 0), long('i', 0), long('o', 0)), 1);
-  t.is(await ask.request(clients[2], long('k', 8), long('i', 8), long('o', 8)), 1);
+  t.is(await ask.request(clients[2], long('k', 7), long('i', 7), long('o', 7)), 1);
 });
 
 test('--max-locks-per-owner 3: an owner with three entries is refused a fourth (position 0) on any connection; other owners are not', async (t) => {

@@ -18,22 +18,22 @@ function single(limits: SingleNodeLimits): LockTable {
   return new LockTable(new FakeClock(0), new SingleNodeRules(limits));
 }
 
-test('an entry is charged its names as stored plus the measured cost: 1,024 bytes at the longest names', (t) => {
+test('an entry is charged its names as stored plus the measured cost: 1,168 bytes at the longest names', (t) => {
   t.is(entryBytes(255, 255, 255), 3 * 256 + ENTRY_OVERHEAD_BYTES);
-  t.is(entryBytes(255, 255, 255), 1024);
+  t.is(entryBytes(255, 255, 255), 1168);
   t.is(entryBytes(0, 1, 7), 3 * 8 + ENTRY_OVERHEAD_BYTES);
   t.is(entryBytes(8, 8, 8), 3 * 16 + ENTRY_OVERHEAD_BYTES);
   const table = single({});
   table.request(long(1));
   table.request(short('k', 'alice'));
-  t.is(table.bytes, 1024 + entryBytes(1, 1, 5));
+  t.is(table.bytes, 1168 + entryBytes(1, 1, 5));
   table.release('k', '1', 'alice');
   table.release(name('k', 1), name('i', 1), name('o', 1));
   t.is(table.bytes, 0, 'every byte given back');
 });
 
 test('--max-table-bytes: a request that would pass the bound gets position 0, as a full table; a renewal still renews; a release makes room', (t) => {
-  const table = single({ maxTableBytes: 3 * 1024 + 1023 });
+  const table = single({ maxTableBytes: 3 * 1168 + 1167 });
   for (let i = 0; i < 3; i++) t.is(table.request(long(i)), 1);
   t.is(table.request(long(3)), 0);
   t.is(table.lastRefusal, Refusal.MaxTableBytes);

@@ -10,6 +10,7 @@ export const CLUSTER_SCENARIOS = [
   'cluster-contention',
   'cluster-failover',
   'cluster-scale',
+  'cluster-release-all',
 ] as const;
 /** Issue 37: handoff latency on one node, one etcd member and the 3-node cluster; what idle waiters cost etcd. */
 export const HANDOFF_SCENARIOS = ['handoff-single', 'handoff-etcd', 'handoff-cluster', 'handoff-waiters'] as const;
@@ -21,6 +22,7 @@ export const SCENARIOS = [
   'fairness',
   'expiry',
   'release-all',
+  'entry-bytes',
   'idle',
   'redis',
   'ceiling',
@@ -84,6 +86,13 @@ export interface BenchConfig {
   readonly expireCount: number;
   /** Locks one owner holds, a waiter behind each, when it releases all (release-all scenario). */
   readonly releaseAllCount: number;
+  /** The same in the cluster (cluster-release-all). */
+  readonly clusterReleaseAllCount: number;
+  /** Entries filled for each figure of the entry-bytes scenario, and the lengths of their names. */
+  readonly entryBytesCount: number;
+  readonly entryBytesNames: readonly number[];
+  /** The package whose dist/src/cli/lockserver.js runs as our server and as every cluster node (default: this one). */
+  readonly serverRoot: string | undefined;
   readonly idleConnections: number;
   readonly serverNodeFlags: readonly string[];
   readonly serverLog: string | undefined;
@@ -135,6 +144,9 @@ export const FULL_DEFAULTS = {
   fairnessRequests: 20_000,
   expireCount: 1_000_000,
   releaseAllCount: 400_000,
+  clusterReleaseAllCount: 400_000,
+  entryBytesCount: 200_000,
+  entryBytesNames: [255, 12],
   idleConnections: 10_000,
   keySpaces: [100_000, 10_000_000],
   rssSettleMs: 10_000,
@@ -166,6 +178,8 @@ export const QUICK_DEFAULTS: typeof FULL_DEFAULTS = {
   fairnessRequests: 2_000,
   expireCount: 100_000,
   releaseAllCount: 100_000,
+  clusterReleaseAllCount: 100_000,
+  entryBytesCount: 20_000,
   idleConnections: 1_000,
   keySpaces: [100_000],
   rssSettleMs: 3_000,

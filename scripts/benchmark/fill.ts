@@ -14,10 +14,11 @@ export async function fillLocks(
   count: number,
   requestAt: (n: number) => Request & { readonly command: typeof Command.Request },
   expectedPosition: (n: number) => number = () => 1,
+  batch = FILL_BATCH,
 ): Promise<void> {
-  for (let first = 0; first < count; first += FILL_BATCH) {
+  for (let first = 0; first < count; first += batch) {
     const requests: Request[] = [];
-    for (let n = first; n < Math.min(count, first + FILL_BATCH); n++) requests.push(requestAt(n));
+    for (let n = first; n < Math.min(count, first + batch); n++) requests.push(requestAt(n));
     const replies = await client.call(requests);
     replies.forEach((reply, i) => {
       const got = reply.readUInt16BE(0);

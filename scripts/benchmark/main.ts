@@ -4,10 +4,14 @@
  * etcd's own lock (throughput, contention, failover, scale); prints markdown and writes JSON.
  * See `scripts/bench --help`.
  */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { PACKAGE_ROOT } from '../../src/packageRoot.js';
 import {
   defaultJsonPath,
   FULL_DEFAULTS,
@@ -24,6 +28,7 @@ import type { BenchResults } from './results.js';
 import { killAllChildren } from './processes.js';
 import { runClusterScenarios } from './scenarios/cluster.js';
 import { runContention } from './scenarios/contention.js';
+import { runEntryBytes } from './scenarios/entryBytes.js';
 import { runExpiry } from './scenarios/expiry.js';
 import { runReleaseAll } from './scenarios/releaseAll.js';
 import { runHandoff } from './scenarios/handoff.js';
@@ -33,7 +38,7 @@ import { runListKey } from './scenarios/listKey.js';
 import { runMatrix } from './scenarios/matrix.js';
 import { runPipelineFairness } from './scenarios/pipelineFairness.js';
 import { runRandomKeys } from './scenarios/randomKeys.js';
-import { LockServerTarget } from './targets/LockServerTarget.js';
+import { LockServerTarget, lockserverCli } from './targets/LockServerTarget.js';
 import { NullServerTarget } from './targets/NullServerTarget.js';
 import { RedisTarget } from './targets/RedisTarget.js';
 
@@ -65,6 +70,11 @@ function seconds(value: string): number {
   const parsed = Number(value);
   if (!(parsed > 0) || parsed > 3_600) throw new InvalidArgumentError(`"${value}" is not a number of seconds from 0 to 3600.`);
   return parsed * 1000;
+}
+
+function nameLength(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 8 || Number(value) > 255) throw new InvalidArgumentError(`"${value}" is not a name length from 8 to 255.`);
+  return Number(value);
 }
 
 function delayRange(value: string): { min: number; max: number } {
@@ -111,8 +121,19 @@ const program = new Command()
   .option('--fairness-requests <n>', 'list requests one client pipelines while another polls stats (default 20000, quick 2000)', positiveInteger)
   .option('--expire <n>', 'locks expiring in the same second (default 1000000, quick 100000)', positiveInteger)
   .option('--release-all <n>', 'locks, each with a waiter, one owner releases at once (default 400000, quick 100000)', positiveInteger)
+  .option('--cluster-release-all <n>', 'cluster: locks, each with a waiter, one owner releases at once (default 400000, quick 100000)', positiveInteger)
+  .option(
+    '--entry-bytes-count <n>',
+    'entry-bytes: entries filled for each figure (default 200000, quick 20000; a cluster row fills no more than the etcd entry-bytes bound holds)',
+    positiveInteger,
+  )
+  .option('--entry-bytes-names <list>', 'entry-bytes: lengths of key, index and owner, one run each (default 255,12)', list(nameLength))
   .option('--idle <n>', 'idle connections held open (default 10000, quick 1000)', positiveInteger)
   .option('--server-node-flags <flags>', 'extra node flags for our server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"', '')
+  .option(
+    '--server-root <dir>',
+    "run another build as our server and every cluster node: DIR/dist/src/cli/lockserver.js (a worktree of an older commit, built), the bench's own code otherwise",
+  )
   .option('--server-log <file>', "append our server's output to this file (with --server-node-flags=--trace-gc, say)")
   .option('--json <file>', 'where to write the JSON results (default: <os tmpdir>/lockserver-bench/bench-<time>.json)')
   .option('--redis-server <path>', 'redis-server to compare with (default: from PATH)')
@@ -150,8 +171,12 @@ interface CliOptions {
   fairnessRequests?: number;
   expire?: number;
   releaseAll?: number;
+  clusterReleaseAll?: number;
+  entryBytesCount?: number;
+  entryBytesNames?: number[];
   idle?: number;
   serverNodeFlags: string;
+  serverRoot?: string;
   serverLog?: string;
   json?: string;
   redisServer?: string;
@@ -194,6 +219,10 @@ function configFrom(o: CliOptions): BenchConfig {
     fairnessRequests: o.fairnessRequests ?? d.fairnessRequests,
     expireCount: o.expire ?? d.expireCount,
     releaseAllCount: o.releaseAll ?? d.releaseAllCount,
+    clusterReleaseAllCount: o.clusterReleaseAll ?? d.clusterReleaseAllCount,
+    entryBytesCount: o.entryBytesCount ?? d.entryBytesCount,
+    entryBytesNames: o.entryBytesNames ?? d.entryBytesNames,
+    serverRoot: o.serverRoot === undefined ? undefined : resolve(o.serverRoot),
     idleConnections: o.idle ?? d.idleConnections,
     serverNodeFlags: o.serverNodeFlags.split(/\s+/).filter((f) => f !== ''),
     serverLog: o.serverLog,
@@ -219,6 +248,17 @@ function configFrom(o: CliOptions): BenchConfig {
   };
 }
 
+/** The checkout whose lockserver runs (--server-root, or this one), its commit, and whether it has uncommitted changes to tracked files. */
+async function serverBuild(root: string | undefined): Promise<{ root: string; commit?: string; modified?: boolean }> {
+  const dir = root ?? PACKAGE_ROOT;
+  const git = (...args: string[]): Promise<string> => promisify(execFile)('git', ['-C', dir, ...args]).then(({ stdout }) => stdout.trim());
+  try {
+    return { root: dir, commit: await git('rev-parse', '--short', 'HEAD'), modified: (await git('status', '--porcelain', '--untracked-files=no')) !== '' };
+  } catch {
+    return { root: dir };
+  }
+}
+
 function log(line: string): void {
   process.stderr.write(`bench: ${line}\n`);
 }
@@ -232,6 +272,10 @@ async function main(): Promise<void> {
     throw error;
   }
   const config = configFrom(options);
+  if (config.serverRoot !== undefined && !existsSync(lockserverCli(config.serverRoot))) {
+    process.stderr.write(`scripts/bench: --server-root: ${lockserverCli(config.serverRoot)} is missing (run npm run build there)\n`);
+    process.exit(EXIT_USAGE);
+  }
   // Ctrl-C or a kill: every server, etcd member and node started so far goes with us.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     process.once(signal, () => {
@@ -240,7 +284,7 @@ async function main(): Promise<void> {
       process.exit(130);
     });
   }
-  const ours = new LockServerTarget(config.serverNodeFlags, config.serverLog);
+  const ours = new LockServerTarget(config.serverNodeFlags, config.serverLog, lockserverCli(config.serverRoot));
   const results: BenchResults = {
     startedAt: new Date().toISOString(),
     command: ['scripts/bench', ...process.argv.slice(2)].join(' '),
@@ -253,6 +297,7 @@ async function main(): Promise<void> {
       note: 'Load generator, servers and redis-benchmark all run on this one machine over loopback and share its cores.',
     },
     config: { ...config, scenarios: [...config.scenarios] },
+    serverBuild: await serverBuild(config.serverRoot),
     loadAverages: [],
     errors: [],
   };
@@ -293,6 +338,7 @@ async function main(): Promise<void> {
     ['fairness', async () => void (results.fairness = await runPipelineFairness(ours, config, log))],
     ['expiry', async () => void (results.expiry = await runExpiry(ours, config, log))],
     ['release-all', async () => void (results.releaseAll = await runReleaseAll(ours, config, log))],
+    ['entry-bytes', async () => void (results.entryBytes = await runEntryBytes(ours, config, log))],
     ['idle', async () => void (results.idle = await runIdleConnections(ours, config, log))],
     [
       'cluster',

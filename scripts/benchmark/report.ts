@@ -4,7 +4,9 @@ import type { BenchResults } from './results.js';
 import type { ContentionResult } from './scenarios/contention.js';
 import { SETUP_LABELS, WAY_LABELS, type HandoffResult, type Spread } from './scenarios/handoff.js';
 import { WAITERS_CASE_LABELS, type IdleWaitersResult, type WaitersCase } from './scenarios/idleWaiters.js';
+import type { ClusterReleaseAllResult, WindowMs } from './scenarios/clusterReleaseAll.js';
 import type { ClusterThroughputRow, EtcdGoRow } from './scenarios/clusterThroughput.js';
+import type { EntryBytesResult } from './scenarios/entryBytes.js';
 import type { ThroughputRow } from './scenarios/matrix.js';
 import type { RandomKeysRow } from './scenarios/randomKeys.js';
 
@@ -42,6 +44,10 @@ export function renderMarkdown(results: BenchResults): string {
     out.push(`1-minute load average around the scenarios: ${loads.map((l) => `${l.scenario} ${num(l.before, 2)}→${num(l.after, 2)}`).join(', ')}.`);
   }
   out.push(`Command: \`${results.command}\``);
+  const build = results.serverBuild;
+  if (build !== undefined) {
+    out.push(`Server: ${build.root}${build.commit !== undefined ? ` at ${build.commit}${build.modified === true ? ' with uncommitted changes' : ''}` : ''}.`);
+  }
   out.push('');
 
   if (results.throughput !== undefined || results.ceiling !== undefined || results.redis !== undefined) {
@@ -171,7 +177,10 @@ export function renderMarkdown(results: BenchResults): string {
     facts.push(
       `Release-all of ${num(r.locks)} locks with a waiter behind each: answered after ${num(r.releaseMs)} ms; meanwhile, beside a 50-connection serving load, ` +
         `other clients were answered p50 ${num(r.probeMs.p50, 2)} ms, p99 ${num(r.probeMs.p99, 2)} ms, worst ${num(r.probeMs.max, 2)} ms over ${num(r.probeCalls)} calls ` +
-        `(before it: p99 ${num(r.probeBeforeMs.p99, 2)} ms).`,
+        `(before it: p99 ${num(r.probeBeforeMs.p99, 2)} ms)` +
+        (r.tableBefore !== undefined && r.tableAfter !== undefined
+          ? `; owners + waiters ${num(r.tableBefore.owners)} + ${num(r.tableBefore.waiters)} before, ${num(r.tableAfter.owners)} + ${num(r.tableAfter.waiters)} after.`
+          : '.'),
     );
   }
   if (results.idle !== undefined) {
@@ -181,6 +190,7 @@ export function renderMarkdown(results: BenchResults): string {
         `a busy client meanwhile: p50 ${num(i.probeMs.p50, 3)} ms, p99 ${num(i.probeMs.p99, 3)} ms.`,
     );
   }
+  if (results.entryBytes !== undefined) out.push(...renderEntryBytes(results.entryBytes));
   if (facts.length > 0) {
     out.push('**Scale: list, fairness, mass expiry, release-all, idle connections**');
     out.push('');
@@ -188,7 +198,7 @@ export function renderMarkdown(results: BenchResults): string {
     out.push('');
   }
 
-  const singleNode = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'release-all', 'idle', 'redis', 'ceiling'];
+  const singleNode = ['throughput', 'contention', 'held', 'list', 'fairness', 'expiry', 'release-all', 'entry-bytes', 'idle', 'redis', 'ceiling'];
   const met = (g: { met: boolean | undefined }): string => (g.met === undefined ? '–' : g.met ? 'met' : '**missed**');
   if (results.config.scenarios.some((s) => singleNode.includes(s))) {
     const goals = checkGoals(results);
@@ -704,6 +714,126 @@ function renderCluster(results: BenchResults): string[] {
       '',
     );
   }
+  if (c.releaseAll !== undefined) out.push(...renderClusterReleaseAll(c.releaseAll));
+  return out;
+}
+
+/** p50 / p99 / max ms (calls) of one probe window. */
+function windowCell(w: WindowMs): string {
+  return w.calls === 0 ? 'no call' : `${num(w.p50, 1)} / ${num(w.p99, 1)} / ${num(w.max, 1)} (${num(w.calls)})`;
+}
+
+/** The cluster's release-all: other clients' waits per node, before, while and after each node applied it. */
+function renderClusterReleaseAll(r: ClusterReleaseAllResult): string[] {
+  const out: string[] = [];
+  const releaser = r.nodes.find((n) => n.releaser)?.node ?? '?';
+  const stale = r.nodes.reduce((sum, n) => sum + n.staleInputRefused, 0);
+  out.push(
+    `**Cluster release-all**: one owner holds ${num(r.locks)} locks with a waiter behind each, imported by n1 (\`--import-lock-file\`; every node showed the whole table ` +
+      `${num(r.importMs / 1000, 1)} s after the start${r.importSnapshot !== undefined ? `; the leader's snapshot of it: ${num(r.importSnapshot.bytes / 2 ** 20, 1)} MB in ${num(r.importSnapshot.ms)} ms` : ''}), ` +
+      `n1 then restarted as the others run. Under a 48-connection unpipelined serving load over the 3 nodes` +
+      `${r.load !== undefined ? ` (${num(r.load.opsPerSecond)} ops/s, p99 ${num(r.load.latencyMs.p99, 1)} ms, worst ${num(r.load.latencyMs.max)} ms, ${num(r.load.errors)} errors)` : r.loadError !== undefined ? ` (failed: ${r.loadError})` : ''}, ` +
+      `its release-all (0x06) went through ${releaser} and was answered after ${num(r.releaseMs)} ms. ` +
+      `Probes: 2 clients a node asking find-owner (0x01) one at a time, and GET /livez on each node's metrics port (its event loop answering at all); ` +
+      `each call counted in the window it was sent in: the 2 s before the send, from the send until that node's stats showed every waiter promoted ("applied"), the 2 s after the last node applied it. ` +
+      `p50 / p99 / max ms (calls). \`stale-input-refused\` lines in the nodes' logs over the whole scenario: ${num(stale)}.`,
+  );
+  out.push('');
+  out.push(
+    table(
+      [
+        'node',
+        'applied after ms',
+        'find-owner before',
+        'find-owner during',
+        'find-owner after',
+        'probe errors',
+        '/livez before',
+        '/livez during',
+        'stale-input-refused',
+        'commit-timeout',
+      ],
+      r.nodes.map((n) => [
+        `${n.node}${n.leader ? ' (leader)' : ''}${n.releaser ? ' (releaser)' : ''}`,
+        num(n.appliedMs),
+        windowCell(n.probe.before),
+        windowCell(n.probe.during),
+        windowCell(n.probe.after),
+        num(n.probe.errors),
+        windowCell(n.livez.before),
+        windowCell(n.livez.during),
+        num(n.staleInputRefused),
+        num(n.commitTimeouts),
+      ]),
+    ),
+  );
+  out.push('');
+  if (r.snapshotWait.length > 0) {
+    out.push(
+      `While the bench waited for the leader's snapshot of the imported table (no client load), /livez p99 / max ms per node: ` +
+        r.snapshotWait.map((w) => `${w.node} ${num(w.livez.p99)} / ${num(w.livez.max)} (${num(w.livez.calls)} calls, ${num(w.errors)} errors)`).join(', ') +
+        (r.snapshotWait.some((w) => w.lines.length > 0)
+          ? `; the nodes' lines on leadership meanwhile: ${r.snapshotWait.flatMap((w) => w.lines.map((l) => `${w.node} ${l}`)).join('; ')}.`
+          : '.'),
+      '',
+    );
+  }
+  out.push(
+    `Owners + waiters before: ${num(r.tableBefore.owners)} + ${num(r.tableBefore.waiters)}; after, per node: ${r.tableAfter.map((t) => `${t.node} ${num(t.owners)} + ${num(t.waiters)}`).join(', ')} (the serving load's own locks included).` +
+      (r.clientTrouble.length > 0
+        ? ` Nodes' lines (ms from the send): ${r.clientTrouble.slice(0, 10).join('; ')}${r.clientTrouble.length > 10 ? '; …' : ''}.`
+        : ''),
+  );
+  out.push('');
+  return out;
+}
+
+/** Bytes per entry in a node's memory and in etcd, beside what the limits charge. */
+function renderEntryBytes(e: EntryBytesResult): string[] {
+  const out: string[] = [];
+  out.push(
+    '**Bytes per entry**: a fresh single node and a fresh 3-node cluster per name length, filled with that many owners, each its own key, index and owner of that length ' +
+      '(no expiry, no waiter). Resident: RSS growth over the fill (read 2 s after it) per entry; in the cluster n1 / n2 / n3, * the leader. ' +
+      "etcd: the largest member's dbSize and dbSizeInUse growth over the fill per entry (the entries then live in the log's retained batches), " +
+      "dbSize and dbSizeInUse over their start once the leader's snapshot of the full table was written and the log compacted behind it, and that snapshot's value per entry. " +
+      'Charged: what --max-table-bytes counts an entry (names as stored + 256) and what the etcd bound counts (names + 96).' +
+      (e.clusterSkipped !== undefined ? ` Cluster rows: skipped (${e.clusterSkipped}).` : ''),
+  );
+  out.push('');
+  const b = (v: number | undefined): string => num(v);
+  out.push(
+    table(
+      [
+        'where',
+        'name bytes',
+        'entries',
+        'resident B/entry',
+        'charged B/entry',
+        'etcd dbSize B/entry',
+        'etcd in use B/entry',
+        'dbSize once snapshotted',
+        'in use once snapshotted',
+        'snapshot B/entry',
+        'etcd charged',
+      ],
+      e.rows.map((r) => [
+        r.where,
+        num(r.nameBytes),
+        num(r.entries),
+        r.nodes.length === 0 ? `failed: ${(r.error ?? '').split('\n')[0]}` : r.nodes.map((n) => `${b(n.perEntry)}${n.leader === true ? '*' : ''}`).join(' / '),
+        num(r.chargedBytes),
+        b(r.etcd?.dbSizePerEntry),
+        b(r.etcd?.dbSizeInUsePerEntry),
+        b(r.etcd?.snapshottedDbSizePerEntry),
+        b(r.etcd?.snapshottedInUsePerEntry),
+        b(r.etcd?.snapshotBytesPerEntry),
+        r.etcdChargedBytes === undefined ? '–' : num(r.etcdChargedBytes),
+      ]),
+    ),
+  );
+  const errors = e.rows.filter((r) => r.error !== undefined && r.nodes.length > 0);
+  if (errors.length > 0) out.push('', ...errors.map((r) => `- ${r.where}, ${r.nameBytes}-byte names: ${r.error!.split('\n')[0]}`));
+  out.push('');
   return out;
 }
 

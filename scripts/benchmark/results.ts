@@ -1,6 +1,7 @@
 import type { BenchConfig } from './config.js';
 import type { ClusterResult } from './scenarios/cluster.js';
 import type { ContentionResult } from './scenarios/contention.js';
+import type { EntryBytesResult } from './scenarios/entryBytes.js';
 import type { ExpiryResult } from './scenarios/expiry.js';
 import type { ReleaseAllResult } from './scenarios/releaseAll.js';
 import type { HandoffResult } from './scenarios/handoff.js';
@@ -34,6 +35,8 @@ export interface BenchResults {
   readonly command: string;
   readonly machine: MachineInfo;
   readonly config: Omit<BenchConfig, 'scenarios'> & { readonly scenarios: string[] };
+  /** The checkout whose dist/src/cli/lockserver.js ran as our server (--server-root, or the bench's own), its commit, and whether tracked files differed from it. */
+  readonly serverBuild?: { readonly root: string; readonly commit?: string; readonly modified?: boolean };
   readonly loadAverages: LoadSample[];
   readonly errors: Array<{ readonly scenario: string; readonly message: string }>;
   throughput?: ThroughputRow[];
@@ -45,6 +48,7 @@ export interface BenchResults {
   fairness?: PipelineFairnessResult;
   expiry?: ExpiryResult;
   releaseAll?: ReleaseAllResult;
+  entryBytes?: EntryBytesResult;
   idle?: IdleResult;
   random?: RandomKeysRow[];
   cluster?: ClusterResult;

@@ -12,11 +12,10 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
 import type { Endpoint } from '../load/messages.js';
 import { PROFILED_STOP_GRACE_MS, spawnServer, stopServer, which, type ServerProcess } from '../processes.js';
+import { lockserverCli } from '../targets/LockServerTarget.js';
 
-const CLI = join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
 const LOOPBACK = '127.0.0.1';
 const ETCD_READY_MS = 30_000;
 /** Ready means "loaded the snapshot and caught up": with a million locks that takes a while. */
@@ -33,6 +32,10 @@ const ANNOUNCE_WAIT_MS = 10_000;
 const APPEND_ROUTE = /\bevent=append-route via=(\S+)(?: to=(\S+))?/;
 const PEER_ADDRESS = /\bevent=peer-address address=(\S+)/;
 const LINK_TROUBLE = /\bevent=(peer-address-failed|peer-link-failed|peer-refused)\b/;
+/** A node's lines saying a client was refused or cut off for the node's own slowness. */
+const CLIENT_TROUBLE = /\bevent=(stale-input-refused|commit-timeout|unread-output-dropped)\b/;
+/** A node's lines about who leads and whether it still holds its name. */
+const LEADERSHIP = /\bevent=(leader|node-silent|name-lost|name-held)\b/;
 
 export interface ClusterOptions {
   /** Extra node flags for every lockserver node (--cpu-prof …). */
@@ -45,6 +48,21 @@ export interface ClusterOptions {
   readonly onNodeLine?: (node: string, line: string) => void;
   /** Start the etcd members only, no lockserver node (etcd's own rows of the handoff scenario). */
   readonly etcdOnly?: boolean;
+  /** The lockserver.js every node runs (--server-root; lockserverCli). */
+  readonly cli?: string;
+  /** Further arguments of one node only, by name (`n1: ['--import-lock-file', …]`), after nodeArgs; see BenchCluster.nodeOnlyArgs. */
+  readonly nodeArgsByName?: Readonly<Record<string, readonly string[]>>;
+  /** How long a node may take from spawn to `event=ready` (default 120 s). */
+  readonly readyTimeoutMs?: number;
+}
+
+/** One member's view of its backend, from POST /v3/maintenance/status. */
+export interface MemberStatus {
+  readonly member: string;
+  /** The bbolt file's size: what etcd compares with its quota. */
+  readonly dbSize: number;
+  /** Of that, the pages in use (etcd 3.4 and later); the rest is free pages only a defragmentation returns. */
+  readonly dbSizeInUse?: number;
 }
 
 export interface Member {
@@ -125,6 +143,12 @@ export class BenchCluster {
   /** Each node's address for links from the others, as it declared it in etcd (event=peer-address). */
   readonly peerAddresses = new Map<string, string>();
   readonly linkTrouble: LinkTroubleEvent[] = [];
+  /** Every line of a node saying it refused input as stale, gave a commit up, or dropped unread output. */
+  readonly clientTrouble: LinkTroubleEvent[] = [];
+  /** Every line of a node about leadership and its name (leader, node-silent, name-lost, name-held). */
+  readonly leadershipLines: LinkTroubleEvent[] = [];
+  /** Each node's own further arguments (ClusterOptions.nodeArgsByName), which a scenario may change before a restart. */
+  readonly nodeOnlyArgs: Map<string, readonly string[]>;
   private readonly nodeLog: WriteStream | undefined;
 
   private constructor(
@@ -136,6 +160,7 @@ export class BenchCluster {
     private readonly options: ClusterOptions,
   ) {
     this.nodeLog = options.nodeLog === undefined ? undefined : createWriteStream(options.nodeLog, { flags: 'a' });
+    this.nodeOnlyArgs = new Map(Object.entries(options.nodeArgsByName ?? {}));
   }
 
   /** Starts 3 etcd members, waits until healthy, then 3 nodes (unless etcdOnly), and waits until each is ready. */
@@ -178,7 +203,7 @@ export class BenchCluster {
     // prettier-ignore
     const nodeArgs = (n: Node): string[] => [
       ...(options.nodeFlags ?? []),
-      CLI,
+      options.cli ?? lockserverCli(undefined),
       '--port', String(n.port),
       '--listen', LOOPBACK,
       '--hosts', join(dir, 'hosts'),
@@ -190,6 +215,7 @@ export class BenchCluster {
       '--cluster', clusterName,
       '--name', n.name,
       ...(options.nodeArgs ?? []),
+      ...(cluster.nodeOnlyArgs.get(n.name) ?? []),
     ];
     // Every node's hosts file admits the load generator and the links from the other nodes, which
     // all dial from 127.0.0.1: a follower forwards its batches to the leader over its lock port.
@@ -255,7 +281,7 @@ export class BenchCluster {
     const t0 = Date.now();
     node.process = await spawnServer(process.execPath, this.nodeArgs(node), {
       readyPattern: READY,
-      readyTimeoutMs: NODE_READY_MS,
+      readyTimeoutMs: this.options.readyTimeoutMs ?? NODE_READY_MS,
       onLine: (line) => {
         this.nodeLog?.write(`${node.name} ${line}\n`);
         const leader = line.match(/\bevent=leader leader=(\S+) self=true\b/);
@@ -265,6 +291,8 @@ export class BenchCluster {
         const address = PEER_ADDRESS.exec(line);
         if (address !== null) this.peerAddresses.set(node.name, address[1]!);
         if (LINK_TROUBLE.test(line)) this.linkTrouble.push({ node: node.name, line: line.replace(/^ts=\S+ /, ''), at: Date.now() });
+        if (CLIENT_TROUBLE.test(line)) this.clientTrouble.push({ node: node.name, line: line.replace(/^ts=\S+ /, ''), at: Date.now() });
+        if (LEADERSHIP.test(line)) this.leadershipLines.push({ node: node.name, line: line.replace(/^ts=\S+ /, ''), at: Date.now() });
         this.options.onNodeLine?.(node.name, line);
       },
       cwd: node.dir,
@@ -352,6 +380,23 @@ export class BenchCluster {
       if (Date.now() >= deadline) throw new Error(`no etcd leader within ${ms} ms`);
       await delay(POLL_MS);
     }
+  }
+
+  /** Each running member's dbSize and dbSizeInUse, as it reports them (undefined for one that did not answer). */
+  memberStatus(): Promise<Array<MemberStatus | undefined>> {
+    return Promise.all(
+      this.members.map(async (m) => {
+        try {
+          const response = await fetch(`${m.clientUrl}/v3/maintenance/status`, { method: 'POST', body: '{}', signal: AbortSignal.timeout(5_000) });
+          // The gateway writes int64 fields as strings.
+          const s = (await response.json()) as { dbSize?: string; dbSizeInUse?: string };
+          if (s.dbSize === undefined) return undefined;
+          return { member: m.name, dbSize: Number(s.dbSize), ...(s.dbSizeInUse !== undefined ? { dbSizeInUse: Number(s.dbSizeInUse) } : {}) };
+        } catch {
+          return undefined;
+        }
+      }),
+    );
   }
 
   /** Bytes of each member's bbolt database file (member/snap/db), which compaction alone never shrinks. */

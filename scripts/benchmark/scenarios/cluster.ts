@@ -1,10 +1,13 @@
 import { execFile } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
-import { BenchCluster, clusterUnavailableReason } from '../cluster/BenchCluster.js';
+import { BenchCluster, clusterUnavailableReason, type ClusterOptions } from '../cluster/BenchCluster.js';
 import { buildEtcdGo, type EtcdGoBuild } from '../cluster/etcdGo.js';
+import { lockserverCli } from '../targets/LockServerTarget.js';
 import type { BenchConfig, ScenarioName } from '../config.js';
 import type { RunningTarget, Target } from '../targets/Target.js';
 import { runClusterFailover, type FailoverResult } from './clusterFailover.js';
+import { prepareClusterReleaseAll, runClusterReleaseAll, type ClusterReleaseAllResult } from './clusterReleaseAll.js';
 import { runClusterScale, type ClusterScaleResult, type SnapshotEvent } from './clusterScale.js';
 import { runClusterThroughput, type ClusterThroughputResult } from './clusterThroughput.js';
 import { runContention, type ContentionResult } from './contention.js';
@@ -16,6 +19,7 @@ export interface ClusterResult extends ClusterThroughputResult {
   contention?: ContentionResult;
   failover?: FailoverResult;
   scale?: ClusterScaleResult;
+  releaseAll?: ClusterReleaseAllResult;
   errors: Array<{ readonly scenario: string; readonly message: string }>;
 }
 
@@ -56,11 +60,23 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
     const field = (name: string): number => Number(line.match(new RegExp(`\\b${name}=(\\d+)`))?.[1] ?? NaN);
     snapshots.push({ node, entries: field('entries'), bytes: field('bytes'), ms: field('ms'), at: Date.now() });
   };
-  const onCluster = async (name: string, work: (cluster: BenchCluster) => Promise<void>, nodeArgs: readonly string[] = []): Promise<void> => {
+  const onCluster = async (
+    name: string,
+    work: (cluster: BenchCluster) => Promise<void>,
+    nodeArgs: readonly string[] = [],
+    more: ClusterOptions = {},
+  ): Promise<void> => {
     log(`${name}: starting 3 etcd members and 3 nodes`);
     let cluster: BenchCluster | undefined;
     try {
-      cluster = await BenchCluster.start({ nodeFlags: config.serverNodeFlags, nodeLog: config.serverLog, onNodeLine, nodeArgs });
+      cluster = await BenchCluster.start({
+        nodeFlags: config.serverNodeFlags,
+        nodeLog: config.serverLog,
+        cli: lockserverCli(config.serverRoot),
+        onNodeLine,
+        nodeArgs,
+        ...more,
+      });
       await work(cluster);
     } catch (error) {
       result.errors.push({ scenario: name, message: (error as Error).stack ?? String(error) });
@@ -115,6 +131,23 @@ export async function runClusterScenarios(config: BenchConfig, log: (line: strin
       },
       config.quick ? QUICK_SNAPSHOT_ARGS : [],
     );
+  }
+  if (has('cluster-release-all')) {
+    const setup = await prepareClusterReleaseAll(config);
+    try {
+      snapshots.length = 0;
+      setup.startedAt = performance.now();
+      await onCluster(
+        'cluster-release-all',
+        async (cluster) => {
+          result.releaseAll = await runClusterReleaseAll(cluster, setup, snapshots, config, log);
+        },
+        [],
+        setup.clusterOptions,
+      );
+    } finally {
+      await setup.cleanup();
+    }
   }
   return result;
 }

@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { BenchCluster, clusterUnavailableReason } from '../cluster/BenchCluster.js';
 import { buildEtcdGo } from '../cluster/etcdGo.js';
+import { lockserverCli } from '../targets/LockServerTarget.js';
 import type { BenchConfig, ScenarioName } from '../config.js';
 import { etcdctlHandoff, goHandoff, ourHandoff, type EtcdEnds, type HandoffSample, type OurEnds } from '../handoff/ways.js';
 import { which } from '../processes.js';
@@ -208,7 +209,7 @@ export async function runHandoff(ours: Target, config: BenchConfig, log: (line: 
     else
       await guarded('handoff-cluster', async () => {
         log('handoff-cluster: starting 3 etcd members and 3 nodes');
-        const cluster = await BenchCluster.start({ nodeFlags: config.serverNodeFlags, nodeLog: config.serverLog });
+        const cluster = await BenchCluster.start({ nodeFlags: config.serverNodeFlags, nodeLog: config.serverLog, cli: lockserverCli(config.serverRoot) });
         try {
           result.etcdLeader = (await cluster.leader()).name;
           result.lockLeader = cluster.lockLeader;

@@ -17,6 +17,7 @@ import type { Request } from '../../../src/protocol/messages.js';
 import { BenchClient } from '../BenchClient.js';
 import { BenchCluster } from '../cluster/BenchCluster.js';
 import { etcdRates, readEtcdCounters, type EtcdRates } from '../cluster/etcdMetrics.js';
+import { lockserverCli } from '../targets/LockServerTarget.js';
 import type { BenchConfig } from '../config.js';
 import { cpuBetween, readCpu } from '../processes.js';
 import { seededRandom } from '../random.js';
@@ -111,7 +112,7 @@ export async function runIdleWaiters(config: BenchConfig, log: (line: string) =>
   const windowMs = config.waitersWindowMs;
   const pollMs = config.waitersPollMs;
   log(`handoff-waiters: starting 3 etcd members and 3 nodes`);
-  const cluster = await BenchCluster.start({ nodeFlags: config.serverNodeFlags, nodeLog: config.serverLog });
+  const cluster = await BenchCluster.start({ nodeFlags: config.serverNodeFlags, nodeLog: config.serverLog, cli: lockserverCli(config.serverRoot) });
   const cases: WaitersCase[] = [];
   const open: BenchClient[] = [];
   try {

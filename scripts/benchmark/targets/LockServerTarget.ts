@@ -5,7 +5,13 @@ import { PACKAGE_ROOT } from '../../../src/packageRoot.js';
 import { PROFILED_STOP_GRACE_MS, spawnServer, stopServer } from '../processes.js';
 import type { RunningTarget, StartOptions, Target } from './Target.js';
 
-const CLI = join(PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
+/**
+ * The lockserver command line of a built package: this one's, or that of `root` (--server-root), so
+ * that one bench can measure two builds alternately with the same load, scenarios and report.
+ */
+export function lockserverCli(root: string | undefined): string {
+  return join(root ?? PACKAGE_ROOT, 'dist', 'src', 'cli', 'lockserver.js');
+}
 const LOOPBACK = '127.0.0.1';
 const STARTED = /event=started .*\bport=(\d+)/;
 const DEFAULT_READY_TIMEOUT_MS = 30_000;
@@ -20,10 +26,12 @@ export class LockServerTarget implements Target {
   /**
    * @param nodeFlags extra flags for the server's node (e.g. --cpu-prof --cpu-prof-dir=…).
    * @param logFile where the server's output is appended (e.g. for --trace-gc), if anywhere.
+   * @param cli the lockserver.js to run (lockserverCli).
    */
   constructor(
     private readonly nodeFlags: readonly string[] = [],
     private readonly logFile?: string,
+    private readonly cli = lockserverCli(undefined),
   ) {}
 
   async unavailableReason(): Promise<string | undefined> {
@@ -37,13 +45,14 @@ export class LockServerTarget implements Target {
     // prettier-ignore
     const args = [
       ...this.nodeFlags,
-      CLI,
+      this.cli,
       '--port', '0',
       '--listen', LOOPBACK,
       '--lock-file', lockFile,
       '--stat-file', join(dir, 'bench.stats'),
       '--max-connections', String(options.maxConnections ?? DEFAULT_MAX_CONNECTIONS),
       ...(options.maxLocks !== undefined ? ['--max-locks', String(options.maxLocks)] : []),
+      ...(options.args ?? []),
     ];
     let server;
     try {

@@ -11,6 +11,8 @@ export interface StartOptions {
   readonly lockFile?: string;
   /** How long start-up may take (restoring a big lock file takes seconds). */
   readonly readyTimeoutMs?: number;
+  /** Further command-line options of our server (limits a scenario must raise); other targets ignore them. */
+  readonly args?: readonly string[];
 }
 
 /** A started server (or, for a cluster, set of servers) the benchmark can load and measure. */

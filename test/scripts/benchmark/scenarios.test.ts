@@ -7,6 +7,9 @@ test('selectors are split on commas and "cluster" stands for every cluster scena
   t.deepEqual(parseScenarios('handoff'), [...HANDOFF_SCENARIOS]);
   t.deepEqual([...HANDOFF_SCENARIOS], ['handoff-single', 'handoff-etcd', 'handoff-cluster', 'handoff-waiters']);
   t.deepEqual(parseScenarios('cluster-throughput,cluster-ceiling-sequenced'), ['cluster-throughput', 'cluster-ceiling-sequenced']);
+  t.true(parseScenarios('cluster').includes('cluster-release-all'));
+  t.deepEqual(parseScenarios('release-all,entry-bytes'), ['release-all', 'entry-bytes']);
+  t.false(parseScenarios('cluster').includes('entry-bytes'));
 });
 
 test('cluster-peer is refused, saying the lane is gone and why', (t) => {

@@ -179,12 +179,14 @@ export interface SimulationReport {
  * A crashed node incarnation, whose waits (0x0B entries tied to it) must end: `cancellableAt` is
  * when their cancel could first be proposed (its node's next incarnation ready, or its name gone
  * while a node leads and that leader's next look), `cancelledAt` the log version its CancelWaitsOf
- * first landed at.
+ * first landed at. `proposer`: the next incarnation's node when that is what may propose it, with
+ * its paused time then: it proposes nothing while paused, so its pauses after that are allowed for.
  */
 interface DeadIncarnation {
   readonly name: string;
   readonly incarnation: number;
   cancellableAt: number | undefined;
+  proposer?: { readonly node: SimNode; readonly pausedAt: number };
   cancelledAt: number | undefined;
 }
 
@@ -746,6 +748,7 @@ class Simulation {
       const next = this.nodes.find((n) => n.name === dead.name)!;
       if (next.alive && next.service.isReady && next.service.incarnation !== dead.incarnation) {
         dead.cancellableAt = now;
+        dead.proposer = { node: next, pausedAt: next.time.pausedMs() };
         continue;
       }
       live ??= this.store.liveNodes();
@@ -796,7 +799,10 @@ class Simulation {
         this.fail(`${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} after its cancel landed at v${dead.cancelledAt}`);
       }
       const committed = this.committedAt[grantedAt];
-      if (dead.cancellableAt !== undefined && committed !== undefined && committed > dead.cancellableAt + this.hangUpBoundMs) {
+      // A proposer paused since the cancel became possible proposes it that much later (and the
+      // leader's way, its name lapsing, takes its own time then).
+      const paused = dead.proposer === undefined ? 0 : dead.proposer.node.time.pausedMs() - dead.proposer.pausedAt;
+      if (dead.cancellableAt !== undefined && committed !== undefined && committed > dead.cancellableAt + this.hangUpBoundMs + paused) {
         this.fail(
           `${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} (t=${committed.toFixed(1)}), ` +
             `though its cancel could be proposed from t=${dead.cancellableAt.toFixed(1)}`,

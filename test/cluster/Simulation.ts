@@ -179,14 +179,14 @@ export interface SimulationReport {
  * A crashed node incarnation, whose waits (0x0B entries tied to it) must end: `cancellableAt` is
  * when their cancel could first be proposed (its node's next incarnation ready, or its name gone
  * while a node leads and that leader's next look), `cancelledAt` the log version its CancelWaitsOf
- * first landed at. `proposer`: the next incarnation's node when that is what may propose it, with
- * its paused time then: it proposes nothing while paused, so its pauses after that are allowed for.
+ * first landed at. `cancellableBy`: which way made it possible; while neither way is open (the next
+ * incarnation crashed or paused, the name held again), it is not possible, and counts again from when one is.
  */
 interface DeadIncarnation {
   readonly name: string;
   readonly incarnation: number;
   cancellableAt: number | undefined;
-  proposer?: { readonly node: SimNode; readonly pausedAt: number };
+  cancellableBy?: 'restart' | 'leader';
   cancelledAt: number | undefined;
 }
 
@@ -736,23 +736,35 @@ class Simulation {
   }
 
   /**
-   * When the cancel of each dead incarnation's waits could first be proposed (OrphanedWaits): its
-   * node's next incarnation is ready, or its name is gone while some ready node leads (then at
-   * that leader's next look).
+   * Since when the cancel of each dead incarnation's waits could be proposed (OrphanedWaits), as
+   * long as a way stays open: its node's next incarnation is ready and running (not paused), or its
+   * name is gone while some ready node leads (then from that leader's next look). A way that closes
+   * before the cancel landed (that incarnation crashed or paused, the name held again) takes the
+   * time back until one opens again.
    */
   private noteCancellable(): void {
     let live: ReadonlySet<string> | undefined;
     const now = this.vt.now();
     for (const dead of this.dead.values()) {
-      if (dead.cancellableAt !== undefined) continue;
+      if (dead.cancelledAt !== undefined) continue;
       const next = this.nodes.find((n) => n.name === dead.name)!;
-      if (next.alive && next.service.isReady && next.service.incarnation !== dead.incarnation) {
-        dead.cancellableAt = now;
-        dead.proposer = { node: next, pausedAt: next.time.pausedMs() };
+      if (next.alive && next.service.isReady && !next.time.isPaused && next.service.incarnation !== dead.incarnation) {
+        if (dead.cancellableBy !== 'restart') {
+          dead.cancellableAt = now;
+          dead.cancellableBy = 'restart';
+        }
         continue;
       }
       live ??= this.store.liveNodes();
-      if (!live.has(dead.name) && this.nodes.some((n) => n.alive && n.service.isReady && n.service.isLeader)) dead.cancellableAt = now + LIVE_NODES_EVERY_MS;
+      if (!live.has(dead.name) && this.nodes.some((n) => n.alive && n.service.isReady && n.service.isLeader)) {
+        if (dead.cancellableBy !== 'leader') {
+          dead.cancellableAt = now + LIVE_NODES_EVERY_MS;
+          dead.cancellableBy = 'leader';
+        }
+        continue;
+      }
+      dead.cancellableAt = undefined;
+      dead.cancellableBy = undefined;
     }
   }
 
@@ -799,10 +811,7 @@ class Simulation {
         this.fail(`${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} after its cancel landed at v${dead.cancelledAt}`);
       }
       const committed = this.committedAt[grantedAt];
-      // A proposer paused since the cancel became possible proposes it that much later (and the
-      // leader's way, its name lapsing, takes its own time then).
-      const paused = dead.proposer === undefined ? 0 : dead.proposer.node.time.pausedMs() - dead.proposer.pausedAt;
-      if (dead.cancellableAt !== undefined && committed !== undefined && committed > dead.cancellableAt + this.hangUpBoundMs + paused) {
+      if (dead.cancellableAt !== undefined && committed !== undefined && committed > dead.cancellableAt + this.hangUpBoundMs) {
         this.fail(
           `${id}, tied to ${dead.name}.${dead.incarnation % 1000}, granted at v${grantedAt} (t=${committed.toFixed(1)}), ` +
             `though its cancel could be proposed from t=${dead.cancellableAt.toFixed(1)}`,

@@ -738,15 +738,21 @@ class Simulation {
   /**
    * Since when the cancel of each dead incarnation's waits could be proposed (OrphanedWaits), as
    * long as a way stays open: its node's next incarnation is ready and running (not paused), or its
-   * name is gone while some ready node leads (then from that leader's next look). A way that closes
-   * before the cancel landed (that incarnation crashed or paused, the name held again) takes the
-   * time back until one opens again.
+   * name is gone while some ready node leads (then from that leader's next look), and the store can
+   * commit. A way that closes before the cancel landed (that incarnation crashed or paused, the name
+   * held again, no store leader) takes the time back until one opens again.
    */
   private noteCancellable(): void {
     let live: ReadonlySet<string> | undefined;
     const now = this.vt.now();
     for (const dead of this.dead.values()) {
       if (dead.cancelledAt !== undefined) continue;
+      // Without a store leader (quorum lost, an election) no proposal can land, nor a grant.
+      if (!this.store.hasLeader) {
+        dead.cancellableAt = undefined;
+        dead.cancellableBy = undefined;
+        continue;
+      }
       const next = this.nodes.find((n) => n.name === dead.name)!;
       if (next.alive && next.service.isReady && !next.time.isPaused && next.service.incarnation !== dead.incarnation) {
         if (dead.cancellableBy !== 'restart') {

@@ -297,20 +297,20 @@ export class ClusterLockService implements LockService, WaitersHost {
    * What runs right after a request of connection `client` applied here: an entry it created counts
    * against the connection; a refusal at a limit is told to onRefused. Nothing to do for no connection.
    */
-  private afterRequest(r: LockRequest, client: number): (() => void) | undefined {
+  private afterRequest(r: LockRequest, client: number): ((result: number) => void) | undefined {
     if (client === NO_CLIENT && this.options.onRefused === undefined) return undefined;
-    return () => this.requestApplied(r, client);
+    return (result) => this.requestApplied(r, client, result);
   }
 
-  private requestApplied(r: LockRequest, client: number): void {
+  /** Right after a request of this node applied with `result`: see afterRequest. No table lookup unless it was refused. */
+  private requestApplied(r: LockRequest, client: number, result: number): void {
     const state = this.follower.state;
-    const entry = state.table.entryOf(r.key, r.index, r.owner);
-    if (entry !== NO_ID) {
-      if (client !== NO_CLIENT) state.claimForConnection(entry, client);
+    if (result > 0) {
+      if (client !== NO_CLIENT) state.claimAddedForConnection(client);
       return;
     }
     const why = state.table.lastRefusal;
-    if (why !== Refusal.None) this.options.onRefused?.(why, r, client);
+    if (why !== Refusal.None && state.table.entryOf(r.key, r.index, r.owner) === NO_ID) this.options.onRefused?.(why, r, client);
   }
 
   /**
@@ -330,7 +330,7 @@ export class ClusterLockService implements LockService, WaitersHost {
       answerWith(answer, (position) => ({ position, token: position === 1 ? token : 0 })),
       (position) => {
         if (position === 1) token = this.follower.state.table.fence(r.key, r.index, r.owner);
-        this.requestApplied(r, client);
+        this.requestApplied(r, client, position);
       },
       receivedAt,
     );
@@ -377,7 +377,7 @@ export class ClusterLockService implements LockService, WaitersHost {
       this.requestCommand(r, allowCreate, waitMs !== 0 && this.orphanedWaits.mayTie ? LogOp.AcquireWait : LogOp.Request),
       { resolve: () => {}, reject: (error) => answer.reject(error) },
       (result) => {
-        this.requestApplied(r, client);
+        this.requestApplied(r, client, result);
         const table = this.follower.state.table;
         const entry = table.entryOf(r.key, r.index, r.owner);
         // What the command did, not only what the table shows: one that did nothing (an incarnation

@@ -214,6 +214,11 @@ export class ReplicaState {
     this.rules.claimForConnection(entry, client);
   }
 
+  /** As claimForConnection, for whatever entry the command applied last created (none: nothing). */
+  claimAddedForConnection(client: number): void {
+    this.rules.claimAddedForConnection(client);
+  }
+
   /** Entries created through this node's connection `client` and still held, as far as this node applied. */
   entriesOfConnection(client: number): number {
     return this.rules.entriesOfConnection(client);
@@ -379,7 +384,10 @@ export class ReplicaState {
    * waits ended: its connections are gone with it.
    */
   private acquireWait(c: ReplicatedRequest, batch: Batch): number {
-    if (this.endedIncarnations.has(proposerKey(batch.proposer, batch.incarnation))) return 0;
+    if (this.endedIncarnations.has(proposerKey(batch.proposer, batch.incarnation))) {
+      this.table.forgetRefusal();
+      return 0;
+    }
     const position = this.table.request(c, c.allowCreate);
     if (position > 1) this.tieWait(c.key, c.index, c.owner, batch.proposer, batch.incarnation);
     return position;

@@ -313,6 +313,11 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.refusedBy[why]!;
   }
 
+  /** A command that answered 0 without asking the table (see ReplicaState's AcquireWait): lastRefusal says nothing then. */
+  forgetRefusal(): void {
+    this.lastRefusal_ = Refusal.None;
+  }
+
   /** Why the last request that answered 0 was refused: a limit, or Refusal.None (not allowed to create: drain mode). */
   get lastRefusal(): Refusal {
     return this.lastRefusal_;

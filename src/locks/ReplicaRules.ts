@@ -79,6 +79,11 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     if (entry !== NO_ID && entry === this.addedByCommand) this.connections.add(entry, client);
   }
 
+  /** As claimForConnection, for the entry the command applied last created, if it created one. */
+  claimAddedForConnection(client: number): void {
+    if (this.addedByCommand !== NO_ID) this.connections.add(this.addedByCommand, client);
+  }
+
   /** Entries created through this node's connection `client` that are still held (as far as this node applied). */
   entriesOfConnection(client: number): number {
     return this.connections.of(client);

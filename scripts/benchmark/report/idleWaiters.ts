@@ -1,3 +1,4 @@
+import { checkWaitingAddsNothing } from '../goals.js';
 import { WAITERS_CASE_LABELS, type IdleWaitersResult, type WaitersCase } from '../scenarios/idleWaiters.js';
 import { cores, num, table } from './format.js';
 
@@ -63,34 +64,8 @@ export function renderIdleWaiters(w: IdleWaitersResult): string[] {
     ),
   );
   if ((w.pollErrors ?? 0) > 0) out.push('', `Polls that failed (each stopped its poller): ${num(w.pollErrors)}.`);
-  const promise = waitingAddsNothing(cases);
-  if (promise !== undefined) out.push('', promise);
+  const promise = checkWaitingAddsNothing(cases);
+  if (promise !== undefined) out.push('', `Issue 37's promise, ${promise.goal}: ${promise.met === true ? 'met' : '**missed**'}: ${promise.measured}.`);
   out.push('');
   return out;
-}
-
-/** Slack beyond the two idle windows' own spread within which a rate counts as unchanged (per second). */
-const IDLE_SLACK_PER_SECOND = 0.5;
-
-/**
- * Issue 37's promise, that waiting adds nothing to an idle cluster's load: the 0x0B window's
- * requests/s and proposals/s each at most the higher of the two idle windows plus their spread
- * and IDLE_SLACK_PER_SECOND. Undefined when a window is missing.
- */
-function waitingAddsNothing(cases: readonly WaitersCase[]): string | undefined {
-  const rates = (name: WaitersCase['name']) => cases.find((c) => c.name === name)?.rates;
-  const [idle, after, waiting] = [rates('idle'), rates('idle-again'), rates('waiting-0x0b')];
-  if (idle === undefined || after === undefined || waiting === undefined) return undefined;
-  const judge = (field: 'requestsPerSecond' | 'proposalsPerSecond'): [boolean, string] => {
-    const high = Math.max(idle[field], after[field]);
-    const limit = high + Math.abs(idle[field] - after[field]) + IDLE_SLACK_PER_SECOND;
-    return [waiting[field] <= limit, `${num(waiting[field], 1)} against idle ${num(idle[field], 1)} and ${num(after[field], 1)} (limit ${num(limit, 1)})`];
-  };
-  const [requestsMet, requests] = judge('requestsPerSecond');
-  const [proposalsMet, proposals] = judge('proposalsPerSecond');
-  const verdict = requestsMet && proposalsMet ? 'met' : '**missed**';
-  return (
-    `Issue 37's promise, waiting adds nothing to the idle baseline (the 0x0B window at most the higher idle window plus the two idle windows' spread and ${IDLE_SLACK_PER_SECOND}/s): ` +
-    `${verdict}: requests/s ${requests}, proposals/s ${proposals}.`
-  );
 }

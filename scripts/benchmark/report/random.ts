@@ -1,3 +1,4 @@
+import { checkRandomGoals, type GoalCheck } from '../goals.js';
 import type { LoadResult } from '../load/runLoad.js';
 import type { BenchResults } from '../results.js';
 import type { RandomKeysRow } from '../scenarios/randomKeys.js';
@@ -75,51 +76,15 @@ function cpuMicros(result: LoadResult | undefined): number | undefined {
   return (result.serverCpuCores / result.opsPerSecond) * 1e6;
 }
 
-/** Issue 10's targets, from the random-keys rows (and the held-locks rows for the 1M-lock RSS). */
+/** Issue 10's targets, marked yes or no. */
 function renderRandomTargets(results: BenchResults): string[] {
-  const rows = results.random ?? [];
-  const at = (keySpace: number, lane: string, depth: number): LoadResult | undefined =>
-    rows.find((r) => r.keySpace === keySpace)?.cells.find((c) => c.lane === lane && c.shape.connections === 50 && c.shape.depth === depth)?.result;
-  const ratio = (a: LoadResult | undefined, b: LoadResult | undefined): number | undefined =>
-    a === undefined || b === undefined ? undefined : a.opsPerSecond / b.opsPerSecond;
-  const check = (goal: string, measured: number | undefined, met: (value: number) => boolean, text: (value: number) => string): string[] => [
-    goal,
-    measured === undefined ? 'not measured' : text(measured),
-    measured === undefined ? '–' : met(measured) ? 'yes' : '**no**',
-  ];
-  const settled = rows.find((r) => r.keySpace === 10_000_000)?.rssBytes.settled;
-  const million = results.held?.find((r) => r.held === 1_000_000)?.rssBytes.filled;
+  const met = (g: GoalCheck): string => (g.met === undefined ? '–' : g.met ? 'yes' : '**no**');
   return [
     '**Targets** (issue 10)',
     '',
     table(
       ['target', 'measured', 'met'],
-      [
-        check(
-          '50×16, 100k random keys: ours / Redis (same cycle, same generator) ≥ 1.0',
-          ratio(at(100_000, 'ours', 16), at(100_000, 'redis', 16)),
-          (v) => v >= 1,
-          (v) => num(v, 2),
-        ),
-        check(
-          '50×1, 100k random keys: ours / null server ≥ 0.95',
-          ratio(at(100_000, 'ours', 1), at(100_000, 'null-server', 1)),
-          (v) => v >= 0.95,
-          (v) => num(v, 2),
-        ),
-        check(
-          'RSS after a 10M-key random run, settled, no lock held ≤ 100 MB',
-          settled,
-          (v) => v <= 100 * 2 ** 20,
-          (v) => `${mb(v)} MB`,
-        ),
-        check(
-          'RSS with 1,000,000 held locks ≤ 300 MB',
-          million,
-          (v) => v <= 300 * 2 ** 20,
-          (v) => `${mb(v)} MB`,
-        ),
-      ],
+      checkRandomGoals(results).map((g) => [g.goal, g.measured, met(g)]),
     ),
   ];
 }

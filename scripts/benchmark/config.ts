@@ -33,21 +33,13 @@ export const SCENARIOS = [
 export type ScenarioName = (typeof SCENARIOS)[number];
 /** Names --only/--skip also take, each standing for several scenarios. */
 export const SCENARIO_GROUPS: Readonly<Record<string, readonly ScenarioName[]>> = { cluster: CLUSTER_SCENARIOS, handoff: HANDOFF_SCENARIOS };
-/** Selectors that no longer exist, and why: --only/--skip refuse them with this rather than run something else under their name. */
-export const REMOVED_SCENARIOS: Readonly<Record<string, string>> = {
-  'cluster-peer':
-    "lockserver has no --peer any more: every node forwards its batches to the leader's sequencer by default, " +
-    'so cluster-throughput measures that design (cluster-ceiling-sequenced is its ceiling)',
-};
 
-/** `--only`/`--skip`: comma-separated selectors, groups expanded; throws on an unknown or removed one. */
+/** `--only`/`--skip`: comma-separated selectors, groups expanded; throws on an unknown one. */
 export function parseScenarios(value: string): ScenarioName[] {
   return value.split(',').flatMap((item): ScenarioName[] => {
     const name = item.trim();
     const group = SCENARIO_GROUPS[name];
     if (group !== undefined) return [...group];
-    const removed = REMOVED_SCENARIOS[name];
-    if (removed !== undefined) throw new Error(`"${name}" is gone: ${removed}.`);
     if (!(SCENARIOS as readonly string[]).includes(name)) {
       throw new Error(`"${name}" is not one of ${[...SCENARIOS, ...Object.keys(SCENARIO_GROUPS)].join(', ')}.`);
     }

@@ -4,7 +4,7 @@
  * bringing a batch to a node, and of the etcd members committing it. A cluster round is one
  * append on the node that sends it, one watch event on every node, and one commit in etcd; so
  * these three figures, with the machine's cores, bound how many rounds per second any code of
- * ours could get (see RESULTS.md, issue 20).
+ * ours could get (RESULTS.md's history has a run of it).
  *
  * Appends are serial (a node keeps one batch in flight), with values the size of a 16-command
  * batch of the bench's workload; watch events arrive one by one, as they do at a node. Three

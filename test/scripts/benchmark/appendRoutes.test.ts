@@ -1,5 +1,5 @@
 import test from 'ava';
-import { describeAppendRoutes } from '../../../scripts/benchmark/report.js';
+import { describeAppendRoutes } from '../../../scripts/benchmark/report/clusterThroughput.js';
 import type { ClusterThroughputRow } from '../../../scripts/benchmark/scenarios/clusterThroughput.js';
 
 const designed = ['n1 forwarded 127.0.0.1:4002', 'n2 own-sequencer', 'n3 forwarded 127.0.0.1:4002'];

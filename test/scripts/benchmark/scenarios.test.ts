@@ -12,14 +12,6 @@ test('selectors are split on commas and "cluster" stands for every cluster scena
   t.false(parseScenarios('cluster').includes('entry-bytes'));
 });
 
-test('cluster-peer is refused, saying the lane is gone and why', (t) => {
-  t.false((CLUSTER_SCENARIOS as readonly string[]).includes('cluster-peer'));
-  const error = t.throws(() => parseScenarios('cluster-throughput,cluster-peer'));
-  t.regex(error.message, /"cluster-peer" is gone/);
-  t.regex(error.message, /no --peer/);
-  t.regex(error.message, /sequencer by default/);
-});
-
 test('an unknown selector is refused with the list of known ones', (t) => {
   const error = t.throws(() => parseScenarios('nope'));
   t.regex(error.message, /"nope" is not one of .*cluster-ceiling-sequenced/);

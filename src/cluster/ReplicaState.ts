@@ -206,15 +206,10 @@ export class ReplicaState {
   }
 
   /**
-   * The command applied last was this node's, for its connection `client`: an entry it created
-   * counts against that connection (--max-locks-per-connection). Not replicated: a node keeps it
-   * for its own connections only, and a snapshot load starts it empty.
+   * The command applied last was this node's, for its connection `client`: the entry it created, if
+   * any, counts against that connection (--max-locks-per-connection). Not replicated: a node keeps
+   * it for its own connections only, and a snapshot load starts it empty.
    */
-  claimForConnection(entry: number, client: number): void {
-    this.rules.claimForConnection(entry, client);
-  }
-
-  /** As claimForConnection, for whatever entry the command applied last created (none: nothing). */
   claimAddedForConnection(client: number): void {
     this.rules.claimAddedForConnection(client);
   }

@@ -54,7 +54,7 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   private tokenBase = 0;
   /**
    * The entries this node's connections created (--max-locks-per-connection): told by the node
-   * after each of its own commands applied (claimForConnection), never by the log, so it is not
+   * after each of its own commands applied (claimAddedForConnection), never by the log, so it is not
    * replicated and a snapshot load starts it empty; apply's decisions never read it.
    */
   private readonly connections = new ConnectionEntries();
@@ -71,15 +71,10 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
   }
 
   /**
-   * The command applied last was this node's, sent for its connection `client`: if it created
-   * `entry`, the entry counts against that connection from now on. Called right after the
-   * command applied, before the next one begins.
+   * The command applied last was this node's, sent for its connection `client`: the entry it
+   * created, if it created one, counts against that connection from now on. Called right after
+   * the command applied, before the next one begins.
    */
-  claimForConnection(entry: number, client: number): void {
-    if (entry !== NO_ID && entry === this.addedByCommand) this.connections.add(entry, client);
-  }
-
-  /** As claimForConnection, for the entry the command applied last created, if it created one. */
   claimAddedForConnection(client: number): void {
     if (this.addedByCommand !== NO_ID) this.connections.add(this.addedByCommand, client);
   }

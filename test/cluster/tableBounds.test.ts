@@ -60,9 +60,7 @@ test("a node counts the entries each of its connections created, as it applies t
   // The node's own commands, each claimed for `client` right after it applied (as ClusterLockService does).
   const own = (version: number, client: number, commands: LogCommand[]): number[] =>
     state.apply({ proposer: 'A', incarnation: 1, seq: ++seq, commands }, at(version), (i) => {
-      const c = commands[i - 1];
-      if (c === undefined || c.op !== LogOp.Request) return;
-      state.claimForConnection(state.table.entryOf(c.key, c.index, c.owner), client);
+      if (commands[i - 1]?.op === LogOp.Request) state.claimAddedForConnection(client);
     })!;
   t.deepEqual(own(1, 7, [request('a', 'x'), request('b', 'x'), request('a', 'y')]), [1, 1, 2]);
   t.is(state.entriesOfConnection(7), 3);

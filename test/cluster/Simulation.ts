@@ -842,12 +842,13 @@ class Simulation {
 
   /**
    * Every command ends, answered or hung up, within the commit timeout plus lateCommitMs of its
-   * send (plus the time its node spent paused): during a quorum outage too.
+   * send (plus the time its node spent paused, plus its wait's bound): during a quorum outage too.
+   * Each is counted on the node's clock, which may run slow: a 4 s bound there is 4.12 s here.
    */
   private checkHangUps(): void {
     const now = this.vt.now();
     for (const c of this.inFlight) {
-      const limit = c.sent + this.hangUpBoundMs + c.waitMs + (c.node.time.pausedMs() - c.pausedAtSend);
+      const limit = c.sent + this.hangUpBoundMs + c.waitMs / MIN_RATE + (c.node.time.pausedMs() - c.pausedAtSend);
       if (now > limit && !c.node.time.isPaused) {
         this.fail(`${c.client.name}@${c.node.name} ${c.what} sent at ${c.sent.toFixed(1)} neither answered nor closed after ${(now - c.sent).toFixed(0)} ms`);
       }

@@ -1,7 +1,6 @@
 import type { ByteString } from '../bytes.js';
 import { NO_DEADLINE } from '../locks/DeadlineHeap.js';
 import { NO_ID } from '../locks/HashIndex.js';
-import { APPLY_SLICE_ENTRIES } from '../locks/LockTable.js';
 import { Later, Waiting } from '../locks/Later.js';
 import { Waiters, type GrantWait, type WaitersHost } from '../locks/Waiters.js';
 import { LossReason, NO_WAIT_BOUND } from '../protocol/constants.js';
@@ -112,8 +111,6 @@ export class ClusterLockService implements LockService, WaitersHost {
     this.follower = new LogFollower(options.commitTimeoutMs, deps, this.contact, hashSeed, initial, this.committer, (state) =>
       this.waiters.rebind(state.table),
     );
-    if (options.applySliceEntries !== undefined) this.follower.sliceEntries = options.applySliceEntries;
-    if (options.releaseSliceGapMs !== undefined) this.follower.releaseSliceGapMs = options.releaseSliceGapMs;
     this.leadership = new Leadership(options, deps, this.contact, this.follower, this.committer);
     this.orphanedWaits = new OrphanedWaits(
       options.nodeName,
@@ -590,8 +587,6 @@ export class ClusterLockService implements LockService, WaitersHost {
 
   /** This node's view of the table, for the lock-file backup (never loaded back in cluster mode). */
   async snapshot(): Promise<SavedLock[]> {
-    // A release in slices finishes first (a slice per turn), so the file holds no entry it took.
-    while (!this.follower.state.settleReleases(APPLY_SLICE_ENTRIES)) await new Promise<void>((resolve) => this.deps.timers.soon(resolve));
     return [...this.follower.state.table.snapshot()];
   }
 

@@ -50,17 +50,6 @@ export interface ClusterOptions {
   /** The leader snapshots after this many batches (or SNAPSHOT_MAX_AGE_MS with any change). */
   readonly snapshotEveryBatches?: number;
   /**
-   * Entries one slice of apply handles before the event loop gets a turn (APPLY_SLICE_ENTRIES;
-   * the simulation makes it 1 on some seeds, so that releases stay half-done across batches).
-   */
-  readonly applySliceEntries?: number;
-  /**
-   * Between two slices of the removals a release-all left for later, when nothing else is to be
-   * applied: 0 (the default) for the event loop's next turn; the simulation makes it longer, so
-   * that later batches apply while a release is half-done (see ReplicaState.release).
-   */
-  readonly releaseSliceGapMs?: number;
-  /**
    * --lock-delay (ms, 0 by default): when an owner's TTL runs out, its lock is held back this
    * long before its next grant. The leader's, carried in the expiries it proposes (format 4: only
    * once every live node reads it).

@@ -107,13 +107,8 @@ export class EntryBytesRules extends ReplicaRules {
 
   override entryRemoved(entry: number): void {
     super.entryRemoved(entry);
-    this.uncharge(entry);
-  }
-
-  /** Taken by a release in slices: gone from the count at once, on every replica alike, however far the release got here. */
-  override entryTaken(entry: number): void {
-    super.entryTaken(entry);
-    this.uncharge(entry);
+    this.total -= this.cost[entry]!;
+    this.cost[entry] = 0;
   }
 
   override recordsRebuilt(from: Int32Array, to: Int32Array, count: number): void {
@@ -123,11 +118,6 @@ export class EntryBytesRules extends ReplicaRules {
     const cost = new Uint16Array(grownCapacity(64, highest + 1));
     for (let i = 0; i < count; i++) cost[to[i]!] = this.cost[from[i]!]!;
     this.cost = cost;
-  }
-
-  private uncharge(entry: number): void {
-    this.total -= this.cost[entry]!;
-    this.cost[entry] = 0;
   }
 
   private charge(entry: number): void {

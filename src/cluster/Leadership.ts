@@ -327,8 +327,7 @@ export class Leadership {
   private maybeSnapshot(now: number): void {
     const state = this.follower.state;
     // Between two slices of a command the state is no state any log position names: wait for its end.
-    // A release still removing entries would have to finish inside the snapshot, with apply paused: it waits.
-    if (this.snapshotting || state.applying || state.releasing) return;
+    if (this.snapshotting || state.applying) return;
     const last = this.lastSnapshot;
     const behind = state.position.version - (last?.version ?? 0);
     const every = this.options.snapshotEveryBatches ?? DEFAULT_SNAPSHOT_EVERY_BATCHES;

@@ -92,8 +92,6 @@ export class LogFollower {
    * turn (APPLY_SLICE_ENTRIES; tests vary it). Whatever it is, the replica ends alike.
    */
   sliceEntries = APPLY_SLICE_ENTRIES;
-  /** Between two slices of releases left for later, with nothing to apply: 0 for the next turn (see ClusterOptions.releaseSliceGapMs). */
-  releaseSliceGapMs = 0;
   /** Records delivered and not applied yet, in order; each with the watch that delivered it, and who waits for it. */
   /**
    * Work waiting to run on the replica, in order, one at a time: records to apply, or a snapshot to
@@ -327,33 +325,18 @@ export class LogFollower {
   /**
    * Applies the backlog in order, in slices (see ReplicaState.applyInSlices): as much as one slice
    * allows now (all of it, unless a command touches more than sliceEntries entries), the rest a
-   * slice per turn of the event loop, so one import of many entries never holds the loop; and the
-   * removals releases left for later (ReplicaState.release), a slice per turn, whether records
-   * come or not. A gap found restarts the watch that delivered the records, if it is still the
-   * current one.
+   * slice per turn of the event loop, so one release-all of many entries never holds the loop. A
+   * gap found restarts the watch that delivered the records, if it is still the current one.
    */
   private pump(): void {
     if (this.pumping) return; // applying settles answers, which may deliver records: the loop below takes them
     this.pumping = true;
     this.nextSliceScheduled = false;
-    // At most one slice of releases per turn, beside what is applied (see ReplicaState.release).
-    let releaseSliceRun = false;
     try {
       while (!this.closed) {
         if (this.applying === undefined) {
-          if (this.current.releasing && !releaseSliceRun) {
-            releaseSliceRun = true;
-            this.current.settleReleases(this.sliceEntries);
-          }
           const next = this.backlog.shift();
-          if (next === undefined) {
-            if (!this.current.releasing) break;
-            // Nothing to apply: the releases go on, a slice per turn of the event loop.
-            this.nextSliceScheduled = true;
-            if (this.releaseSliceGapMs > 0) this.deps.timers.after(this.releaseSliceGapMs, () => this.pump());
-            else this.deps.timers.soon(() => this.pump());
-            return;
-          }
+          if (next === undefined) break;
           this.applying = { work: next.start(), generation: next.generation, done: next.done };
         }
         const slice = this.applying.work.next();

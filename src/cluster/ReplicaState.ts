@@ -245,13 +245,11 @@ export class ReplicaState {
   }
 
   /**
-   * As apply, in slices: a command that removes or adds many entries (an import's commit, the end
-   * of an incarnation's waits) does `sliceEntries` of them per slice, so the caller can give the
-   * event loop a turn between them (LogFollower does). Nothing else may apply meanwhile; while it
-   * is not done, `applying` is true. A release-all or release `*` makes its first `sliceEntries`
-   * removals and leaves the rest for later (see release). Every node ends each batch in the same
-   * state, with the same results and tokens, whatever its slice size; when a waiting client hears
-   * of its grant may differ.
+   * As apply, in slices: a command that removes or adds many entries (release-all, release `*`,
+   * an import's commit) does `sliceEntries` of them per slice, so the caller can give the event
+   * loop a turn between them (LogFollower does). Nothing else may apply meanwhile; every node
+   * ends in the same state with the same grants in the same order, whatever its slice size
+   * (grants are told as their slice makes them). While it is not done, `applying` is true.
    */
   *applyInSlices(
     batch: Batch,
@@ -292,7 +290,7 @@ export class ReplicaState {
         const command = commands[i]!;
         if (refusedImport) results[i] = 0;
         else if (isBulk(command)) results[i] = yield* this.executeInSlices(command, position, batch.proposer, sliceEntries);
-        else results[i] = this.execute(command, position, batch, sliceEntries);
+        else results[i] = this.execute(command, position, batch);
       }
       step?.(commands.length, commands.length > 0 ? results[commands.length - 1] : undefined);
     } finally {
@@ -333,37 +331,14 @@ export class ReplicaState {
   /** A command that may touch many entries (see isBulk), in slices of `sliceEntries`. */
   private *executeInSlices(c: BulkCommand, position: number, origin: ByteString, sliceEntries: number): Sliced<number> {
     if (c.op === LogOp.ImportCommit) return yield* this.commitImport(c.importId, origin, position, sliceEntries);
-    return yield* this.cancelWaitsOf(c.node, c.incarnation, position, origin, sliceEntries);
-  }
-
-  /**
-   * Release-all, or release with `*`: every entry it takes is gone at once in meaning (see
-   * LockTable.SlicedRelease), and its first `sliceEntries` removals are made now; the rest are made
-   * after, by later commands' lookups and by slices between batches (settleReleases), while the log
-   * goes on: a release of 400,000 entries holds up no command after it. Every replica answers the
-   * same and grants the same tokens, however far its slices got.
-   */
-  private release(c: Extract<LogCommand, { op: typeof LogOp.ReleaseAll | typeof LogOp.ReleaseKey }>, sliceEntries: number): number {
+    if (c.op === LogOp.CancelWaitsOf) return yield* this.cancelWaitsOf(c.node, c.incarnation, position, origin, sliceEntries);
     const release: SlicedRelease = c.op === LogOp.ReleaseAll ? this.table.beginReleaseAll(c.owner) : this.table.beginReleaseKey(c.key, c.owner);
-    release.run(sliceEntries);
+    while (!release.run(sliceEntries)) yield* this.pauseBetweenSlices(position, origin);
     return release.total;
   }
 
-  /** Whether releases in slices have entries left to remove (settleReleases does the rest). */
-  get releasing(): boolean {
-    return this.table.releasing;
-  }
-
-  /**
-   * Removes up to `budget` more entries that releases in slices took; true once none is left.
-   * Between batches (LogFollower): it changes nothing any client can see, only when waits hear it.
-   */
-  settleReleases(budget: number): boolean {
-    return this.table.runReleases(budget);
-  }
-
   /** Runs one command, at log `position`, of `batch` (its proposer is the origin of what it creates). */
-  private execute(c: LogCommand, position: number, batch: Batch, sliceEntries: number): number {
+  private execute(c: LogCommand, position: number, batch: Batch): number {
     const table = this.table;
     const origin = batch.proposer;
     switch (c.op) {
@@ -375,7 +350,6 @@ export class ReplicaState {
         return table.release(c.key, c.index, c.owner);
       case LogOp.ReleaseKey:
       case LogOp.ReleaseAll:
-        return this.release(c, sliceEntries);
       case LogOp.ImportCommit:
         return runToEnd(this.executeInSlices(c, position, origin, Number.POSITIVE_INFINITY));
       case LogOp.Expire:
@@ -529,8 +503,6 @@ export class ReplicaState {
     if (staging?.id !== importId) return 0;
     this.staging = undefined;
     if (this.table.size > 0) return 0;
-    // Entries a release took are gone in meaning, but still in queues the import fills: removed first.
-    while (!this.table.runReleases(sliceEntries)) yield* this.pauseBetweenSlices(position, origin);
     // Every grant from here on (this commit's own included) counts its token above every token
     // the file's node granted; its owners keep theirs (see LockTable.importEntry).
     let highest = 0;
@@ -616,8 +588,6 @@ export class ReplicaState {
   }
 
   private *writeSnapshot(sliceEntries: number): Sliced<Buffer> {
-    // What releases in slices took is gone in meaning; the bytes hold the state they leave.
-    while (!this.table.runReleases(sliceEntries)) yield;
     const out = new BufferWriter(64 * 1024, 0);
     const holds = [...this.table.holdsHeld()];
     const tied = this.tiedWaits.size > 0 ? this.tiedWaitsHeld() : [];
@@ -835,12 +805,9 @@ function splitProposerKey(key: string): [ByteString, number] {
   return [key.slice(0, cut), Number(key.slice(cut + 1))];
 }
 
-type BulkCommand = Extract<LogCommand, { op: typeof LogOp.ImportCommit | typeof LogOp.CancelWaitsOf }>;
+type BulkCommand = Extract<LogCommand, { op: typeof LogOp.ReleaseAll | typeof LogOp.ReleaseKey | typeof LogOp.ImportCommit | typeof LogOp.CancelWaitsOf }>;
 
-/**
- * A command whose apply may touch any number of entries, done in slices that nothing else applies
- * between (see applyInSlices). A release-all is not one: the log goes on past it (see release).
- */
+/** A command whose apply may touch any number of entries, done in slices (see applyInSlices). */
 function isBulk(c: LogCommand): c is BulkCommand {
-  return c.op === LogOp.ImportCommit || c.op === LogOp.CancelWaitsOf;
+  return c.op === LogOp.ReleaseAll || c.op === LogOp.ReleaseKey || c.op === LogOp.ImportCommit || c.op === LogOp.CancelWaitsOf;
 }

@@ -44,11 +44,6 @@ export class EntryRecords {
     return this.ids.live;
   }
 
-  /** The bytes entry `id` is charged. */
-  bytesOf(id: number): number {
-    return this.charged[id]!;
-  }
-
   /** Bytes charged for every entry held. */
   get bytes(): number {
     return this.chargedSum;

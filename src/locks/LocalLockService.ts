@@ -103,6 +103,7 @@ export class LocalLockService implements LockService {
       {
         boundPassed: (wait) => wait.answer.resolve({ position: this.table.location(wait.key, wait.index, wait.owner), token: 0 }),
         abandoned: (wait) => {
+          this.table.settle(wait.key, wait.index);
           this.table.cancelWaiter(wait.key, wait.index, wait.owner);
         },
       },
@@ -186,13 +187,15 @@ export class LocalLockService implements LockService {
   }
 
   // Commands answer directly: the table is in this process (see Answer in LockService.ts). While
-  // a release runs in slices, the table settles the lock each names before it looks (LockTable.queueOf).
+  // a release runs in slices each first settles the lock it names (a no-op otherwise).
 
   findOwner(key: ByteString, index: ByteString): ByteString {
+    this.table.settle(key, index);
     return this.table.findOwner(key, index);
   }
 
   request(r: LockRequest, allowCreate: boolean, _receivedAt?: number, client = NO_CLIENT): number {
+    this.table.settle(r.key, r.index);
     const position = this.table.request(r, allowCreate, client);
     if (position === 0) this.refused(r, client);
     return position;
@@ -232,12 +235,14 @@ export class LocalLockService implements LockService {
 
   /** The loss notice (0x0C): answered when the owner's entry stops owning, with how; at once (NotOwner) if it does not own. */
   awaitLoss(key: ByteString, index: ByteString, owner: ByteString): Answer<number> {
+    this.table.settle(key, index);
     const entry = this.table.entryOf(key, index, owner);
     if (entry === NO_ID || !this.table.owns(entry)) return LossReason.NotOwner;
     return this.waiters.waitForLoss(key, index, owner, entry);
   }
 
   queues(key: ByteString, limit: number): QueueView[] {
+    this.table.settleKey(key);
     return this.table.queues(key, limit);
   }
 
@@ -246,18 +251,22 @@ export class LocalLockService implements LockService {
   }
 
   fence(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.fence(key, index, owner);
   }
 
   location(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.location(key, index, owner);
   }
 
   renew(key: ByteString, index: ByteString, owner: ByteString): boolean {
+    this.table.settle(key, index);
     return this.table.renew(key, index, owner);
   }
 
   release(key: ByteString, index: ByteString, owner: ByteString): number {
+    this.table.settle(key, index);
     return this.table.release(key, index, owner);
   }
 
@@ -270,6 +279,7 @@ export class LocalLockService implements LockService {
   }
 
   list(key: ByteString, limit: number): Contender[] {
+    this.table.settleKey(key);
     return this.table.list(key, limit);
   }
 

@@ -111,12 +111,8 @@ export const COMPACT_MAX_ENTRIES = 16_384;
  * beginReleaseKey takes its entries at once, and each run() removes the next of them, up to a
  * budget, promoting the waiter behind each owner it removes. What it took is gone from every
  * client's view at once, however many slices it needs: whoever touches a queue where it has not
- * removed its entry yet makes it do so first (every lookup by names, LockTable.queueOf), the
- * table's size and bytes leave them out from the start, and a later release of the same owner
- * finds only the entries made since. Each removal applies under the release's own context
- * (QueueRules.releaseContext), so a replica's grants behind it get the same tokens and phases
- * whether a slice or another command's lookup reached them, and when: replicas stay alike while
- * the log goes on past the release.
+ * removed its entry yet makes it do so first (LockTable.settle), and a later release of the same
+ * owner finds only the entries made since.
  */
 export interface SlicedRelease {
   /** Entries it took at its start: the count its command answers. */
@@ -171,8 +167,6 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   private pending!: PendingReleases;
   private readonly releases: ReleaseJob[] = [];
   private releasesBegun = 0;
-  /** settleQueue is removing entries (what it tells observers must not start another). */
-  private settling = false;
   private observer: TableObserver | undefined;
   private readonly seed: number;
   private readonly lockDelayMs: number;
@@ -296,9 +290,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     return this.waiterCount;
   }
 
-  /** Entries held, as clients see them: those a release in slices took are gone already (see SlicedRelease). */
   get size(): number {
-    return this.ownerCount + this.waiterCount - this.pending.count;
+    return this.ownerCount + this.waiterCount;
   }
 
   /**
@@ -312,7 +305,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Bytes charged for every entry held (TableLimits.entryBytes each): what --max-table-bytes bounds. */
   get bytes(): number {
-    return this.entries.bytes - this.pending.bytes;
+    return this.entries.bytes;
   }
 
   /** Requests refused so far because a limit was reached (see TableLimits.Refusal). */
@@ -340,7 +333,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   request(request: Request, allowCreate = true, client = NO_CLIENT): number {
     const entries = this.entries;
     const { key, index, owner, ttl, ttw } = request;
-    const found = this.queueOf(key, index);
+    const found = this.keys.find(key, index);
     if (found !== NO_ID) {
       const existing = this.entryIn(found, owner);
       if (existing !== NO_ID) {
@@ -358,7 +351,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       request,
       {
         entries: this.size,
-        bytes: this.bytes,
+        bytes: entries.bytes,
         entryBytes: entryBytes(key.length, index.length, owner.length),
         ownerEntries: this.owners_.entryCountOf(owner),
       },
@@ -383,7 +376,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Find owner (0x01): the owner's name, or the empty string when nobody owns it. */
   findOwner(key: ByteString, index: ByteString): ByteString {
-    const queue = this.queueOf(key, index);
+    const queue = this.keys.find(key, index);
     if (queue === NO_ID) return '';
     const owner = this.keys.queueOwner[queue]!;
     return owner === NO_ID ? '' : this.ownerName(owner);
@@ -391,7 +384,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Fence (0x09): the fencing token of the owner's current grant, or 0 when `owner` does not own the lock. */
   fence(key: ByteString, index: ByteString, owner: ByteString): number {
-    const queue = this.queueOf(key, index);
+    const queue = this.keys.find(key, index);
     if (queue === NO_ID) return 0;
     const holder = this.keys.queueOwner[queue]!;
     return holder !== NO_ID && this.owners_.isNamed(this.entries.owner[holder]!, owner) ? this.entries.token[holder]! : 0;
@@ -399,7 +392,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Find contender location (0x03): the position, or 0 when absent. */
   location(key: ByteString, index: ByteString, owner: ByteString): number {
-    const queue = this.queueOf(key, index);
+    const queue = this.keys.find(key, index);
     if (queue === NO_ID) return 0;
     const entry = this.entryIn(queue, owner);
     return entry === NO_ID ? 0 : this.positionOf(queue, entry);
@@ -459,14 +452,10 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   private beginRelease(taken: Int32Array, why: EndReason): SlicedRelease {
-    const job = new ReleaseJob(++this.releasesBegun, taken, why, this.rules.releaseContext(), this);
+    const job = new ReleaseJob(++this.releasesBegun, taken, why, this);
     if (taken.length === 0) return job;
-    const entries = this.entries;
-    for (let i = 0; i < taken.length; i++) {
-      const entry = taken[i]!;
-      this.pending.mark(entry, entries.queue[entry]!, job.id, entries.bytesOf(entry));
-      this.rules.entryTaken(entry);
-    }
+    const queues = this.entries.queue;
+    for (let i = 0; i < taken.length; i++) this.pending.mark(taken[i]!, queues[taken[i]!]!, job.id);
     this.releases.push(job);
     return job;
   }
@@ -477,16 +466,17 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   }
 
   /**
-   * Runs up to `budget` entries of the oldest release in slices (the caller's slice, when nothing
-   * else is to be done); true once no release is left.
+   * Before a command touches the lock of (key, index): every release in slices that took an entry
+   * there removes it now, so the command sees the releases as done (see SlicedRelease).
    */
-  runReleases(budget: number): boolean {
-    this.releases[0]?.run(budget);
-    return this.releases.length === 0;
+  settle(key: ByteString, index: ByteString): void {
+    if (this.pending.count === 0) return;
+    const queue = this.keys.find(key, index);
+    if (queue !== NO_ID) this.settleQueue(queue);
   }
 
-  /** As queueOf, for every lock under the key (a list). */
-  private settleKey(key: ByteString): void {
+  /** As settle, for every lock under the key (a list, a release with `*`). */
+  settleKey(key: ByteString): void {
     if (this.pending.count === 0) return;
     for (const queue of [...this.keys.queuesOf(key)]) this.settleQueue(queue);
   }
@@ -494,8 +484,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
   /** Removes the entries releases in slices took in the queue, the oldest release's first. */
   private settleQueue(queue: number): void {
     const pending = this.pending;
-    // An observer told of a removal here may look the lock up: it sees the queue as it stands.
-    if (pending.inQueue(queue) === 0 || this.settling) return;
+    if (pending.inQueue(queue) === 0) return;
     const holder = this.keys.queueOwner[queue]!;
     let taken: number[];
     if (pending.inQueue(queue) === 1 && holder !== NO_ID && pending.releaseOfEntry(holder) !== 0) {
@@ -504,18 +493,9 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       taken = [...this.queueEntries(queue)].filter((entry) => pending.releaseOfEntry(entry) !== 0);
       taken.sort((a, b) => pending.releaseOfEntry(a) - pending.releaseOfEntry(b));
     }
-    this.settling = true;
-    try {
-      for (const entry of taken) {
-        const id = pending.releaseOfEntry(entry);
-        const job = this.releases.find((j) => j.id === id)!;
-        // Applied as its release would have been at its start, whatever command touched the lock.
-        const previous = this.rules.switchContext(job.context);
-        this.remove(entry, job.why);
-        this.rules.switchContext(previous);
-      }
-    } finally {
-      this.settling = false;
+    for (const entry of taken) {
+      const id = pending.releaseOfEntry(entry);
+      this.remove(entry, this.releases.find((job) => job.id === id)!.why);
     }
   }
 
@@ -532,7 +512,6 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** List (0x07): every entry under the key; indexes in creation order, each in queue order. */
   list(key: ByteString, limit = Number.POSITIVE_INFINITY): Contender[] {
-    this.settleKey(key);
     const result: Contender[] = [];
     const e = this.entries;
     for (const queue of this.keys.queuesOf(key)) {
@@ -557,7 +536,6 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    * with its entries in queue order and the time their phases have left; at most `limit` entries.
    */
   queues(key: ByteString, limit = Number.POSITIVE_INFINITY): QueueView[] {
-    this.settleKey(key);
     const views: QueueView[] = [];
     const e = this.entries;
     const now = this.clock.now();
@@ -649,7 +627,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    * waiter promoted) if it is still held back by the expiry at log position `version`. 0 or 1.
    */
   liftHold(this: ReplicaTable, key: ByteString, index: ByteString, version: number): number {
-    const queue = this.queueOf(key, index);
+    const queue = this.keys.find(key, index);
     if (queue === NO_ID || this.holds.get(queue)?.version !== version) return 0;
     this.releaseHold(queue);
     return 1;
@@ -669,7 +647,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Puts a hold taken by takeDueHold back in the watch, due now, if that lock is still held back by it. */
   rearmHold(this: ReplicaTable, due: DueHold): void {
-    const queue = this.queueOf(due.key, due.index);
+    const queue = this.keys.find(due.key, due.index);
     if (queue === NO_ID || this.holds.get(queue)?.version !== due.version || this.holdUntil.has(queue)) return;
     this.holdUntil.schedule(queue, this.clock.now());
   }
@@ -728,14 +706,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    * with `rearm` if the proposal fails; a committed expiry removes it for good.
    */
   takeDue(this: ReplicaTable): DueEntry | undefined {
-    let entry = this.expiry.peekId();
+    const entry = this.expiry.peekId();
     if (entry === NO_ID || this.expiry.peekDeadline() > this.clock.now()) return undefined;
-    // A release in slices that took an entry of its lock goes first (see SlicedRelease): nothing to propose for what it removed.
-    while (this.pending.count > 0 && entry !== NO_ID && this.pending.inQueue(this.entries.queue[entry]!) > 0) {
-      this.settleQueue(this.entries.queue[entry]!);
-      entry = this.expiry.peekId();
-      if (entry === NO_ID || this.expiry.peekDeadline() > this.clock.now()) return undefined;
-    }
     this.expiry.remove(entry);
     const e = this.entries;
     const queue = e.queue[entry]!;
@@ -785,7 +757,6 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
    * from this apply. 1 if added, 0 if the owner already has an entry there.
    */
   importEntry(this: ReplicaTable, s: Omit<SavedLock, 'remainingMs'>, remainingMs: number | null, ticket: number, origin: ByteString): number {
-    this.queueOf(s.key, s.index);
     const queue = this.keys.getOrCreate(s.key, s.index);
     if (this.entryIn(queue, s.owner) !== NO_ID) return 0;
     const entry = this.adoptEntry(queue, s, ticket, origin, ticket);
@@ -933,20 +904,8 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** The owner's entry in the queue of (key, index), or NO_ID. */
   private find(key: ByteString, index: ByteString, owner: ByteString): number {
-    const queue = this.queueOf(key, index);
-    return queue === NO_ID ? NO_ID : this.entryIn(queue, owner);
-  }
-
-  /**
-   * The queue of (key, index), or NO_ID, as clients see it: every release in slices that took an
-   * entry there removes it first (see SlicedRelease), which may leave the lock with no queue.
-   * Every lookup by names comes through here, so no command sees a release half-done.
-   */
-  private queueOf(key: ByteString, index: ByteString): number {
     const queue = this.keys.find(key, index);
-    if (queue === NO_ID || this.pending.count === 0 || this.pending.inQueue(queue) === 0) return queue;
-    this.settleQueue(queue);
-    return this.keys.find(key, index);
+    return queue === NO_ID ? NO_ID : this.entryIn(queue, owner);
   }
 
   /** The owner's entry in the queue, or NO_ID: its owner first (the usual case, no lookup), then its waiters. */
@@ -1035,8 +994,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
 
   /** Counts one more entry than the table holds towards its peak (see compactIfSparse). */
   private notePeak(): void {
-    const held = this.ownerCount + this.waiterCount;
-    if (held >= this.peak) this.peak = held + 1;
+    if (this.size >= this.peak) this.peak = this.size + 1;
   }
 
   /** The record of a new entry, filed under its owner, charged its bytes (TableLimits.entryBytes). */
@@ -1114,7 +1072,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
       this.observer?.ended(next, EndReason.Expired);
       this.rules.entryRemoved(next);
       this.expiry.remove(next);
-      this.pending.forget(next, queue, this.entries.bytesOf(next));
+      this.pending.forget(next, queue);
       this.owners_.remove(next);
       this.entries.release(next);
       this.overdueWaitersDropped++;
@@ -1131,7 +1089,7 @@ export class LockTable<Request extends LockRequest = LockRequest, Rules extends 
     this.observer?.ended(entry, why);
     this.rules.entryRemoved(entry);
     this.expiry.remove(entry);
-    this.pending.forget(entry, queue, e.bytesOf(entry));
+    this.pending.forget(entry, queue);
     this.owners_.remove(entry);
     if (e.isOwner[entry] === 1) {
       this.keys.queueOwner[queue] = NO_ID;
@@ -1157,8 +1115,6 @@ class ReleaseJob implements SlicedRelease {
     readonly id: number,
     private readonly taken: Int32Array,
     readonly why: EndReason,
-    /** What its removals apply under (QueueRules.releaseContext). */
-    readonly context: number,
     private readonly table: LockTable,
   ) {}
 

@@ -6,8 +6,7 @@ const MIN_CAPACITY = 64;
  * The entries that releases done in slices (see LockTable.beginReleaseAll) have taken and not yet
  * removed: by entry id the number of the release that took it (0: none), and by queue id how many
  * such entries the queue holds, so whoever touches a queue can tell in O(1) whether a release must
- * finish there first; and the count and bytes of every entry marked, which the table's size and
- * bytes leave out (those entries are gone from every client's view). A record id is marked only while its entry lives: forget() runs whenever an
+ * finish there first. A record id is marked only while its entry lives: forget() runs whenever an
  * entry leaves, so an id handed out again starts unmarked.
  */
 export class PendingReleases {
@@ -15,17 +14,14 @@ export class PendingReleases {
   private perQueue = new Int32Array(MIN_CAPACITY);
   /** Entries marked, over every queue. */
   count = 0;
-  /** The bytes those entries are charged (TableLimits.entryBytes). */
-  bytes = 0;
 
-  /** Marks `entry` (in `queue`, charged `bytes`) as taken by release number `release` (above 0). */
-  mark(entry: number, queue: number, release: number, bytes: number): void {
+  /** Marks `entry` (in `queue`) as taken by release number `release` (above 0). */
+  mark(entry: number, queue: number, release: number): void {
     if (entry >= this.releaseOf.length) this.releaseOf = resized(this.releaseOf, grownCapacity(this.releaseOf.length, entry + 1));
     if (queue >= this.perQueue.length) this.perQueue = resized(this.perQueue, grownCapacity(this.perQueue.length, queue + 1));
     this.releaseOf[entry] = release;
     this.perQueue[queue]!++;
     this.count++;
-    this.bytes += bytes;
   }
 
   /** The release that took `entry`, or 0. */
@@ -38,12 +34,11 @@ export class PendingReleases {
     return queue < this.perQueue.length ? this.perQueue[queue]! : 0;
   }
 
-  /** `entry` (in `queue`, charged `bytes`) leaves the table: unmarked, if it was marked. */
-  forget(entry: number, queue: number, bytes: number): void {
+  /** `entry` (in `queue`) leaves the table: unmarked, if it was marked. */
+  forget(entry: number, queue: number): void {
     if (this.count === 0 || this.releaseOfEntry(entry) === 0) return;
     this.releaseOf[entry] = 0;
     this.perQueue[queue]!--;
     this.count--;
-    this.bytes -= bytes;
   }
 }

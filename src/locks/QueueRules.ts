@@ -24,21 +24,6 @@ export interface QueueRules<Request extends LockRequest = LockRequest> {
   /** An entry is leaving the table; its record is still readable. */
   entryRemoved(entry: number): void;
   /**
-   * A release in slices took the entry (see LockTable.SlicedRelease): it is gone from every
-   * client's view, so it no longer counts against its connection; it leaves the table (entryRemoved)
-   * when the release reaches it.
-   */
-  entryTaken(entry: number): void;
-  /**
-   * What a release in slices begun now is applied under, to the last of its entries: a replica's
-   * log position of the releasing command, so that a grant it makes behind an entry it removes
-   * later, while another command applies, gets the same token and phase on every replica (0 on a
-   * single node, where the clock decides).
-   */
-  releaseContext(): number;
-  /** From now on, apply under `context` (from releaseContext); returns the context it replaces. */
-  switchContext(context: number): number;
-  /**
    * The fencing token of a grant happening now (a request answered 1 at once, or a promotion):
    * greater than every token any earlier grant of this table got, so a storage that keeps the
    * highest token it has seen refuses the writes of every earlier holder.

@@ -162,21 +162,6 @@ export class ReplicaRules implements QueueRules<ReplicatedRequest> {
     this.hooks.removed(origin);
   }
 
-  entryTaken(entry: number): void {
-    this.connections.remove(entry);
-  }
-
-  /** The releasing command's log position: its grants' tokens and phases, whenever they are made. */
-  releaseContext(): number {
-    return this.position;
-  }
-
-  switchContext(position: number): number {
-    const previous = this.position;
-    this.position = position;
-    return previous;
-  }
-
   phaseBegins(entry: number): void {
     this.version[entry] = this.position;
   }

@@ -88,19 +88,6 @@ export class SingleNodeRules implements QueueRules {
     this.connections.remove(entry);
   }
 
-  entryTaken(entry: number): void {
-    this.connections.remove(entry);
-  }
-
-  /** The clock alone decides: a release's grants are made when it reaches them. */
-  releaseContext(): number {
-    return 0;
-  }
-
-  switchContext(): number {
-    return 0;
-  }
-
   phaseBegins(): void {}
 
   /**

@@ -173,8 +173,6 @@ export interface SimulationReport {
   /** Waits tied to a dead incarnation seen on a replica, and those of them granted (each before its cancel could be proposed). */
   readonly phantomWaitsSeen: number;
   readonly phantomGrants: number;
-  /** Replica checks that found a release-all still removing entries while the log went on (compared later). */
-  readonly releasingSeen: number;
 }
 
 /**
@@ -236,7 +234,6 @@ class Simulation {
   private readonly phantoms = new Map<string, Phantom>();
   private phantomWaitsSeen = 0;
   private phantomGrants = 0;
-  private releasingSeen = 0;
   private liveIncarnationsEnded = 0;
   private replicaChecks = 0;
   private readonly trace: string[] = [];
@@ -423,9 +420,6 @@ class Simulation {
         snapshotEveryBatches: 40,
         // A third of the seeds hold an expired owner's lock back (a lock-delay), on every node alike.
         lockDelayMs: this.options.seed % 3 === 0 ? 1_500 : 0,
-        // Half of them apply a slice of one entry at a time, 20 ms apart when idle: a release-all stays half-done while the log goes on.
-        applySliceEntries: this.options.seed % 2 === 0 ? 1 : undefined,
-        releaseSliceGapMs: this.options.seed % 2 === 0 ? 20 : undefined,
       },
       {
         log,
@@ -603,7 +597,6 @@ class Simulation {
       liveIncarnationsEnded: this.liveIncarnationsEnded,
       phantomWaitsSeen: this.phantomWaitsSeen,
       phantomGrants: this.phantomGrants,
-      releasingSeen: this.releasingSeen,
     };
   }
 
@@ -833,23 +826,13 @@ class Simulation {
     }
   }
 
-  /**
-   * Replicas at the same log version must hold the same state. One whose releases are still
-   * removing entries is compared once they are done (a digest would finish them, and the check
-   * must not change when a node does its work): its state then must be the one every other node
-   * has at that version, however its slices and later commands' lookups interleaved.
-   */
+  /** Replicas at the same log version must hold the same state. */
   private checkReplicas(): void {
     for (const node of this.nodes) {
       if (!node.alive) continue;
       const replica = node.service.replica;
       const version = replica.position.version;
-      // Half-way through a batch applied in slices, the replica is at no version yet.
-      if (version === 0 || replica.applying) continue;
-      if (replica.releasing) {
-        this.releasingSeen++;
-        continue;
-      }
+      if (version === 0) continue;
       const digest = replica.digest();
       const seen = this.digests.get(version);
       if (seen === undefined) this.digests.set(version, { digest, node: node.name });

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { COMMANDS_PER_VERSION, LogOp, type Batch, type LogCommand } from '../../src/cluster/LogCodec.js';
+import { LogOp, type Batch, type LogCommand } from '../../src/cluster/LogCodec.js';
 import { ReplicaState, type Sliced } from '../../src/cluster/ReplicaState.js';
 import { FakeClock } from '../doubles/FakeClock.js';
 
@@ -146,55 +146,4 @@ test('a snapshot encoded in slices is the bytes of one encoded at once, and noth
   t.true(n >= Math.floor(state.table.size / 100), `${n} slices`);
   t.false(state.applying);
   t.deepEqual(step.value, whole);
-});
-
-/**
- * X owns LOCKS locks with a waiter behind each, then releases all; the batches after it touch
- * locks the release has not reached yet: a request there, a renewal and a release by a waiter it
- * promotes, a second release-all by one of them, an expiry of an entry it took, a new request of
- * X's own, a list (a read) and a release with `*`.
- */
-function afterReleaseAll(): Batch[] {
-  const [file, commit] = batches();
-  const later: LogCommand[][] = [
-    [{ op: LogOp.ReleaseAll, owner: 'X' }],
-    [request('k5', 'Z'), request('k9', 'W9'), { op: LogOp.Release, key: 'k10', index: 'i', owner: 'W10' }, { op: LogOp.ReleaseAll, owner: 'W11' }],
-    [{ op: LogOp.Expire, key: 'k12', index: 'i', owner: 'X', version: 0 }, request('k13', 'X'), { op: LogOp.ReleaseKey, key: 'k1', owner: 'W1' }],
-  ];
-  return [file!, commit!, ...later.map((commands, i) => ({ proposer: 'A', incarnation: 1, seq: 3 + i, commands }))];
-}
-
-test('a release-all applies at once and the log goes on past it: later commands see it done, and every replica ends alike however its removals interleave', (t) => {
-  const eager = replica();
-  const lazy = replica();
-  const between = replica();
-  afterReleaseAll().forEach((batch, i) => {
-    const expected = eager.state.apply(batch, at(i + 1));
-    eager.state.settleReleases(Number.POSITIVE_INFINITY);
-    // Slices of one entry, and no removal between batches but what a command's lookup makes.
-    t.deepEqual(slices(t, lazy.state, lazy.state.applyInSlices(batch, at(i + 1), undefined, undefined, 1)).value, expected, `batch ${i + 1}`);
-    t.deepEqual(between.state.apply(batch, at(i + 1)), expected);
-    between.state.settleReleases(50);
-    if (i >= 2) {
-      t.true(lazy.state.releasing, `batch ${i + 1} applied with the release half-done`);
-      // Sizes, bytes and lists are as if it were done.
-      t.is(lazy.state.table.size, eager.state.table.size);
-      t.is(lazy.state.table.bytes, eager.state.table.bytes);
-      t.is(lazy.state.entryEtcdBytes, eager.state.entryEtcdBytes);
-      t.deepEqual(lazy.state.table.list('k5'), eager.state.table.list('k5'));
-    }
-  });
-  t.deepEqual(
-    eager.state.table.list('k5').map((c) => c.owner),
-    ['W5', 'Z'],
-  );
-  // A grant the release made behind X carries the release's own log position, whoever reached it.
-  const w7 = lazy.state.table.entryOf('k7', 'i', 'W7');
-  t.is(lazy.state.table.tokenOf(w7), eager.state.table.tokenOf(eager.state.table.entryOf('k7', 'i', 'W7')));
-  t.is(lazy.state.table.tokenOf(w7), 3 * COMMANDS_PER_VERSION);
-  t.is(lazy.state.digest(), eager.state.digest());
-  t.is(between.state.digest(), eager.state.digest());
-  t.false(lazy.state.releasing);
-  t.is(lazy.grants.length, eager.grants.length);
-  t.deepEqual([...lazy.grants].sort(), [...eager.grants].sort());
 });
